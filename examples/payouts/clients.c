@@ -1,0 +1,40 @@
+/* clients.c — in-memory stand-ins for the service's clients, thread-safe. */
+#include "clients.h"
+
+#include <string.h>
+
+static void flaky_init(flaky *f, uint64_t fail_every) {
+    memset(f, 0, sizeof *f);
+    pthread_mutex_init(&f->lock, NULL);
+    f->fail_every = fail_every;
+}
+
+/* Called with f->lock held. */
+static bool flaky_fails(flaky *f) {
+    f->calls++;
+    if (f->should_fail) return f->should_fail(f, f->should_fail_arg);
+    return f->fail_every && f->calls % f->fail_every == 0;
+}
+
+void clients_open(clients *c, uint64_t counters_fail_every) {
+    memset(c, 0, sizeof *c);
+    flaky_init(&c->counters.flaky, counters_fail_every);
+}
+
+void clients_close(clients *c) { pthread_mutex_destroy(&c->counters.flaky.lock); }
+
+int counters_increment(counters_store *s, const char *page) {
+    (void)page;
+    pthread_mutex_lock(&s->flaky.lock);
+    bool fail = flaky_fails(&s->flaky);
+    if (!fail) s->counted++;
+    pthread_mutex_unlock(&s->flaky.lock);
+    return fail ? -1 : 0;
+}
+
+uint64_t counters_counted(counters_store *s) {
+    pthread_mutex_lock(&s->flaky.lock);
+    uint64_t n = s->counted;
+    pthread_mutex_unlock(&s->flaky.lock);
+    return n;
+}

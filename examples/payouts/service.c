@@ -1,0 +1,52 @@
+/* service.c — wires the payouts service's handlers to their topics. */
+#include "service.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct hook_args {
+    clients *clients;
+    uint64_t counters_fail_every;
+} hook_args;
+
+static hook_args hooks; /* one service per process */
+
+static cs_err open_clients(cs_app *app, void *user) {
+    (void)app;
+    hook_args *h = user;
+    clients_open(h->clients, h->counters_fail_every);
+    return CS_OK;
+}
+
+static void close_clients(cs_app *app, void *user) {
+    (void)app;
+    hook_args *h = user;
+    clients_close(h->clients);
+}
+
+cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
+    memset(out, 0, sizeof *out);
+    hooks.clients = opt->clients;
+    hooks.counters_fail_every = opt->counters_fail_every;
+    cs_app *app = cs_app_new("payouts", "0.1.0");
+    cs_kafka *k = cs_kafka_new(opt->brokers);
+    if (!app || !k) return CS_ERR_NOMEM;
+    cs_err err = cs_app_add_kafka(app, k);
+    if (!err) err = cs_app_on_startup(app, open_clients, &hooks);
+    if (!err) err = cs_app_on_shutdown(app, close_clients, &hooks);
+    if (!err) err = cs_kafka_default_group(k, "payouts");
+    if (!err) err = cs_kafka_topic(k, TOPIC_PAGE_VIEWS, 4);
+    if (!err && opt->tune) opt->tune(k);
+
+    cs_sub *views = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAGE_VIEWS, count_view, opt->clients);
+    if (!err && !views) err = CS_ERR_ARG;
+    if (!err) err = cs_sub_group(views, "analytics");
+    if (err) {
+        cs_app_destroy(app);
+        return err;
+    }
+    out->app = app;
+    out->kafka = k;
+    out->count_view = views;
+    return CS_OK;
+}

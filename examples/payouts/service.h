@@ -1,0 +1,35 @@
+/* service.h — the payouts service, assembled from its handlers.
+ *
+ *   count_view  page-views  group "analytics"  Auto: a failed store loses the view
+ *
+ * The service is one function that builds the app, so that main.c runs it and
+ * the tests run the same thing against their own cluster and clients. */
+#ifndef PAYOUTS_SERVICE_H
+#define PAYOUTS_SERVICE_H
+
+#include <cstream.h>
+
+#include "clients.h"
+
+#define TOPIC_PAGE_VIEWS "page-views"
+
+typedef struct payouts_service {
+    cs_app *app;
+    cs_kafka *kafka;
+    cs_sub *count_view;
+} payouts_service;
+
+typedef struct payouts_options {
+    const char *brokers;          /* NULL: CSTREAM_BROKERS, else the embedded cluster */
+    clients *clients;             /* built by the start-up hook */
+    uint64_t counters_fail_every; /* the start-up hook's failure pattern for the store */
+    void (*tune)(cs_kafka *k);    /* tests: extra broker properties (may be NULL) */
+} payouts_options;
+
+/* Builds the app (not started). */
+cs_err payouts_service_new(const payouts_options *opt, payouts_service *out);
+
+/* The handlers, exposed for tests. */
+cs_outcome count_view(cs_delivery *d, void *user);
+
+#endif

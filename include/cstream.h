@@ -1,0 +1,13 @@
+/* cstream.h — the umbrella header: everything a service needs. */
+#ifndef CSTREAM_H
+#define CSTREAM_H
+
+#define CSTREAM_VERSION "0.1.0"
+
+#include "cstream/app.h"
+#include "cstream/delivery.h"
+#include "cstream/error.h"
+#include "cstream/kafka.h"
+#include "cstream/publish.h"
+
+#endif

@@ -1,0 +1,59 @@
+/* cstream/delivery.h — one record handed to a handler, and how it is settled.
+ *
+ * A cs_delivery is borrowed: the handler may read it until it returns an
+ * outcome. A handler that returns CS_PENDING keeps the delivery and settles it
+ * later, from any thread, with cs_delivery_settle(); after that call the
+ * delivery is gone. Pointers returned by the accessors live as long as the
+ * delivery. */
+#ifndef CSTREAM_DELIVERY_H
+#define CSTREAM_DELIVERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cs_delivery cs_delivery;
+
+typedef enum cs_outcome {
+    CS_ACK = 0, /* handled */
+    CS_DROP,    /* not handled, on purpose: settles like ack */
+    CS_RETRY,   /* hand it to me again (Tracked); unsupported under Auto */
+    CS_PENDING, /* I keep the delivery and settle it later */
+} cs_outcome;
+
+/* Handler for one record. `user` is the pointer given at subscribe. */
+typedef cs_outcome (*cs_handler_fn)(cs_delivery *d, void *user);
+
+const char *cs_delivery_topic(const cs_delivery *d);
+int32_t cs_delivery_partition(const cs_delivery *d);
+int64_t cs_delivery_offset(const cs_delivery *d);
+/* Record timestamp in ms since the epoch, -1 if the record has none. */
+int64_t cs_delivery_timestamp(const cs_delivery *d);
+/* Key and value bytes; NULL (and *len 0) for a null key or a null value (tombstone). */
+const void *cs_delivery_key(const cs_delivery *d, size_t *len);
+const void *cs_delivery_value(const cs_delivery *d, size_t *len);
+/* Headers in record order. cs_delivery_header returns CS_ERR_ARG past the end;
+ * a header with a null value gives *value NULL and *len 0. */
+size_t cs_delivery_header_count(const cs_delivery *d);
+cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
+                          size_t *len);
+/* Last header named `name`; CS_ERR_ARG if there is none. */
+cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void **value, size_t *len);
+/* How many times the handler has run for this record in this process, this one included (1 = first). */
+int cs_delivery_attempt(const cs_delivery *d);
+
+/* Settles a delivery the handler returned CS_PENDING for (any thread).
+ * CS_ERR_STALE if its partition was revoked or the subscription closed in the
+ * meantime: the settlement is ignored and the record will be read again by
+ * whoever owns the partition. The delivery is released either way. */
+cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

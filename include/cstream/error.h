@@ -1,0 +1,40 @@
+/* cstream/error.h — status codes and the readable reason behind them.
+ *
+ * Every call that can fail returns a cs_err (CS_OK == 0). The reason is kept
+ * per thread: cs_errmsg() returns the message of the last failure on the
+ * calling thread; it names the thing that failed (config key, topic,
+ * partition/offset, field) and, where librdkafka said why, its reason. */
+#ifndef CSTREAM_ERROR_H
+#define CSTREAM_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cs_err {
+    CS_OK = 0,
+    CS_ERR_ARG,         /* a NULL or out-of-range argument */
+    CS_ERR_CONFIG,      /* unknown, invalid or framework-owned property */
+    CS_ERR_STATE,       /* call not allowed now (e.g. configuring a running app) */
+    CS_ERR_TOPIC,       /* topic missing or unusable */
+    CS_ERR_GROUP,       /* no consumer group for a subscription */
+    CS_ERR_KAFKA,       /* librdkafka reported an error */
+    CS_ERR_FATAL,       /* librdkafka fatal error: the app stopped */
+    CS_ERR_TIMEOUT,     /* a bounded wait ran out */
+    CS_ERR_UNSUPPORTED, /* not supported in this mode or librdkafka version */
+    CS_ERR_STALE,       /* settlement of a delivery whose partition was revoked or closed */
+    CS_ERR_NOMEM,       /* out of memory */
+    CS_ERR_HOOK,        /* a start-up hook failed */
+} cs_err;
+
+/* Short constant name of a code, e.g. "CS_ERR_CONFIG". Never NULL. */
+const char *cs_err_name(cs_err err);
+
+/* The reason for the last failure on this thread. Never NULL; valid until the
+ * next failing cstream call on this thread. */
+const char *cs_errmsg(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* cstream/kafka.h — the Kafka broker: clients, subscriptions, commit modes.
+ *
+ * A cs_kafka describes how to reach a cluster and what to consume. Brokers come
+ * from cs_kafka_new(), else from CSTREAM_BROKERS in the environment, else the
+ * app starts the embedded cluster (librdkafka's in-process mock; data lives in
+ * this process only) and says so at start-up.
+ *
+ * Every property is checked with librdkafka when it is set: an unknown or
+ * invalid one fails at once with the key and librdkafka's reason. */
+#ifndef CSTREAM_KAFKA_H
+#define CSTREAM_KAFKA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream/app.h"
+#include "cstream/delivery.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cs_sub cs_sub;
+
+/* How settlements become committed positions. */
+typedef enum cs_commit_mode {
+    /* librdkafka's own commits: the position is stored when the record is
+     * handed out and committed on a timer. ack/drop do nothing; retry is
+     * reported unsupported and the record does not come back. */
+    CS_COMMIT_AUTO = 0,
+    /* Precise at-least-once: the committed position is the lowest record still
+     * open; retry brings the record back before anything fetched after it. */
+    CS_COMMIT_TRACKED,
+} cs_commit_mode;
+
+/* Where a group without a committed offset starts. */
+typedef enum cs_start { CS_START_EARLIEST = 0, CS_START_LATEST } cs_start;
+
+/* bootstrap_servers may be NULL: then CSTREAM_BROKERS, else the embedded cluster. */
+cs_kafka *cs_kafka_new(const char *bootstrap_servers);
+/* Only for a broker never added to an app (the app owns and frees the others). */
+void cs_kafka_destroy(cs_kafka *k);
+
+cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
+/* A librdkafka property for every client (consumers and producer). */
+cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
+/* A librdkafka property for the producer only (enable.idempotence, acks,
+ * linger.ms, compression.type, ...). */
+cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
+/* Declares a topic the service uses. On the embedded cluster it is created with
+ * `partitions` partitions at start-up; on a real cluster it must exist. */
+cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions);
+/* The bootstrap servers in use: after start this is the embedded cluster's
+ * loopback address when it runs. NULL before start if none was configured. */
+const char *cs_kafka_bootstrap(const cs_kafka *k);
+/* True when this broker runs (or will run) the embedded cluster. */
+int cs_kafka_is_embedded(const cs_kafka *k);
+
+/* The committed offset of `group` for a partition, read from the cluster
+ * (works before start only with configured servers; -1 when none). */
+cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset);
+
+/* Subscribes `handler` to one topic (or several). The broker owns the returned
+ * subscription. NULL (with cs_errmsg) on bad arguments. */
+cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user);
+cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics,
+                                  cs_handler_fn handler, void *user);
+
+/* Consumer group of this subscription (else the broker's default group). */
+cs_err cs_sub_group(cs_sub *s, const char *group);
+/* A librdkafka consumer property for this subscription only. Properties the
+ * commit mode owns (enable.auto.commit, enable.auto.offset.store) are refused. */
+cs_err cs_sub_config(cs_sub *s, const char *key, const char *value);
+cs_err cs_sub_start_at(cs_sub *s, cs_start where);
+cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
+/* Handler threads (default 1). Records of one partition go to one lane, in order. */
+cs_err cs_sub_workers(cs_sub *s, int n);
+/* Records cstream holds per partition between fetch and settlement (queued,
+ * running and, under Tracked, open). When a partition reaches it, fetching of
+ * that partition pauses until it drains. Default 500. */
+cs_err cs_sub_max_open(cs_sub *s, size_t n);
+/* Under Tracked: how often changed positions are committed (default 200 ms). */
+cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
+/* Under Tracked: how long a revoke (or close) waits for in-flight deliveries
+ * of the released partitions to settle (default 10000 ms). */
+cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms);
+/* A handler running longer than this is logged with its record and counted
+ * (it cannot be stopped). 0 (default) disables the check. */
+cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
+
+/* Service hooks, called on the subscription's fetch thread. */
+typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n,
+                                 void *user);
+cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user);
+cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
+
+/* Counters of one subscription (monotonic since start). */
+typedef struct cs_sub_stats {
+    uint64_t delivered;         /* handler runs */
+    uint64_t acked;
+    uint64_t dropped;
+    uint64_t retried;           /* retries that brought the record back (Tracked) */
+    uint64_t retry_unsupported; /* retries refused under Auto: those records are lost */
+    uint64_t stale;             /* settlements ignored because the partition was revoked */
+    uint64_t slow_handlers;     /* handler runs past the time limit */
+    uint64_t commits;           /* successful explicit commits (Tracked) */
+    uint64_t commit_failures;   /* failed explicit commits (retried on the next tick) */
+    uint64_t pauses;            /* partitions paused at max_open */
+} cs_sub_stats;
+void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

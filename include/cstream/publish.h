@@ -1,0 +1,52 @@
+/* cstream/publish.h — publishing records through a broker's producer.
+ *
+ * cs_publish returns only after the cluster's delivery report: CS_OK means
+ * Kafka accepted the record. While librdkafka's local queue is full it waits
+ * for space, at most the queue timeout (cs_kafka_queue_timeout_ms), then fails
+ * with CS_ERR_TIMEOUT. Callable from any thread, handlers included, while the
+ * app runs. */
+#ifndef CSTREAM_PUBLISH_H
+#define CSTREAM_PUBLISH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream/kafka.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cs_header {
+    const char *name;
+    const void *value; /* NULL: a header with a null value */
+    size_t len;
+} cs_header;
+
+typedef struct cs_record {
+    const char *topic;
+    int32_t partition; /* -1: the partitioner picks (by key) */
+    const void *key;   /* NULL: null key */
+    size_t key_len;
+    const void *value; /* NULL: null value (tombstone) */
+    size_t value_len;
+    const cs_header *headers;
+    size_t n_headers;
+} cs_record;
+
+/* Where the cluster put a published record. */
+typedef struct cs_published {
+    int32_t partition;
+    int64_t offset;
+} cs_published;
+
+/* Blocking publish; `out` may be NULL. The record's bytes are copied. */
+cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out);
+
+/* How long a publish waits for space in librdkafka's local queue (default 5000 ms). */
+cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,61 @@
+/* cstream/testing.h — the test API for service authors.
+ *
+ * A test cluster is the embedded Kafka (in this process), or the cluster named
+ * by CSTREAM_BROKERS when set (a real broker, or a parent test process's
+ * embedded cluster). Topics are created on either (mock API or Admin API).
+ * An app under test is an ordinary cs_app whose broker points at the test
+ * cluster (cs_test_kafka_new), so it can be stopped, restarted in the same
+ * group, or crashed (destroyed without closing). */
+#ifndef CSTREAM_TESTING_H
+#define CSTREAM_TESTING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cs_test_cluster cs_test_cluster;
+
+cs_err cs_test_cluster_new(cs_test_cluster **out);
+void cs_test_cluster_destroy(cs_test_cluster *c);
+const char *cs_test_cluster_brokers(const cs_test_cluster *c);
+int cs_test_cluster_is_embedded(const cs_test_cluster *c);
+
+/* A broker on the test cluster with test-friendly timings (session.timeout.ms
+ * 6000, fetch.wait.max.ms 10, short auto-commit interval). */
+cs_kafka *cs_test_kafka_new(const cs_test_cluster *c);
+
+/* Writes "<prefix>-<pid>-<counter>-<random>" into buf: fresh topics and groups per test. */
+void cs_test_unique_name(char *buf, size_t size, const char *prefix);
+
+cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions);
+
+/* Publishes one record and waits for its delivery report. partition -1: any.
+ * key/value may be NULL. *offset_out (if not NULL) gets the record's offset. */
+cs_err cs_test_produce(cs_test_cluster *c, const char *topic, int32_t partition, const void *key, size_t key_len,
+                       const void *value, size_t value_len, int64_t *offset_out);
+/* Publishes `count` records "<prefix><i>" (i from 0), spread over partitions by key i. */
+cs_err cs_test_produce_many(cs_test_cluster *c, const char *topic, const char *prefix, int count);
+
+/* The group's committed offset for a partition: -1 if none (OFFSET_INVALID). */
+cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition,
+                         int64_t *offset);
+/* Waits until the committed offset is >= at_least. CS_ERR_TIMEOUT otherwise. */
+cs_err cs_test_wait_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition,
+                              int64_t at_least, int timeout_ms);
+
+/* Waits until every subscription of the app has an assignment, nothing is
+ * queued or in flight, and every assigned partition is consumed to its end. */
+cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms);
+/* Simulated crash: stops every consumer without committing or closing (the
+ * group only notices at session timeout), skips the shutdown hook, frees the app. */
+void cs_test_app_crash(cs_app *app);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,67 @@
+/* delivery.c — the public accessors of cs_delivery and its release.
+ * Accessors read fields the fetch thread wrote before the hand-over (the lane
+ * lock orders them), so they need no lock. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery_internal.h"
+#include "error.h"
+#include "pipeline.h"
+
+const char *cs_delivery_topic(const cs_delivery *d) { return d->topic; }
+int32_t cs_delivery_partition(const cs_delivery *d) { return d->partition; }
+int64_t cs_delivery_offset(const cs_delivery *d) { return d->offset; }
+int64_t cs_delivery_timestamp(const cs_delivery *d) { return d->timestamp; }
+int cs_delivery_attempt(const cs_delivery *d) { return d->attempt; }
+
+const void *cs_delivery_key(const cs_delivery *d, size_t *len) {
+    if (len) *len = d->key ? d->key_len : 0;
+    return d->key;
+}
+
+const void *cs_delivery_value(const cs_delivery *d, size_t *len) {
+    if (len) *len = d->value ? d->value_len : 0;
+    return d->value;
+}
+
+size_t cs_delivery_header_count(const cs_delivery *d) {
+    return d->msg ? d->part->ops->header_count(d->msg) : 0;
+}
+
+cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
+                          size_t *len) {
+    const char *n = NULL;
+    const void *v = NULL;
+    size_t l = 0;
+    if (!d->msg || d->part->ops->header_at(d->msg, idx, &n, &v, &l) != 0)
+        return cs__fail(CS_ERR_ARG, "header %zu: record %s/%d@%lld has %zu headers", idx, d->topic,
+                        (int)d->partition, (long long)d->offset, cs_delivery_header_count(d));
+    if (name) *name = n;
+    if (value) *value = v;
+    if (len) *len = v ? l : 0;
+    return CS_OK;
+}
+
+cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void **value, size_t *len) {
+    size_t n = cs_delivery_header_count(d);
+    for (size_t i = n; i-- > 0;) {
+        const char *hn;
+        const void *v;
+        size_t l;
+        if (cs_delivery_header(d, i, &hn, &v, &l) == CS_OK && hn && name && !strcmp(hn, name)) {
+            if (value) *value = v;
+            if (len) *len = l;
+            return CS_OK;
+        }
+    }
+    return cs__fail(CS_ERR_ARG, "header %s: not on record %s/%d@%lld", name ? name : "(null)", d->topic,
+                    (int)d->partition, (long long)d->offset);
+}
+
+cs_delivery *cs__delivery_alloc(void) { return calloc(1, sizeof(cs_delivery)); }
+
+void cs__delivery_free(cs_delivery *d) {
+    if (d->msg) d->part->ops->release(d->msg);
+    cs__part_unref(d->part);
+    free(d);
+}

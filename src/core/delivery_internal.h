@@ -1,0 +1,36 @@
+/* delivery_internal.h — the record in flight through the core.
+ * A delivery belongs to exactly one place at a time: a lane's queue (lane
+ * lock), a worker running its handler, or the partition's in-flight list
+ * (partition lock) while its handler runs or keeps it pending. */
+#ifndef CS_CORE_DELIVERY_INTERNAL_H
+#define CS_CORE_DELIVERY_INTERNAL_H
+
+#include <stdint.h>
+
+#include "cstream/delivery.h"
+#include "partition.h"
+
+struct cs_delivery {
+    /* record, filled by the source; key/value/headers borrowed from msg */
+    const char *topic;
+    int32_t partition;
+    int64_t offset;
+    int64_t timestamp;
+    const void *key, *value;
+    size_t key_len, value_len;
+    void *msg; /* the source's record; NULL once released */
+
+    /* where it stands */
+    cs_part *part;
+    uint64_t epoch;    /* part->epoch when fetched */
+    uint64_t seq;      /* tracker sequence number (Tracked) */
+    int attempt;       /* handler runs so far */
+    int lane;
+    cs_delivery *next; /* lane queue or in-flight list */
+    cs_delivery *prev; /* in-flight list */
+};
+
+/* Releases the record (if still held), drops the partition reference, frees d. */
+void cs__delivery_free(cs_delivery *d);
+
+#endif

@@ -1,0 +1,35 @@
+/* log.h — log lines are facts with fields: `ts level [app] message key=value ...`.
+ * Callers pass the fields in the format string; nothing is formatted when the
+ * level is disabled (check cs__log_enabled on hot paths). */
+#ifndef CS_CORE_LOG_H
+#define CS_CORE_LOG_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cstream/app.h"
+
+bool cs__log_enabled(cs_log_level level);
+void cs__log(cs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define CS_LOG_ERR(...) cs__log(CS_LOG_ERROR, __VA_ARGS__)
+#define CS_LOG_WARN(...) cs__log(CS_LOG_WARN, __VA_ARGS__)
+#define CS_LOG_INFO(...) cs__log(CS_LOG_INFO, __VA_ARGS__)
+#define CS_LOG_DEBUG(...)                                                                          \
+    do {                                                                                           \
+        if (cs__log_enabled(CS_LOG_DEBUG)) cs__log(CS_LOG_DEBUG, __VA_ARGS__);                      \
+    } while (0)
+
+/* Rate limit for a repeated warning: at most one line per interval; the lines
+ * skipped meanwhile are counted and reported with the next one. Lock-free, any thread. */
+typedef struct cs_ratelimit {
+    _Atomic int64_t next_ms;
+    _Atomic uint64_t suppressed;
+} cs_ratelimit;
+/* Returns true if the caller should log now; *suppressed gets how many were skipped. */
+bool cs__ratelimit_allow(cs_ratelimit *rl, int64_t interval_ms, uint64_t *suppressed);
+
+int64_t cs__now_ms(void); /* monotonic clock */
+
+#endif

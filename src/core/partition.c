@@ -1,0 +1,39 @@
+/* partition.c — life of a cs_part: created on first assign, freed on the last
+ * reference (the subscription's or a delivery's). */
+#include "partition.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,
+                      bool tracked) {
+    cs_part *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->topic = strdup(topic);
+    p->tracker = tracked ? cs_tracker_new() : NULL;
+    if (!p->topic || (tracked && !p->tracker)) {
+        free(p->topic);
+        cs_tracker_destroy(p->tracker);
+        free(p);
+        return NULL;
+    }
+    p->partition = partition;
+    p->ops = ops;
+    p->pipe = pipe;
+    p->last_committed = -1;
+    atomic_init(&p->refs, 1);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->drained, NULL);
+    return p;
+}
+
+void cs__part_ref(cs_part *p) { atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); }
+
+void cs__part_unref(cs_part *p) {
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->drained);
+    cs_tracker_destroy(p->tracker);
+    free(p->topic);
+    free(p);
+}

@@ -1,0 +1,51 @@
+/* partition.h — what the core knows about one assigned (topic, partition).
+ *
+ * Owner: created by the fetch thread when the partition is first assigned, kept
+ * for the life of the subscription (re-used, with a new epoch, when it comes
+ * back), freed when the last reference is dropped: the subscription holds one
+ * and every delivery holds one, so a pending delivery settled after the
+ * subscription closed still finds a valid (closed) partition.
+ *
+ * Lock: `lock` guards every field below it. Lock order: partition, then lane.
+ * Never held across a handler call or a call into librdkafka. */
+#ifndef CS_CORE_PARTITION_H
+#define CS_CORE_PARTITION_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "source.h"
+#include "tracker.h"
+
+typedef struct cs_delivery cs_delivery;
+typedef struct cs_pipeline cs_pipeline;
+
+typedef struct cs_part {
+    char *topic;
+    int32_t partition;
+    int lane; /* lane of this partition's records */
+    const cs_source_ops *ops;
+    _Atomic int refs;
+
+    pthread_mutex_t lock;
+    pthread_cond_t drained; /* signalled when n_inflight drops to 0 */
+    cs_pipeline *pipe;      /* NULL once the subscription is gone */
+    uint64_t epoch;         /* bumped at every assign and every release */
+    bool assigned;          /* false: hand out nothing more (revoking or released) */
+    cs_tracker *tracker;    /* Tracked only */
+    size_t held;            /* queued + running + open (pending) records of this epoch */
+    size_t n_inflight;      /* handed to a handler and not settled (running or pending) */
+    cs_delivery *inflight;  /* list of those, for releasing pending payloads at close */
+    bool paused;            /* fetching paused at max_open (fetch thread's view) */
+    bool dirty;             /* a settlement moved the tracker since the last commit */
+    int64_t last_committed; /* position last sent in a commit this epoch, -1 none */
+} cs_part;
+
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,
+                      bool tracked);
+void cs__part_ref(cs_part *p);
+void cs__part_unref(cs_part *p);
+
+#endif

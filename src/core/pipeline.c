@@ -1,0 +1,542 @@
+/* pipeline.c — lanes, workers and settlement (the generic core of a subscription).
+ *
+ * Owns: the lanes (a queue and a worker thread each), the partition registry
+ * and the counters. Threads: the fetch thread dispatches and manages
+ * partitions; each worker runs its lane's handlers; any thread may settle a
+ * pending delivery. Locks: lane->lock guards the lane queue; part->lock guards
+ * the partition (partition.h); lock order is partition, then lane. No lock is
+ * held while a handler runs. */
+#define _POSIX_C_SOURCE 200809L
+#include "pipeline.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+
+typedef struct lane {
+    pthread_mutex_t lock;
+    pthread_cond_t ready;
+    cs_delivery *head, *tail;
+    size_t queued;
+    bool stop; /* exit once the queue is empty */
+    bool started;
+    pthread_t thread;
+    cs_pipeline *pipe;
+
+    /* the running handler, for the time-limit check (only used with a limit) */
+    pthread_mutex_t run_lock;
+    const char *run_topic;
+    int32_t run_partition;
+    int64_t run_offset;
+    int64_t run_started_ms; /* 0: idle */
+    bool run_reported;
+
+    _Atomic uint64_t delivered, acked, dropped, retried, retry_unsupported, stale, slow;
+} lane;
+
+struct cs_pipeline {
+    cs_pipeline_config cfg;
+    char *name;
+    lane *lanes;
+    int n_lanes;
+
+    pthread_mutex_t parts_lock; /* written by the fetch thread only; readers lock */
+    cs_part **parts;
+    size_t n_parts, cap_parts;
+    cs_part *last_hit; /* fetch thread only */
+
+    _Atomic bool stopping;
+    _Atomic bool crashed;
+    _Atomic int64_t drain_deadline_ms; /* 0: none */
+    _Atomic uint64_t commits, commit_failures, pauses;
+    cs_ratelimit retry_warning;
+};
+
+static void *worker_main(void *arg);
+
+cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
+    cs_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->cfg = *cfg;
+    p->name = strdup(cfg->name ? cfg->name : "?");
+    p->n_lanes = cfg->workers > 0 ? cfg->workers : 1;
+    p->lanes = calloc((size_t)p->n_lanes, sizeof *p->lanes);
+    if (!p->name || !p->lanes) {
+        free(p->name);
+        free(p->lanes);
+        free(p);
+        return NULL;
+    }
+    pthread_mutex_init(&p->parts_lock, NULL);
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        l->pipe = p;
+        pthread_mutex_init(&l->lock, NULL);
+        pthread_cond_init(&l->ready, NULL);
+        pthread_mutex_init(&l->run_lock, NULL);
+    }
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        if (pthread_create(&l->thread, NULL, worker_main, l) != 0) {
+            CS_LOG_ERR("worker thread could not start subscription=%s lane=%d", p->name, i);
+            cs__pipeline_destroy(p);
+            return NULL;
+        }
+        l->started = true;
+    }
+    return p;
+}
+
+/* ---- lane queue ---------------------------------------------------------- */
+
+static void lane_push_tail(lane *l, cs_delivery *d) {
+    pthread_mutex_lock(&l->lock);
+    d->next = NULL;
+    if (l->tail) l->tail->next = d;
+    else l->head = d;
+    l->tail = d;
+    l->queued++;
+    pthread_cond_signal(&l->ready);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* A retry goes to the head: it runs before anything fetched after it. */
+static void lane_push_head(lane *l, cs_delivery *d) {
+    pthread_mutex_lock(&l->lock);
+    d->next = l->head;
+    l->head = d;
+    if (!l->tail) l->tail = d;
+    l->queued++;
+    pthread_cond_signal(&l->ready);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Blocks for the next delivery; NULL when the lane is told to stop and is empty. */
+static cs_delivery *lane_pop(lane *l) {
+    pthread_mutex_lock(&l->lock);
+    while (!l->head && !l->stop) pthread_cond_wait(&l->ready, &l->lock);
+    cs_delivery *d = l->head;
+    if (d) {
+        l->head = d->next;
+        if (!l->head) l->tail = NULL;
+        l->queued--;
+    }
+    pthread_mutex_unlock(&l->lock);
+    return d;
+}
+
+/* ---- partitions ---------------------------------------------------------- */
+
+cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops) {
+    cs_part *hit = p->last_hit;
+    if (hit && hit->partition == partition && !strcmp(hit->topic, topic)) return hit;
+    for (size_t i = 0; i < p->n_parts; i++) {
+        cs_part *c = p->parts[i];
+        if (c->partition == partition && !strcmp(c->topic, topic)) return p->last_hit = c;
+    }
+    cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked);
+    if (!part) return NULL;
+    part->lane = (int)(p->n_parts % (size_t)p->n_lanes);
+    pthread_mutex_lock(&p->parts_lock);
+    if (p->n_parts == p->cap_parts) {
+        size_t cap = p->cap_parts ? p->cap_parts * 2 : 16;
+        cs_part **grown = realloc(p->parts, cap * sizeof *grown);
+        if (!grown) {
+            pthread_mutex_unlock(&p->parts_lock);
+            cs__part_unref(part);
+            return NULL;
+        }
+        p->parts = grown;
+        p->cap_parts = cap;
+    }
+    p->parts[p->n_parts++] = part;
+    pthread_mutex_unlock(&p->parts_lock);
+    return p->last_hit = part;
+}
+
+static void inflight_add(cs_part *part, cs_delivery *d) {
+    d->prev = NULL;
+    d->next = part->inflight;
+    if (part->inflight) part->inflight->prev = d;
+    part->inflight = d;
+    part->n_inflight++;
+}
+
+static void inflight_remove(cs_part *part, cs_delivery *d) {
+    if (d->prev) d->prev->next = d->next;
+    else part->inflight = d->next;
+    if (d->next) d->next->prev = d->prev;
+    d->next = d->prev = NULL;
+    if (--part->n_inflight == 0) pthread_cond_broadcast(&part->drained);
+}
+
+void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    part->epoch++;
+    part->assigned = true;
+    part->held = 0;
+    part->paused = false;
+    part->dirty = false;
+    part->last_committed = -1;
+    if (part->tracker) cs_tracker_reset(part->tracker);
+    pthread_mutex_unlock(&part->lock);
+}
+
+void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    part->assigned = false;
+    pthread_mutex_unlock(&part->lock);
+}
+
+size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline_ms) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    /* Tracked waits for settlements (queued records stay open and are read
+     * again); Auto also lets the queued records run, because their positions
+     * were stored when they were fetched and nobody would read them again. */
+    while (part->tracker ? part->n_inflight > 0 : part->held > 0) {
+        int64_t left = deadline_ms - cs__now_ms();
+        if (left <= 0) break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        left = left > 50 ? 50 : left; /* re-check: the condvar uses the realtime clock */
+        ts.tv_nsec += (long)left * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&part->drained, &part->lock, &ts);
+    }
+    size_t left = part->tracker ? part->n_inflight : part->held;
+    pthread_mutex_unlock(&part->lock);
+    return left;
+}
+
+void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_payloads) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    part->epoch++; /* every delivery of the old epoch is stale from now on */
+    part->assigned = false;
+    part->held = 0;
+    part->paused = false;
+    /* Pending deliveries stay valid for their holders; they are detached from
+     * the list so that a later settlement (stale) does not touch it. */
+    for (cs_delivery *d = part->inflight, *next; d; d = next) {
+        next = d->next;
+        d->next = d->prev = NULL;
+        if (release_payloads && d->msg) {
+            part->ops->release(d->msg);
+            d->msg = NULL;
+            d->key = d->value = NULL;
+        }
+    }
+    part->inflight = NULL;
+    part->n_inflight = 0;
+    pthread_cond_broadcast(&part->drained);
+    pthread_mutex_unlock(&part->lock);
+}
+
+int64_t cs__part_position_to_commit(cs_part *part) {
+    int64_t pos = -1;
+    pthread_mutex_lock(&part->lock);
+    if (part->tracker && part->dirty) {
+        int64_t t = cs_tracker_position(part->tracker);
+        if (t >= 0 && t != part->last_committed) pos = t;
+        part->dirty = false;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return pos;
+}
+
+void cs__part_commit_done(cs_part *part, int64_t position, bool ok) {
+    pthread_mutex_lock(&part->lock);
+    if (ok) {
+        if (position > part->last_committed) part->last_committed = position;
+    } else {
+        part->dirty = true; /* the next tick sends it again */
+    }
+    pthread_mutex_unlock(&part->lock);
+}
+
+static size_t resume_mark(const cs_pipeline *p) { return p->cfg.max_open / 2; }
+
+bool cs__part_should_resume(cs_pipeline *p, cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    bool yes = part->paused && part->assigned && part->held <= resume_mark(p);
+    if (yes) part->paused = false;
+    pthread_mutex_unlock(&part->lock);
+    return yes;
+}
+
+/* ---- dispatch and settlement --------------------------------------------- */
+
+bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    bool pause = false;
+    cs__part_ref(part);
+    d->part = part;
+    d->lane = part->lane;
+    pthread_mutex_lock(&part->lock);
+    d->epoch = part->epoch;
+    if (part->tracker && cs_tracker_delivered(part->tracker, d->offset, &d->seq) != 0) {
+        /* Not increasing: librdkafka re-delivered an offset of this epoch (it
+         * does after a seek). The open entry already covers it. */
+        pthread_mutex_unlock(&part->lock);
+        CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld", part->topic,
+                    (int)part->partition, (long long)d->offset);
+        cs__delivery_free(d);
+        return false;
+    }
+    part->held++;
+    if (!part->paused && part->held >= p->cfg.max_open) pause = part->paused = true;
+    pthread_mutex_unlock(&part->lock);
+    lane_push_tail(&p->lanes[d->lane], d);
+    return pause;
+}
+
+/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
+static void discard(cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
+        pthread_cond_broadcast(&part->drained);
+    pthread_mutex_unlock(&part->lock);
+    cs__delivery_free(d);
+}
+
+static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->retry_warning, 5000, &skipped))
+        CS_LOG_WARN("retry is unsupported under commit mode auto: record not redelivered topic=%s "
+                    "partition=%d offset=%lld similar_since_last=%llu",
+                    d->topic, (int)d->partition, (long long)d->offset, (unsigned long long)skipped);
+}
+
+static cs_err settle(cs_delivery *d, cs_outcome outcome) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    bool listed = d->epoch == part->epoch;
+    if (listed) inflight_remove(part, d);
+    if (!listed || !p || atomic_load(&p->crashed)) {
+        if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&part->lock);
+        CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld", d->topic,
+                     (int)d->partition, (long long)d->offset);
+        cs__delivery_free(d);
+        return cs__fail(CS_ERR_STALE, "settlement of %s/%d@%lld ignored: the partition was revoked or the "
+                                      "subscription closed since it was delivered",
+                        d->topic, (int)d->partition, (long long)d->offset);
+    }
+    lane *l = &p->lanes[d->lane];
+    bool keep = false, warn = false;
+    switch (outcome) {
+    case CS_ACK:
+    case CS_DROP:
+        atomic_fetch_add_explicit(outcome == CS_ACK ? &l->acked : &l->dropped, 1, memory_order_relaxed);
+        if (part->tracker) {
+            cs_tracker_settle(part->tracker, d->seq);
+            part->dirty = true;
+        }
+        part->held--;
+        break;
+    case CS_RETRY:
+    default:
+        if (!part->tracker) {
+            atomic_fetch_add_explicit(&l->retry_unsupported, 1, memory_order_relaxed);
+            warn = true;
+            part->held--;
+        } else if (part->assigned && !atomic_load(&p->stopping)) {
+            atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            lane_push_head(l, d); /* stays open and held */
+            keep = true;
+        } else {
+            /* Going away: the record stays open, so it is read again by the
+             * next owner of the partition. */
+            atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            part->held--;
+        }
+        break;
+    }
+    if (part->held == 0) pthread_cond_broadcast(&part->drained);
+    if (warn) warn_retry_unsupported(p, d);
+    /* Under the partition lock: the pipeline (and the consumer the wake
+     * reaches) outlive it only while part->pipe is set. The wake never blocks. */
+    if (part->paused && part->held <= resume_mark(p) && p->cfg.wake && !atomic_load(&p->stopping))
+        p->cfg.wake(p->cfg.wake_arg);
+    pthread_mutex_unlock(&part->lock);
+    if (!keep) cs__delivery_free(d);
+    return CS_OK;
+}
+
+cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome) {
+    if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_settle: delivery is NULL");
+    if (outcome != CS_ACK && outcome != CS_DROP && outcome != CS_RETRY)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry",
+                        d->topic, (int)d->partition, (long long)d->offset);
+    return settle(d, outcome);
+}
+
+/* ---- workers -------------------------------------------------------------- */
+
+static bool runnable_locked(cs_pipeline *p, const cs_part *part, const cs_delivery *d) {
+    if (atomic_load(&p->crashed) || d->epoch != part->epoch || !part->assigned) return false;
+    int64_t deadline = atomic_load(&p->drain_deadline_ms);
+    return deadline == 0 || cs__now_ms() < deadline;
+}
+
+static void watch_start(lane *l, const cs_delivery *d) {
+    pthread_mutex_lock(&l->run_lock);
+    l->run_topic = d->topic;
+    l->run_partition = d->partition;
+    l->run_offset = d->offset;
+    l->run_started_ms = cs__now_ms();
+    l->run_reported = false;
+    pthread_mutex_unlock(&l->run_lock);
+}
+
+static void watch_stop(lane *l) {
+    pthread_mutex_lock(&l->run_lock);
+    l->run_started_ms = 0;
+    pthread_mutex_unlock(&l->run_lock);
+}
+
+static void *worker_main(void *arg) {
+    lane *l = arg;
+    cs_pipeline *p = l->pipe;
+    bool watch = p->cfg.handler_time_limit_ms > 0;
+    cs_delivery *d;
+    while ((d = lane_pop(l))) {
+        cs_part *part = d->part;
+        pthread_mutex_lock(&part->lock);
+        bool run = runnable_locked(p, part, d);
+        if (run) inflight_add(part, d);
+        pthread_mutex_unlock(&part->lock);
+        if (!run) {
+            discard(d);
+            continue;
+        }
+        d->attempt++;
+        atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
+        if (watch) watch_start(l, d);
+        cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
+        if (watch) watch_stop(l);
+        if (outcome != CS_PENDING) settle(d, outcome); /* after PENDING, d is the handler's */
+    }
+    return NULL;
+}
+
+void cs__pipeline_check_slow(cs_pipeline *p) {
+    int limit = p->cfg.handler_time_limit_ms;
+    if (limit <= 0) return;
+    int64_t now = cs__now_ms();
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        pthread_mutex_lock(&l->run_lock);
+        if (l->run_started_ms && !l->run_reported && now - l->run_started_ms > limit) {
+            l->run_reported = true;
+            atomic_fetch_add_explicit(&l->slow, 1, memory_order_relaxed);
+            CS_LOG_WARN("handler past its time limit subscription=%s topic=%s partition=%d offset=%lld "
+                        "running_ms=%lld limit_ms=%d",
+                        p->name, l->run_topic, (int)l->run_partition, (long long)l->run_offset,
+                        (long long)(now - l->run_started_ms), limit);
+        }
+        pthread_mutex_unlock(&l->run_lock);
+    }
+}
+
+/* ---- stopping ------------------------------------------------------------- */
+
+static void stop_and_join(cs_pipeline *p) {
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        pthread_mutex_lock(&l->lock);
+        l->stop = true;
+        pthread_cond_broadcast(&l->ready);
+        pthread_mutex_unlock(&l->lock);
+    }
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        if (l->started) pthread_join(l->thread, NULL);
+        l->started = false;
+    }
+}
+
+size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms) {
+    size_t before = cs__pipeline_busy(p);
+    atomic_store(&p->stopping, true);
+    atomic_store(&p->drain_deadline_ms, deadline_ms);
+    stop_and_join(p);
+    size_t after = cs__pipeline_busy(p);
+    return before > after ? 0 : after; /* what is left is pending (handler-held) */
+}
+
+void cs__pipeline_crash(cs_pipeline *p) {
+    atomic_store(&p->crashed, true);
+    atomic_store(&p->stopping, true);
+    stop_and_join(p);
+}
+
+void cs__pipeline_destroy(cs_pipeline *p) {
+    if (!p) return;
+    atomic_store(&p->stopping, true);
+    atomic_store(&p->drain_deadline_ms, 1); /* discard anything still queued */
+    stop_and_join(p);
+    for (size_t i = 0; i < p->n_parts; i++) {
+        cs_part *part = p->parts[i];
+        pthread_mutex_lock(&part->lock);
+        part->pipe = NULL;
+        pthread_mutex_unlock(&part->lock);
+        cs__part_unref(part);
+    }
+    for (int i = 0; i < p->n_lanes; i++) {
+        pthread_mutex_destroy(&p->lanes[i].lock);
+        pthread_cond_destroy(&p->lanes[i].ready);
+        pthread_mutex_destroy(&p->lanes[i].run_lock);
+    }
+    pthread_mutex_destroy(&p->parts_lock);
+    free(p->parts);
+    free(p->lanes);
+    free(p->name);
+    free(p);
+}
+
+/* ---- observation ---------------------------------------------------------- */
+
+size_t cs__pipeline_busy(cs_pipeline *p) {
+    size_t busy = 0;
+    pthread_mutex_lock(&p->parts_lock);
+    for (size_t i = 0; i < p->n_parts; i++) {
+        cs_part *part = p->parts[i];
+        pthread_mutex_lock(&part->lock);
+        busy += part->held;
+        pthread_mutex_unlock(&part->lock);
+    }
+    pthread_mutex_unlock(&p->parts_lock);
+    return busy;
+}
+
+void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out) {
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        out->delivered += atomic_load(&l->delivered);
+        out->acked += atomic_load(&l->acked);
+        out->dropped += atomic_load(&l->dropped);
+        out->retried += atomic_load(&l->retried);
+        out->retry_unsupported += atomic_load(&l->retry_unsupported);
+        out->stale += atomic_load(&l->stale);
+        out->slow_handlers += atomic_load(&l->slow);
+    }
+    out->commits = atomic_load(&p->commits);
+    out->commit_failures = atomic_load(&p->commit_failures);
+    out->pauses = atomic_load(&p->pauses);
+}
+
+void cs__pipeline_count_commit(cs_pipeline *p, bool ok) {
+    atomic_fetch_add_explicit(ok ? &p->commits : &p->commit_failures, 1, memory_order_relaxed);
+}
+
+void cs__pipeline_count_pause(cs_pipeline *p) { atomic_fetch_add_explicit(&p->pauses, 1, memory_order_relaxed); }

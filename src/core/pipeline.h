@@ -1,0 +1,85 @@
+/* pipeline.h — from fetched record to settlement, without knowing Kafka.
+ *
+ *   fetch thread --cs__pipeline_dispatch--> lane queue --> worker (handler)
+ *        ^                                                    |
+ *        +---- wake (resume a paused partition, commit) <-- settlement
+ *
+ * A pipeline has n lanes, one worker thread each. A partition's records go to
+ * one lane, in fetch order; a retry goes back to the head of its lane.
+ * Settlement rules depend on the commit mode (Auto: counters only; Tracked:
+ * the partition's tracker). Per-lane state has the lane's lock; per-partition
+ * state has the partition's lock (see partition.h); counters are atomics. */
+#ifndef CS_CORE_PIPELINE_H
+#define CS_CORE_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream/delivery.h"
+#include "cstream/kafka.h"
+#include "delivery_internal.h"
+#include "partition.h"
+
+typedef struct cs_pipeline_config {
+    const char *name; /* for log lines: the subscription's topics */
+    cs_handler_fn handler;
+    void *user;
+    bool tracked;
+    int workers;
+    size_t max_open;
+    int handler_time_limit_ms;
+    /* Called from worker or settling threads when the fetch thread has
+     * something to do (resume a partition, commit). Must not block. */
+    void (*wake)(void *arg);
+    void *wake_arg;
+} cs_pipeline_config;
+
+cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);
+/* Joins the workers (after cs__pipeline_drain) and frees the lanes; partitions
+ * with outstanding pending deliveries live on until those are settled. */
+void cs__pipeline_destroy(cs_pipeline *p);
+
+/* Fetch thread: registers a partition the pipeline will see records of. */
+cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops);
+
+/* Fetch thread: hands a record to its lane. The delivery must have its record
+ * fields and msg set (see cs__delivery_alloc). Returns true if the partition
+ * has now reached max_open and its fetching should pause. */
+cs_delivery *cs__delivery_alloc(void);
+bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d);
+
+/* Fetch thread, at assign: a new epoch for the partition. */
+void cs__pipeline_assign(cs_pipeline *p, cs_part *part);
+/* Fetch thread, at revoke: stop handing out the partition's records. */
+void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part);
+/* Fetch thread: waits until the partition has nothing in flight or the
+ * deadline (monotonic ms) passes. Returns the number still in flight. */
+size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline_ms);
+/* Fetch thread, after the final commit of a revoked partition: bumps the
+ * epoch so that late settlements are stale. If `release_payloads`, pending
+ * deliveries lose their payload (the consumer is about to close). */
+void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_payloads);
+
+/* Tracked: position to commit if it moved since the last commit; -1 if none. */
+int64_t cs__part_position_to_commit(cs_part *part);
+/* Tracked: records the outcome of a commit of `position`. */
+void cs__part_commit_done(cs_part *part, int64_t position, bool ok);
+/* Fetch thread: true if a paused partition has drained enough to resume. */
+bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
+
+/* Graceful stop: lets the lanes run what they hold until they are empty or the
+ * deadline passes, then discards the rest. Returns records discarded. */
+size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms);
+/* Crash (tests): workers stop after their current handler; nothing settles. */
+void cs__pipeline_crash(cs_pipeline *p);
+
+/* Queued + running + pending across all partitions (for "idle"). */
+size_t cs__pipeline_busy(cs_pipeline *p);
+void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out);
+void cs__pipeline_count_commit(cs_pipeline *p, bool ok);
+void cs__pipeline_count_pause(cs_pipeline *p);
+/* Fetch thread, on its timer: reports handlers past the time limit. */
+void cs__pipeline_check_slow(cs_pipeline *p);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * tracker.h - per-partition commit tracker (internal).
+ *
+ * Owns: the record of which offsets of ONE partition have been handed out to
+ * workers and which of those are settled, and from that the position that is
+ * safe to commit (the offset of the lowest delivered-but-unsettled record, or
+ * last delivered offset + 1 when nothing is open).
+ *
+ * Locking: none. The tracker has no lock of its own; the caller serialises
+ * every call (one tracker per partition, guarded by that partition's lock).
+ *
+ * Cost: O(1) amortized per delivery and per settlement. Deliveries are kept in
+ * a growable ring; a settlement finds its entry through the sequence number
+ * returned at delivery time. The position never goes backwards between resets.
+ */
+#ifndef CSTREAM_CORE_TRACKER_H
+#define CSTREAM_CORE_TRACKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cs_tracker cs_tracker;
+
+/* NULL on out of memory. */
+cs_tracker *cs_tracker_new(void);
+
+/* Frees the tracker; NULL is accepted. */
+void cs_tracker_destroy(cs_tracker *t);
+
+/* Forgets everything (new assignment epoch); keeps memory. Sequence numbers
+ * issued before the reset are unknown afterwards. */
+void cs_tracker_reset(cs_tracker *t);
+
+/* Records offset as handed out. Offsets must strictly increase across calls
+ * since the last reset, and lie in [0, INT64_MAX) (returns -1 and changes nothing
+ * otherwise, or on out of memory). On success returns 0 and stores in *seq a
+ * sequence number that identifies this delivery for cs_tracker_settle. */
+int cs_tracker_delivered(cs_tracker *t, int64_t offset, uint64_t *seq);
+
+/* Marks a delivery settled. Returns 0; -1 if seq is unknown (never issued
+ * since the last reset, or already settled, or already dropped from the
+ * ring) - then nothing changes. */
+int cs_tracker_settle(cs_tracker *t, uint64_t seq);
+
+/* Offset of the lowest open delivery, else last delivered + 1; -1 if nothing
+ * was delivered since the reset. */
+int64_t cs_tracker_position(const cs_tracker *t);
+
+/* Number of deliveries not yet settled. */
+size_t cs_tracker_open_count(const cs_tracker *t);
+
+/* The offset of the lowest open delivery, or -1 if none is open. */
+int64_t cs_tracker_lowest_open(const cs_tracker *t);
+
+#endif /* CSTREAM_CORE_TRACKER_H */

@@ -1,0 +1,113 @@
+/* config.c — property lists and their validation against librdkafka.
+ * Every property is set on a scratch librdkafka conf when the user sets it, so
+ * an unknown key or a bad value fails at configuration time, naming the key
+ * and giving librdkafka's reason. Pure functions; any thread. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "../core/log.h"
+#include "kafka_internal.h"
+
+cs_err cs__kvlist_set(cs_kvlist *l, const char *key, const char *value) {
+    for (size_t i = 0; i < l->n; i++) {
+        if (!strcmp(l->keys[i], key)) {
+            char *v = strdup(value);
+            if (!v) return cs__fail(CS_ERR_NOMEM, "out of memory setting %s", key);
+            free(l->values[i]);
+            l->values[i] = v;
+            return CS_OK;
+        }
+    }
+    char **keys = realloc(l->keys, (l->n + 1) * sizeof *keys);
+    if (keys) l->keys = keys;
+    char **values = realloc(l->values, (l->n + 1) * sizeof *values);
+    if (values) l->values = values;
+    if (!keys || !values) return cs__fail(CS_ERR_NOMEM, "out of memory setting %s", key);
+    l->keys[l->n] = strdup(key);
+    l->values[l->n] = strdup(value);
+    if (!l->keys[l->n] || !l->values[l->n]) {
+        free(l->keys[l->n]);
+        free(l->values[l->n]);
+        return cs__fail(CS_ERR_NOMEM, "out of memory setting %s", key);
+    }
+    l->n++;
+    return CS_OK;
+}
+
+void cs__kvlist_free(cs_kvlist *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->keys[i]);
+        free(l->values[i]);
+    }
+    free(l->keys);
+    free(l->values);
+    memset(l, 0, sizeof *l);
+}
+
+/* Properties that later librdkafka versions know and 2.0.2 does not. */
+static const struct newer_property {
+    const char *key, *since, *instead;
+} newer_properties[] = {
+    {"fetch.queue.backoff.ms", "2.3.0",
+     "with librdkafka 2.0.2 bound the pre-fetch queue with queued.min.messages and "
+     "queued.max.messages.kbytes instead"},
+};
+
+/* Properties cstream sets itself; setting them by hand would break a guarantee. */
+static const struct owned_property {
+    const char *key, *why;
+} owned_properties[] = {
+    {"enable.auto.commit", "the subscription's commit mode decides how positions are committed "
+                           "(cs_sub_commit: CS_COMMIT_AUTO lets librdkafka commit, CS_COMMIT_TRACKED commits "
+                           "explicitly)"},
+    {"enable.auto.offset.store", "the subscription's commit mode decides when positions are stored "
+                                 "(cs_sub_commit)"},
+    {"group.id", "set the group with cs_sub_group() or cs_kafka_default_group()"},
+    {"bootstrap.servers", "pass the servers to cs_kafka_new() (or set CSTREAM_BROKERS)"},
+};
+
+cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value) {
+    char reason[512];
+    if (rd_kafka_conf_set(conf, key, value, reason, sizeof reason) == RD_KAFKA_CONF_OK) return CS_OK;
+    for (size_t i = 0; i < sizeof newer_properties / sizeof *newer_properties; i++) {
+        const struct newer_property *n = &newer_properties[i];
+        if (!strcmp(key, n->key))
+            return cs__fail(CS_ERR_UNSUPPORTED,
+                            "%s: property %s needs librdkafka >= %s, this process runs librdkafka %s (%s); %s",
+                            who, key, n->since, rd_kafka_version_str(), reason, n->instead);
+    }
+    return cs__fail(CS_ERR_CONFIG, "%s: property %s=%s rejected by librdkafka: %s", who, key, value, reason);
+}
+
+cs_err cs__conf_check(const char *who, const char *key, const char *value) {
+    if (!key || !*key) return cs__fail(CS_ERR_ARG, "%s: property name is empty", who);
+    if (!value) return cs__fail(CS_ERR_ARG, "%s: property %s has a NULL value", who, key);
+    for (size_t i = 0; i < sizeof owned_properties / sizeof *owned_properties; i++) {
+        if (!strcmp(key, owned_properties[i].key))
+            return cs__fail(CS_ERR_CONFIG, "%s: property %s is owned by cstream: %s", who, key,
+                            owned_properties[i].why);
+    }
+    rd_kafka_conf_t *scratch = rd_kafka_conf_new();
+    cs_err err = cs__conf_set(scratch, who, key, value);
+    rd_kafka_conf_destroy(scratch);
+    return err;
+}
+
+cs_err cs__conf_apply(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l) {
+    for (size_t i = 0; i < l->n; i++) {
+        cs_err err = cs__conf_set(conf, who, l->keys[i], l->values[i]);
+        if (err) return err;
+    }
+    return CS_OK;
+}
+
+void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf) {
+    /* Properties given for "all clients" reach consumers and producers alike;
+     * librdkafka's notice that a client ignores the other role's keys is expected. */
+    if (!strcmp(fac, "CONFWARN") && strstr(buf, "will be ignored by this")) level = 7;
+    cs_log_level l = level <= 3 ? CS_LOG_ERROR : level == 4 ? CS_LOG_WARN : level <= 6 ? CS_LOG_INFO : CS_LOG_DEBUG;
+    if (!cs__log_enabled(l)) return;
+    cs__log(l, "librdkafka client=%s facility=%s message=\"%s\"", rk ? rd_kafka_name(rk) : "-", fac, buf);
+}

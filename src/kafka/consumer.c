@@ -1,0 +1,492 @@
+/* consumer.c — one subscription's librdkafka consumer and its fetch loop.
+ *
+ * Threads: the fetch thread (fetch_main) is the only one that polls, pauses,
+ * resumes, assigns and commits while the subscription runs; the rebalance
+ * callback runs on it, inside rd_kafka_consumer_poll. After the fetch thread
+ * has exited, the stopping thread drains, commits and closes (close runs the
+ * revoke again, which is idempotent). Workers only touch the pipeline, and
+ * wake the fetch thread through wake_fetch (never blocks).
+ *
+ * Fetch path: one record per rd_kafka_consumer_poll, not the batch API:
+ * librdkafka 2.0.x's batch consume can lose records when a pause, resume,
+ * seek or rebalance runs in parallel (fixed in 2.1.0), and pausing a full
+ * partition is part of normal operation here. See docs/architecture.md. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "../core/log.h"
+#include "../core/pipeline.h"
+#include "kafka_internal.h"
+
+struct cs_consumer {
+    cs_sub *sub;
+    cs_app *app;
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *queue; /* the consumer queue, to wake a blocked poll */
+    cs_pipeline *pipe;
+    pthread_t thread;
+    bool thread_started;
+    _Atomic bool stop;
+    _Atomic bool resume_wanted;
+    bool closing; /* the close path: revoke releases pending payloads */
+    bool tracked;
+    int64_t next_commit_ms;
+    cs_ratelimit error_warning;
+    char who[256];
+};
+
+/* ---- records as the core sees them ---------------------------------------- */
+
+static void msg_release(void *msg) { rd_kafka_message_destroy(msg); }
+
+static size_t msg_header_count(void *msg) {
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+    return rd_kafka_header_cnt(hdrs);
+}
+
+static int msg_header_at(void *msg, size_t idx, const char **name, const void **value, size_t *len) {
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(msg, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR) return -1;
+    return rd_kafka_header_get_all(hdrs, idx, name, value, len) == RD_KAFKA_RESP_ERR_NO_ERROR ? 0 : -1;
+}
+
+static const cs_source_ops kafka_records = {msg_release, msg_header_count, msg_header_at};
+
+/* ---- helpers -------------------------------------------------------------- */
+
+static cs_part *part_of(cs_consumer *c, const char *topic, int32_t partition) {
+    return cs__pipeline_part(c->pipe, topic, partition, &kafka_records);
+}
+
+static void wake_fetch(void *arg) {
+    cs_consumer *c = arg;
+    atomic_store(&c->resume_wanted, true);
+    rd_kafka_queue_yield(c->queue);
+}
+
+static void pause_or_resume(cs_consumer *c, cs_part *part, bool pause) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
+    rd_kafka_resp_err_t err = pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        CS_LOG_WARN("%s failed subscription=%s topic=%s partition=%d error=\"%s\"", pause ? "pause" : "resume",
+                    c->sub->name, part->topic, (int)part->partition, rd_kafka_err2str(err));
+    else
+        CS_LOG_DEBUG("%s subscription=%s topic=%s partition=%d", pause ? "paused at max_open" : "resumed",
+                     c->sub->name, part->topic, (int)part->partition);
+    if (pause) cs__pipeline_count_pause(c->pipe);
+}
+
+static void resume_drained(cs_consumer *c, const rd_kafka_topic_partition_list_t *assigned) {
+    atomic_store(&c->resume_wanted, false);
+    for (int i = 0; i < assigned->cnt; i++) {
+        cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+        if (part && cs__part_should_resume(c->pipe, part)) pause_or_resume(c, part, false);
+    }
+}
+
+/* ---- commits (Tracked) ---------------------------------------------------- */
+
+static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafka_topic_partition_list_t *offsets) {
+    for (int i = 0; offsets && i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &offsets->elems[i];
+        rd_kafka_resp_err_t perr = err ? err : e->err;
+        cs_part *part = part_of(c, e->topic, e->partition);
+        if (part) cs__part_commit_done(part, e->offset, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
+        if (perr)
+            CS_LOG_WARN("commit failed, retried on the next tick subscription=%s topic=%s partition=%d "
+                        "offset=%lld error=\"%s\"",
+                        c->sub->name, e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
+    }
+    if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+/* Commits the partitions in `only` (all known ones if NULL) whose position
+ * moved. Async on the timer; sync on revoke and close. */
+static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
+    if (!c->tracked) return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    rd_kafka_topic_partition_list_t *all = NULL;
+    if (!only) {
+        rd_kafka_assignment(c->rk, &all);
+        only = all;
+    }
+    for (int i = 0; only && i < only->cnt; i++) {
+        cs_part *part = part_of(c, only->elems[i].topic, only->elems[i].partition);
+        int64_t pos = part ? cs__part_position_to_commit(part) : -1;
+        if (pos >= 0) rd_kafka_topic_partition_list_add(l, part->topic, part->partition)->offset = pos;
+    }
+    if (all) rd_kafka_topic_partition_list_destroy(all);
+    if (l->cnt > 0) {
+        rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, l, sync ? 0 : 1);
+        if (sync || err) commit_result(c, err, l); /* async results arrive in offset_commit_cb */
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                             void *opaque) {
+    (void)rk;
+    cs_consumer *c = opaque;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return; /* nothing to commit */
+    if (c->tracked) commit_result(c, err, offsets);
+    else if (err)
+        CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
+}
+
+/* ---- rebalance ------------------------------------------------------------ */
+
+static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_kafka_topic_partition_list_t *l) {
+    if (!fn || !l || l->cnt == 0) return;
+    int32_t *ids = calloc((size_t)l->cnt, sizeof *ids);
+    if (!ids) return;
+    for (size_t t = 0; t < c->sub->n_topics; t++) {
+        size_t n = 0;
+        for (int i = 0; i < l->cnt; i++)
+            if (!strcmp(l->elems[i].topic, c->sub->topics[t])) ids[n++] = l->elems[i].partition;
+        if (n) fn(c->sub, c->sub->topics[t], ids, n, user);
+    }
+    free(ids);
+}
+
+static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l, bool cooperative) {
+    for (int i = 0; i < l->cnt; i++) {
+        cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
+        if (part) cs__pipeline_assign(c->pipe, part);
+        CS_LOG_INFO("partition assigned subscription=%s group=%s topic=%s partition=%d", c->sub->name,
+                    c->sub->group ? c->sub->group : c->sub->k->default_group, l->elems[i].topic,
+                    (int)l->elems[i].partition);
+    }
+    if (cooperative) {
+        rd_kafka_error_t *e = rd_kafka_incremental_assign(c->rk, l);
+        if (e) {
+            cs__app_fatal(c->app, "%s: incremental assign failed: %s", c->who, rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+        }
+    } else {
+        rd_kafka_resp_err_t err = rd_kafka_assign(c->rk, l);
+        if (err) cs__app_fatal(c->app, "%s: assign failed: %s", c->who, rd_kafka_err2str(err));
+    }
+    call_hook(c, c->sub->on_assign, c->sub->on_assign_user, l);
+}
+
+/* Stop handing out, wait (bounded) for in-flight settlements, commit what is
+ * settled, then release. Idempotent: close runs it again on released parts. */
+static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l, bool lost) {
+    call_hook(c, c->sub->on_revoke, c->sub->on_revoke_user, l);
+    for (int i = 0; i < l->cnt; i++) {
+        cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
+        if (part && c->tracked) cs__pipeline_stop_partition(c->pipe, part);
+    }
+    if (!lost) {
+        int64_t deadline = cs__now_ms() + c->sub->drain_timeout_ms;
+        for (int i = 0; i < l->cnt; i++) {
+            cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
+            size_t left = part ? cs__pipeline_wait_settled(c->pipe, part, deadline) : 0;
+            if (left)
+                CS_LOG_WARN("revoke: deliveries still open at the drain deadline stay uncommitted "
+                            "subscription=%s topic=%s partition=%d open=%zu",
+                            c->sub->name, part->topic, (int)part->partition, left);
+        }
+        commit_positions(c, l, true);
+    } else {
+        CS_LOG_WARN("assignment lost: nothing is committed for the lost partitions subscription=%s",
+                    c->sub->name);
+    }
+    for (int i = 0; i < l->cnt; i++) {
+        cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
+        if (!part) continue;
+        cs__pipeline_release_partition(c->pipe, part, c->closing);
+        CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, part->topic,
+                    (int)part->partition);
+    }
+}
+
+static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l,
+                         void *opaque) {
+    cs_consumer *c = opaque;
+    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        assign_partitions(c, l, cooperative);
+        return;
+    }
+    revoke_partitions(c, l, rd_kafka_assignment_lost(rk));
+    if (cooperative) {
+        rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
+        if (e) rd_kafka_error_destroy(e);
+    } else {
+        rd_kafka_assign(rk, NULL);
+    }
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+    cs_consumer *c = opaque;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char why[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
+        cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+        return;
+    }
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
+        CS_LOG_WARN("kafka client error subscription=%s error=%s reason=\"%s\" similar_since_last=%llu",
+                    c->sub->name, rd_kafka_err2name(err), reason, (unsigned long long)skipped);
+}
+
+static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return;
+    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
+        CS_LOG_WARN("consume error subscription=%s topic=%s partition=%d offset=%lld error=%s reason=\"%s\"",
+                    c->sub->name, topic, (int)m->partition, (long long)m->offset, rd_kafka_err2name(m->err),
+                    rd_kafka_message_errstr(m));
+}
+
+/* ---- the fetch loop --------------------------------------------------------- */
+
+static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    cs_part *part = part_of(c, topic, m->partition);
+    cs_delivery *d = part ? cs__delivery_alloc() : NULL;
+    if (!d) {
+        /* Out of memory: the record is not handed out. Under Tracked it is
+         * not tracked either, so the position cannot pass it only if an
+         * earlier record is open; stop rather than risk a gap. */
+        cs__app_fatal(c->app, "%s: out of memory at %s/%d@%lld", c->who, topic, (int)m->partition,
+                      (long long)m->offset);
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    rd_kafka_timestamp_type_t tstype;
+    d->topic = part->topic;
+    d->partition = m->partition;
+    d->offset = m->offset;
+    d->timestamp = rd_kafka_message_timestamp(m, &tstype);
+    if (tstype == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) d->timestamp = -1;
+    d->key = m->key;
+    d->key_len = m->key_len;
+    d->value = m->payload;
+    d->value_len = m->len;
+    d->msg = m;
+    if (cs__pipeline_dispatch(c->pipe, part, d)) pause_or_resume(c, part, true);
+}
+
+static void *fetch_main(void *arg) {
+    cs_consumer *c = arg;
+    int interval = c->sub->commit_interval_ms;
+    c->next_commit_ms = cs__now_ms() + interval;
+    while (!atomic_load(&c->stop)) {
+        int64_t now = cs__now_ms();
+        if (atomic_load(&c->resume_wanted)) {
+            rd_kafka_topic_partition_list_t *assigned = NULL;
+            if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                resume_drained(c, assigned);
+                rd_kafka_topic_partition_list_destroy(assigned);
+            }
+        }
+        if (now >= c->next_commit_ms) {
+            commit_positions(c, NULL, false);
+            cs__pipeline_check_slow(c->pipe);
+            c->next_commit_ms = now + interval;
+        }
+        int64_t wait = c->next_commit_ms - now;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
+        if (!m) continue;
+        if (m->err) {
+            on_record_error(c, m);
+            rd_kafka_message_destroy(m);
+            continue;
+        }
+        dispatch(c, m);
+    }
+    return NULL;
+}
+
+/* ---- lifecycle -------------------------------------------------------------- */
+
+static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *group = s->group ? s->group : s->k->default_group;
+    bool auto_mode = s->mode == CS_COMMIT_AUTO;
+    cs_err err = cs__conf_apply(conf, c->who, &s->k->config);
+    if (!err) err = cs__conf_apply(conf, c->who, &s->config);
+    if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
+    if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
+    if (!err) err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app));
+    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
+    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", auto_mode ? "true" : "false");
+    if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
+    if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");
+    if (err) {
+        rd_kafka_conf_destroy(conf);
+        return err;
+    }
+    rd_kafka_conf_set_opaque(conf, c);
+    rd_kafka_conf_set_rebalance_cb(conf, on_rebalance);
+    rd_kafka_conf_set_offset_commit_cb(conf, on_offset_commit);
+    rd_kafka_conf_set_error_cb(conf, on_error);
+    rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    *out = conf;
+    return CS_OK;
+}
+
+static void consumer_free(cs_consumer *c) {
+    if (c->queue) rd_kafka_queue_destroy(c->queue);
+    if (c->rk) rd_kafka_destroy(c->rk);
+    cs__pipeline_destroy(c->pipe);
+    free(c);
+}
+
+cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
+    cs_consumer *c = calloc(1, sizeof *c);
+    if (!c) return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
+    c->sub = s;
+    c->app = app;
+    c->tracked = s->mode == CS_COMMIT_TRACKED;
+    snprintf(c->who, sizeof c->who, "subscription %s", s->name);
+
+    rd_kafka_conf_t *conf = NULL;
+    cs_err err = build_conf(s, app, c, &conf);
+    if (err) {
+        free(c);
+        return err;
+    }
+    char reason[512];
+    c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
+    if (!c->rk) {
+        rd_kafka_conf_destroy(conf);
+        free(c);
+        return cs__fail(CS_ERR_KAFKA, "%s: consumer could not be created: %s", c->who, reason);
+    }
+    rd_kafka_poll_set_consumer(c->rk);
+    c->queue = rd_kafka_queue_get_consumer(c->rk);
+
+    cs_pipeline_config pc = {
+        .name = s->name,
+        .handler = s->handler,
+        .user = s->user,
+        .tracked = c->tracked,
+        .workers = s->workers,
+        .max_open = s->max_open,
+        .handler_time_limit_ms = s->handler_time_limit_ms,
+        .wake = wake_fetch,
+        .wake_arg = c,
+    };
+    c->pipe = cs__pipeline_new(&pc);
+    if (!c->pipe) {
+        consumer_free(c);
+        return cs__fail(CS_ERR_NOMEM, "%s: could not start its workers", c->who);
+    }
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
+    for (size_t i = 0; i < s->n_topics; i++)
+        rd_kafka_topic_partition_list_add(topics, s->topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t rerr = rd_kafka_subscribe(c->rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (rerr) {
+        consumer_free(c);
+        return cs__fail(CS_ERR_KAFKA, "%s: subscribe failed: %s", c->who, rd_kafka_err2str(rerr));
+    }
+    if (pthread_create(&c->thread, NULL, fetch_main, c) != 0) {
+        consumer_free(c);
+        return cs__fail(CS_ERR_NOMEM, "%s: could not start its fetch thread", c->who);
+    }
+    c->thread_started = true;
+    CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d", s->name,
+                s->group ? s->group : s->k->default_group, c->tracked ? "tracked" : "auto", s->workers);
+    *out = c;
+    return CS_OK;
+}
+
+static void join_fetch_thread(cs_consumer *c) {
+    atomic_store(&c->stop, true);
+    if (c->queue) rd_kafka_queue_yield(c->queue);
+    if (c->thread_started) pthread_join(c->thread, NULL);
+    c->thread_started = false;
+}
+
+void cs__consumer_stop_fetching(cs_consumer *c) {
+    join_fetch_thread(c);
+    size_t left = cs__pipeline_drain(c->pipe, cs__now_ms() + c->sub->drain_timeout_ms);
+    if (left)
+        CS_LOG_WARN("shutdown: deliveries still pending at the drain deadline stay uncommitted subscription=%s "
+                    "pending=%zu",
+                    c->sub->name, left);
+}
+
+void cs__consumer_close(cs_consumer *c) {
+    c->closing = true;
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        commit_positions(c, assigned, true);
+        for (int i = 0; i < assigned->cnt; i++) {
+            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+            /* librdkafka needs every record back before the consumer closes. */
+            if (part) cs__pipeline_release_partition(c->pipe, part, true);
+        }
+        rd_kafka_topic_partition_list_destroy(assigned);
+    }
+    rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
+    if (err) CS_LOG_WARN("consumer close subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
+    consumer_free(c);
+}
+
+void cs__consumer_crash(cs_consumer *c) {
+    join_fetch_thread(c);
+    cs__pipeline_crash(c->pipe);
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < assigned->cnt; i++) {
+            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+            if (part) cs__pipeline_release_partition(c->pipe, part, true);
+        }
+        rd_kafka_topic_partition_list_destroy(assigned);
+    }
+    rd_kafka_queue_destroy(c->queue);
+    c->queue = NULL;
+    rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    c->rk = NULL;
+    consumer_free(c);
+}
+
+/* Idle: an assignment, nothing queued or in flight, and every assigned
+ * partition consumed up to its high watermark. Any thread (tests). */
+int cs__consumer_idle(cs_consumer *c) {
+    if (cs__pipeline_busy(c->pipe) != 0) return 0;
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+    int idle = assigned->cnt > 0;
+    if (idle && rd_kafka_position(c->rk, assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) idle = 0;
+    for (int i = 0; idle && i < assigned->cnt; i++) {
+        rd_kafka_topic_partition_t *e = &assigned->elems[i];
+        int64_t lo = 0, hi = 0;
+        if (rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &lo, &hi, 2000)) {
+            idle = 0;
+            break;
+        }
+        if (hi == lo) continue; /* empty partition */
+        if (e->offset < 0) {    /* nothing consumed in this session: use the committed position */
+            rd_kafka_topic_partition_list_t *one = rd_kafka_topic_partition_list_new(1);
+            rd_kafka_topic_partition_list_add(one, e->topic, e->partition);
+            if (rd_kafka_committed(c->rk, one, 2000) == RD_KAFKA_RESP_ERR_NO_ERROR) e->offset = one->elems[0].offset;
+            rd_kafka_topic_partition_list_destroy(one);
+        }
+        if (e->offset < hi) idle = 0;
+    }
+    rd_kafka_topic_partition_list_destroy(assigned);
+    return idle;
+}
+
+void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) { cs__pipeline_stats(c->pipe, out); }
+
+rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }

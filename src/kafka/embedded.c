@@ -1,0 +1,66 @@
+/* embedded.c — the embedded Kafka: librdkafka's in-process mock cluster.
+ * It speaks the Kafka protocol on loopback, keeps committed offsets per group
+ * and runs group rebalances; it does not enforce transactions. It lives in a
+ * plain producer handle that exists only to host it. Created and destroyed by
+ * one thread; topic creation may come from any thread (the mock locks). */
+#define _POSIX_C_SOURCE 200809L
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/error.h"
+#include "kafka_internal.h"
+
+struct cs_embedded {
+    rd_kafka_t *host;
+    rd_kafka_mock_cluster_t *mock;
+    char *bootstraps;
+};
+
+cs_err cs__embedded_new(int brokers, cs_embedded **out) {
+    char reason[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "client.id", "cstream-embedded-host", NULL, 0);
+    rd_kafka_conf_set(conf, "log_level", "3", NULL, 0); /* it never connects anywhere: keep it quiet */
+    rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    rd_kafka_t *host = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
+    if (!host) {
+        rd_kafka_conf_destroy(conf);
+        return cs__fail(CS_ERR_KAFKA, "embedded Kafka: could not create its host client: %s", reason);
+    }
+    rd_kafka_mock_cluster_t *mock = rd_kafka_mock_cluster_new(host, brokers);
+    if (!mock) {
+        rd_kafka_destroy(host);
+        return cs__fail(CS_ERR_KAFKA, "embedded Kafka: librdkafka could not start the mock cluster");
+    }
+    cs_embedded *e = calloc(1, sizeof *e);
+    if (!e) {
+        rd_kafka_mock_cluster_destroy(mock);
+        rd_kafka_destroy(host);
+        return cs__fail(CS_ERR_NOMEM, "embedded Kafka: out of memory");
+    }
+    e->host = host;
+    e->mock = mock;
+    e->bootstraps = strdup(rd_kafka_mock_cluster_bootstraps(mock));
+    *out = e;
+    return CS_OK;
+}
+
+const char *cs__embedded_bootstraps(const cs_embedded *e) { return e->bootstraps; }
+
+cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions) {
+    rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(e->mock, topic, partitions, 1);
+    if (err)
+        return cs__fail(CS_ERR_TOPIC, "embedded Kafka: topic %s (%d partitions) could not be created: %s", topic,
+                        partitions, rd_kafka_err2str(err));
+    return CS_OK;
+}
+
+void cs__embedded_destroy(cs_embedded *e) {
+    if (!e) return;
+    rd_kafka_mock_cluster_destroy(e->mock);
+    rd_kafka_destroy(e->host);
+    free(e->bootstraps);
+    free(e);
+}

@@ -1,0 +1,410 @@
+/* kafka.c — the Kafka broker object: configuration, subscriptions, and the
+ * broker's part of the app lifecycle (start: embedded cluster, checks,
+ * consumers; stop: stop fetching and drain everywhere, then commit and close).
+ * Configuration happens on one thread before start; the lifecycle functions
+ * run on the app's lifecycle thread. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "../core/log.h"
+#include "cstream/rdkafka.h"
+#include "kafka_internal.h"
+
+static const cs_broker_ops kafka_broker_ops;
+
+cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
+    cs_kafka *k = calloc(1, sizeof *k);
+    if (!k) {
+        cs__fail(CS_ERR_NOMEM, "cs_kafka_new: out of memory");
+        return NULL;
+    }
+    const char *from_env = getenv("CSTREAM_BROKERS");
+    if (bootstrap_servers && *bootstrap_servers) k->bootstrap = strdup(bootstrap_servers);
+    else if (from_env && *from_env) k->bootstrap = strdup(from_env);
+    else k->embedded = true;
+    k->queue_timeout_ms = 5000;
+    return k;
+}
+
+static void sub_free(cs_sub *s) {
+    for (size_t i = 0; i < s->n_topics; i++) free(s->topics[i]);
+    free(s->topics);
+    free(s->name);
+    free(s->group);
+    cs__kvlist_free(&s->config);
+    free(s);
+}
+
+void cs_kafka_destroy(cs_kafka *k) {
+    if (!k) return;
+    for (size_t i = 0; i < k->n_subs; i++) sub_free(k->subs[i]);
+    free(k->subs);
+    for (size_t i = 0; i < k->n_topics; i++) free(k->topics[i].name);
+    free(k->topics);
+    cs__kvlist_free(&k->config);
+    cs__kvlist_free(&k->producer_config);
+    cs__embedded_destroy(k->cluster);
+    free(k->default_group);
+    free(k->bootstrap);
+    free(k);
+}
+
+static cs_err configurable(const cs_kafka *k, const char *what) {
+    if (!k) return cs__fail(CS_ERR_ARG, "%s: broker is NULL", what);
+    if (k->app && cs__app_started(k->app))
+        return cs__fail(CS_ERR_STATE, "%s: the app has started; configure before cs_app_start", what);
+    return CS_OK;
+}
+
+static cs_err replace_string(char **slot, const char *value, const char *what) {
+    char *copy = strdup(value);
+    if (!copy) return cs__fail(CS_ERR_NOMEM, "%s: out of memory", what);
+    free(*slot);
+    *slot = copy;
+    return CS_OK;
+}
+
+cs_err cs_kafka_default_group(cs_kafka *k, const char *group) {
+    cs_err err = configurable(k, "cs_kafka_default_group");
+    if (err) return err;
+    if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_kafka_default_group: group name is empty");
+    return replace_string(&k->default_group, group, "cs_kafka_default_group");
+}
+
+cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
+    cs_err err = configurable(k, "cs_kafka_config");
+    if (!err) err = cs__conf_check("cs_kafka_config", key, value);
+    return err ? err : cs__kvlist_set(&k->config, key, value);
+}
+
+cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value) {
+    cs_err err = configurable(k, "cs_kafka_producer_config");
+    if (!err) err = cs__conf_check("cs_kafka_producer_config", key, value);
+    return err ? err : cs__kvlist_set(&k->producer_config, key, value);
+}
+
+cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions) {
+    cs_err err = configurable(k, "cs_kafka_topic");
+    if (err) return err;
+    if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_kafka_topic: topic name is empty");
+    if (partitions < 1) return cs__fail(CS_ERR_ARG, "cs_kafka_topic(%s): partitions must be >= 1, got %d", topic, partitions);
+    topic_decl *grown = realloc(k->topics, (k->n_topics + 1) * sizeof *grown);
+    if (!grown) return cs__fail(CS_ERR_NOMEM, "cs_kafka_topic(%s): out of memory", topic);
+    k->topics = grown;
+    k->topics[k->n_topics].name = strdup(topic);
+    k->topics[k->n_topics].partitions = partitions;
+    k->n_topics++;
+    return CS_OK;
+}
+
+const char *cs_kafka_bootstrap(const cs_kafka *k) { return k->bootstrap; }
+int cs_kafka_is_embedded(const cs_kafka *k) { return k->embedded; }
+
+cs_err cs_app_add_kafka(cs_app *app, cs_kafka *k) {
+    if (!app || !k) return cs__fail(CS_ERR_ARG, "cs_app_add_kafka: app and broker must not be NULL");
+    if (k->app) return cs__fail(CS_ERR_STATE, "cs_app_add_kafka: this broker already belongs to an app");
+    cs_err err = cs__app_add_broker(app, &kafka_broker_ops, k);
+    if (!err) k->app = app;
+    return err;
+}
+
+/* ---- subscriptions ---------------------------------------------------------- */
+
+cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
+                                  void *user) {
+    if (configurable(k, "cs_kafka_subscribe")) return NULL;
+    if (!topics || n_topics == 0) {
+        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: at least one topic is needed");
+        return NULL;
+    }
+    if (!handler) {
+        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe(%s): handler is NULL", topics[0] ? topics[0] : "?");
+        return NULL;
+    }
+    size_t name_len = 1;
+    for (size_t i = 0; i < n_topics; i++) {
+        if (!topics[i] || !*topics[i]) {
+            cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: topic %zu is empty", i);
+            return NULL;
+        }
+        name_len += strlen(topics[i]) + 1;
+    }
+    cs_sub *s = calloc(1, sizeof *s);
+    cs_sub **grown = s ? realloc(k->subs, (k->n_subs + 1) * sizeof *grown) : NULL;
+    if (grown) k->subs = grown;
+    if (s) {
+        s->topics = calloc(n_topics, sizeof *s->topics);
+        s->name = calloc(1, name_len);
+    }
+    if (!grown || !s->topics || !s->name) {
+        if (s) sub_free(s);
+        cs__fail(CS_ERR_NOMEM, "cs_kafka_subscribe: out of memory");
+        return NULL;
+    }
+    for (size_t i = 0; i < n_topics; i++) {
+        s->topics[i] = strdup(topics[i]);
+        s->n_topics++;
+        if (i) strcat(s->name, ",");
+        strcat(s->name, topics[i]);
+    }
+    s->k = k;
+    s->handler = handler;
+    s->user = user;
+    s->mode = CS_COMMIT_AUTO;
+    s->workers = 1;
+    s->max_open = 500;
+    s->commit_interval_ms = 200;
+    s->drain_timeout_ms = 10000;
+    k->subs[k->n_subs++] = s;
+    return s;
+}
+
+cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user) {
+    return cs_kafka_subscribe_topics(k, &topic, 1, handler, user);
+}
+
+static cs_err sub_configurable(const cs_sub *s, const char *what) {
+    if (!s) return cs__fail(CS_ERR_ARG, "%s: subscription is NULL", what);
+    return configurable(s->k, what);
+}
+
+cs_err cs_sub_group(cs_sub *s, const char *group) {
+    cs_err err = sub_configurable(s, "cs_sub_group");
+    if (err) return err;
+    if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_sub_group(%s): group name is empty", s->name);
+    return replace_string(&s->group, group, "cs_sub_group");
+}
+
+cs_err cs_sub_config(cs_sub *s, const char *key, const char *value) {
+    cs_err err = sub_configurable(s, "cs_sub_config");
+    if (err) return err;
+    char who[300];
+    snprintf(who, sizeof who, "cs_sub_config(%s)", s->name);
+    err = cs__conf_check(who, key, value);
+    return err ? err : cs__kvlist_set(&s->config, key, value);
+}
+
+cs_err cs_sub_start_at(cs_sub *s, cs_start where) {
+    cs_err err = sub_configurable(s, "cs_sub_start_at");
+    if (err) return err;
+    if (where != CS_START_EARLIEST && where != CS_START_LATEST)
+        return cs__fail(CS_ERR_ARG, "cs_sub_start_at(%s): unknown start position %d", s->name, (int)where);
+    s->start = where;
+    return CS_OK;
+}
+
+cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode) {
+    cs_err err = sub_configurable(s, "cs_sub_commit");
+    if (err) return err;
+    if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED)
+        return cs__fail(CS_ERR_ARG, "cs_sub_commit(%s): unknown commit mode %d", s->name, (int)mode);
+    s->mode = mode;
+    return CS_OK;
+}
+
+static cs_err set_int(cs_sub *s, const char *what, int *slot, long value, long min, long max) {
+    cs_err err = sub_configurable(s, what);
+    if (err) return err;
+    if (value < min || value > max)
+        return cs__fail(CS_ERR_ARG, "%s(%s): %ld is out of range [%ld, %ld]", what, s->name, value, min, max);
+    *slot = (int)value;
+    return CS_OK;
+}
+
+cs_err cs_sub_workers(cs_sub *s, int n) { return set_int(s, "cs_sub_workers", s ? &s->workers : NULL, n, 1, 1024); }
+cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms) {
+    return set_int(s, "cs_sub_commit_interval_ms", s ? &s->commit_interval_ms : NULL, ms, 1, 3600000);
+}
+cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms) {
+    return set_int(s, "cs_sub_drain_timeout_ms", s ? &s->drain_timeout_ms : NULL, ms, 0, 3600000);
+}
+cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms) {
+    return set_int(s, "cs_sub_handler_time_limit_ms", s ? &s->handler_time_limit_ms : NULL, ms, 0, 86400000);
+}
+
+cs_err cs_sub_max_open(cs_sub *s, size_t n) {
+    cs_err err = sub_configurable(s, "cs_sub_max_open");
+    if (err) return err;
+    if (n < 1 || n > 10000000) return cs__fail(CS_ERR_ARG, "cs_sub_max_open(%s): %zu is out of range [1, 10000000]", s->name, n);
+    s->max_open = n;
+    return CS_OK;
+}
+
+cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user) {
+    cs_err err = sub_configurable(s, "cs_sub_on_assign");
+    if (err) return err;
+    s->on_assign = fn;
+    s->on_assign_user = user;
+    return CS_OK;
+}
+
+cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user) {
+    cs_err err = sub_configurable(s, "cs_sub_on_revoke");
+    if (err) return err;
+    s->on_revoke = fn;
+    s->on_revoke_user = user;
+    return CS_OK;
+}
+
+void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out) {
+    if (s->consumer) cs__consumer_stats(s->consumer, out);
+    else *out = s->final_stats;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+static cs_err check_groups(cs_kafka *k) {
+    for (size_t i = 0; i < k->n_subs; i++) {
+        cs_sub *s = k->subs[i];
+        if (!s->group && !k->default_group)
+            return cs__fail(CS_ERR_GROUP,
+                            "subscription %s has no consumer group: set one with cs_sub_group() or a default "
+                            "with cs_kafka_default_group()",
+                            s->name);
+    }
+    return CS_OK;
+}
+
+static cs_err start_embedded(cs_kafka *k) {
+    cs_err err = cs__embedded_new(1, &k->cluster);
+    if (err) return err;
+    for (size_t i = 0; i < k->n_topics; i++) {
+        err = cs__embedded_topic(k->cluster, k->topics[i].name, k->topics[i].partitions);
+        if (err) return err;
+    }
+    free(k->bootstrap);
+    k->bootstrap = strdup(cs__embedded_bootstraps(k->cluster));
+    CS_LOG_WARN("embedded Kafka: data lives in this process only bootstrap=%s (set CSTREAM_BROKERS or pass "
+                "bootstrap servers to cs_kafka_new for a real cluster)",
+                k->bootstrap);
+    return CS_OK;
+}
+
+/* Every subscribed and declared topic must exist: a real broker would
+ * otherwise let the consumer wait silently for a topic that never comes. */
+static cs_err check_topics(cs_kafka *k, cs_app *app) {
+    size_t n = k->n_topics;
+    for (size_t i = 0; i < k->n_subs; i++) n += k->subs[i]->n_topics;
+    char **names = calloc(n ? n : 1, sizeof *names);
+    if (!names) return cs__fail(CS_ERR_NOMEM, "topic check: out of memory");
+    size_t j = 0;
+    for (size_t i = 0; i < k->n_topics; i++) names[j++] = k->topics[i].name;
+    for (size_t i = 0; i < k->n_subs; i++)
+        for (size_t t = 0; t < k->subs[i]->n_topics; t++) names[j++] = k->subs[i]->topics[t];
+
+    char reason[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    cs_err err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
+    if (!err) err = cs__conf_set(conf, "topic check", "bootstrap.servers", k->bootstrap);
+    if (!err) err = cs__conf_set(conf, "topic check", "client.id", cs_app_name(app));
+    rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    rd_kafka_t *rk = err ? NULL : rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
+    if (!rk) {
+        rd_kafka_conf_destroy(conf);
+        if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
+    } else {
+        err = cs__topics_exist(rk, k->bootstrap, names, n);
+        rd_kafka_destroy(rk);
+    }
+    free(names);
+    return err;
+}
+
+static void stop_consumers(cs_kafka *k) {
+    /* Stop fetching and drain everywhere first, then commit and close. */
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (k->subs[i]->consumer) cs__consumer_stop_fetching(k->subs[i]->consumer);
+    for (size_t i = 0; i < k->n_subs; i++) {
+        cs_sub *s = k->subs[i];
+        if (!s->consumer) continue;
+        cs__consumer_stats(s->consumer, &s->final_stats);
+        cs__consumer_close(s->consumer);
+        s->consumer = NULL;
+    }
+}
+
+static void stop_producer(cs_kafka *k) {
+    if (!k->producer) return;
+    size_t unflushed = cs__producer_close(k->producer, 30000);
+    if (unflushed) CS_LOG_WARN("producer closed with records not delivered unflushed_records=%zu", unflushed);
+    k->producer = NULL;
+}
+
+static cs_err kafka_stop(void *impl) {
+    cs_kafka *k = impl;
+    if (!k->started) return CS_OK;
+    stop_consumers(k);
+    stop_producer(k);
+    k->started = false;
+    return CS_OK;
+}
+
+static cs_err kafka_start(void *impl, cs_app *app) {
+    cs_kafka *k = impl;
+    cs_err err = check_groups(k);
+    if (!err && k->embedded && !k->cluster) err = start_embedded(k);
+    if (!err) err = check_topics(k, app);
+    if (!err) err = cs__producer_start(k, app, &k->producer);
+    for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__consumer_start(k->subs[i], app, &k->subs[i]->consumer);
+    if (err) {
+        char reason[1024];
+        snprintf(reason, sizeof reason, "%s", cs_errmsg());
+        stop_consumers(k);
+        stop_producer(k);
+        return cs__fail(err, "%s", reason);
+    }
+    k->started = true;
+    return CS_OK;
+}
+
+static void kafka_crash(void *impl) {
+    cs_kafka *k = impl;
+    for (size_t i = 0; i < k->n_subs; i++) {
+        cs_sub *s = k->subs[i];
+        if (!s->consumer) continue;
+        cs__consumer_stats(s->consumer, &s->final_stats);
+        cs__consumer_crash(s->consumer);
+        s->consumer = NULL;
+    }
+    if (k->producer) cs__producer_close(k->producer, 0);
+    k->producer = NULL;
+    k->started = false;
+}
+
+static int kafka_idle(void *impl) {
+    cs_kafka *k = impl;
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (!k->subs[i]->consumer || !cs__consumer_idle(k->subs[i]->consumer)) return 0;
+    return 1;
+}
+
+static void kafka_destroy(void *impl) { cs_kafka_destroy(impl); }
+
+static const cs_broker_ops kafka_broker_ops = {
+    .kind = "kafka",
+    .start = kafka_start,
+    .stop = kafka_stop,
+    .crash = kafka_crash,
+    .destroy = kafka_destroy,
+    .idle = kafka_idle,
+};
+
+rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) { return s && s->consumer ? cs__consumer_handle(s->consumer) : NULL; }
+
+cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
+    cs_err err = configurable(k, "cs_kafka_queue_timeout_ms");
+    if (err) return err;
+    if (ms < 0) return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is negative", ms);
+    k->queue_timeout_ms = ms;
+    return CS_OK;
+}
+
+cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out) {
+    if (!k || !rec || !rec->topic) return cs__fail(CS_ERR_ARG, "cs_publish: broker, record and topic are required");
+    if (!k->producer) return cs__fail(CS_ERR_STATE, "cs_publish(%s): the app is not running", rec->topic);
+    return cs__producer_publish(k->producer, rec, out);
+}

@@ -1,0 +1,107 @@
+/* kafka_internal.h — the Kafka broker's own structures. Only files under
+ * src/kafka include librdkafka. Configuration fields are written before start
+ * (by the configuring thread) and read-only afterwards. */
+#ifndef CS_KAFKA_INTERNAL_H
+#define CS_KAFKA_INTERNAL_H
+
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+
+#include "cstream/kafka.h"
+#include "cstream/publish.h"
+
+/* An ordered list of librdkafka properties (later settings of a key win). */
+typedef struct cs_kvlist {
+    char **keys, **values;
+    size_t n;
+} cs_kvlist;
+cs_err cs__kvlist_set(cs_kvlist *l, const char *key, const char *value);
+void cs__kvlist_free(cs_kvlist *l);
+
+/* Checks one property with librdkafka. `who` names the caller in the message
+ * (e.g. "cs_sub_config(payouts)"); `owned_by_mode` refuses the commit-mode keys. */
+cs_err cs__conf_check(const char *who, const char *key, const char *value);
+/* Applies a list to conf; fails with the key and librdkafka's reason. */
+cs_err cs__conf_apply(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l);
+cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value);
+/* librdkafka's log lines into cstream's log. */
+void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
+
+typedef struct cs_embedded cs_embedded;
+cs_err cs__embedded_new(int brokers, cs_embedded **out);
+const char *cs__embedded_bootstraps(const cs_embedded *e);
+cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions);
+void cs__embedded_destroy(cs_embedded *e);
+
+typedef struct cs_consumer cs_consumer;
+typedef struct cs_producer cs_producer;
+
+/* producer.c: one per broker, started before the consumers. */
+cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out);
+cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out);
+size_t cs__producer_close(cs_producer *p, int timeout_ms);
+
+struct cs_sub {
+    cs_kafka *k;
+    char *name; /* topics joined by ',' for log lines */
+    char **topics;
+    size_t n_topics;
+    cs_handler_fn handler;
+    void *user;
+    char *group;
+    cs_kvlist config;
+    cs_start start;
+    cs_commit_mode mode;
+    int workers;
+    size_t max_open;
+    int commit_interval_ms;
+    int drain_timeout_ms;
+    int handler_time_limit_ms;
+    cs_partitions_fn on_assign, on_revoke;
+    void *on_assign_user, *on_revoke_user;
+    cs_consumer *consumer; /* while running */
+    cs_sub_stats final_stats; /* counters kept when the consumer closes */
+};
+
+typedef struct topic_decl {
+    char *name;
+    int partitions;
+} topic_decl;
+
+struct cs_kafka {
+    char *bootstrap; /* configured, or the embedded cluster's once it runs */
+    bool embedded;
+    char *default_group;
+    cs_kvlist config;
+    topic_decl *topics;
+    size_t n_topics;
+    cs_sub **subs;
+    size_t n_subs;
+    cs_app *app;  /* set when added to an app */
+    bool started; /* start() succeeded and stop() has not run */
+    cs_embedded *cluster;
+    cs_kvlist producer_config;
+    int queue_timeout_ms;
+    cs_producer *producer; /* while running */
+};
+
+/* committed.c */
+rd_kafka_t *cs__group_reader(const char *brokers, const char *group);
+cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
+
+/* Checks that every topic exists on the cluster rk talks to. */
+cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);
+
+/* consumer.c: one per subscription, started after the topic checks. */
+cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
+/* Stop fetching and let handlers finish (bounded by the drain timeout). */
+void cs__consumer_stop_fetching(cs_consumer *c);
+/* Commit what is settled, release payloads, close the consumer, free. */
+void cs__consumer_close(cs_consumer *c);
+/* Tests: destroy without committing or closing. */
+void cs__consumer_crash(cs_consumer *c);
+int cs__consumer_idle(cs_consumer *c);
+void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out);
+rd_kafka_t *cs__consumer_handle(cs_consumer *c);
+
+#endif

@@ -1,0 +1,157 @@
+/* producer.c — the broker's producer and blocking publish.
+ *
+ * Delivery reports are served by a dedicated thread (report_main), never by a
+ * publishing thread: a publish waits on its own completion slot, and a full
+ * local queue is waited out with a timeout on the `space` condition that
+ * every delivery report signals. RD_KAFKA_MSG_F_BLOCK is not used: it has no
+ * timeout and deadlocks on the thread that serves delivery reports.
+ * Lock: `lock` guards the completion slots and the space condition. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/error.h"
+#include "../core/log.h"
+#include "kafka_internal.h"
+
+struct cs_producer {
+    rd_kafka_t *rk;
+    pthread_t reporter;
+    _Atomic bool stop;
+    pthread_mutex_t lock;
+    pthread_cond_t done; /* a completion slot was filled */
+    pthread_cond_t space; /* a delivery report freed queue space */
+    int queue_timeout_ms;
+};
+
+typedef struct completion {
+    bool done;
+    rd_kafka_resp_err_t err;
+    int32_t partition;
+    int64_t offset;
+} completion;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    (void)rk;
+    cs_producer *p = opaque;
+    completion *c = m->_private;
+    pthread_mutex_lock(&p->lock);
+    if (c) {
+        c->err = m->err;
+        c->partition = m->partition;
+        c->offset = m->offset;
+        c->done = true;
+        pthread_cond_broadcast(&p->done);
+    }
+    pthread_cond_broadcast(&p->space);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void *report_main(void *arg) {
+    cs_producer *p = arg;
+    while (!atomic_load(&p->stop)) rd_kafka_poll(p->rk, 100);
+    return NULL;
+}
+
+cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
+    cs_producer *p = calloc(1, sizeof *p);
+    if (!p) return cs__fail(CS_ERR_NOMEM, "producer: out of memory");
+    p->queue_timeout_ms = k->queue_timeout_ms;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->done, NULL);
+    pthread_cond_init(&p->space, NULL);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    cs_err err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
+    if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &k->producer_config);
+    if (!err) err = cs__conf_set(conf, "producer", "bootstrap.servers", k->bootstrap);
+    if (!err) err = cs__conf_set(conf, "producer", "client.id", cs_app_name(app));
+    char reason[512];
+    if (!err) {
+        rd_kafka_conf_set_opaque(conf, p);
+        rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+        rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+        p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
+        if (!p->rk) err = cs__fail(CS_ERR_KAFKA, "producer could not be created: %s", reason);
+    }
+    if (!err && pthread_create(&p->reporter, NULL, report_main, p) != 0) {
+        err = cs__fail(CS_ERR_NOMEM, "producer: delivery report thread could not start");
+    }
+    if (err) {
+        if (p->rk) rd_kafka_destroy(p->rk);
+        else rd_kafka_conf_destroy(conf);
+        free(p);
+        return err;
+    }
+    *out = p;
+    return CS_OK;
+}
+
+/* Flushes for up to timeout_ms, then destroys. Returns records not delivered. */
+size_t cs__producer_close(cs_producer *p, int timeout_ms) {
+    rd_kafka_flush(p->rk, timeout_ms);
+    size_t unflushed = (size_t)rd_kafka_outq_len(p->rk);
+    if (unflushed) rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    atomic_store(&p->stop, true);
+    pthread_join(p->reporter, NULL);
+    rd_kafka_poll(p->rk, 0); /* purged records' reports wake any waiting publisher */
+    rd_kafka_destroy(p->rk);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->done);
+    pthread_cond_destroy(&p->space);
+    free(p);
+    return unflushed;
+}
+
+static void deadline_after(struct timespec *ts, int ms) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static rd_kafka_resp_err_t produce(cs_producer *p, const cs_record *r, completion *c) {
+    rd_kafka_headers_t *hdrs = NULL;
+    if (r->n_headers) {
+        hdrs = rd_kafka_headers_new(r->n_headers);
+        for (size_t i = 0; i < r->n_headers; i++)
+            rd_kafka_header_add(hdrs, r->headers[i].name, -1, r->headers[i].value,
+                                r->headers[i].value ? (ssize_t)r->headers[i].len : 0);
+    }
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        p->rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
+        RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0), RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(c), RD_KAFKA_V_END);
+    if (err && hdrs) rd_kafka_headers_destroy(hdrs); /* on success librdkafka owns them */
+    return err;
+}
+
+cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out) {
+    completion c = {0};
+    struct timespec deadline;
+    deadline_after(&deadline, p->queue_timeout_ms);
+    rd_kafka_resp_err_t err;
+    while ((err = produce(p, r, &c)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+        pthread_mutex_lock(&p->lock);
+        int w = pthread_cond_timedwait(&p->space, &p->lock, &deadline);
+        pthread_mutex_unlock(&p->lock);
+        if (w != 0)
+            return cs__fail(CS_ERR_TIMEOUT, "publish to %s: local queue still full after queue_timeout %d ms",
+                            r->topic, p->queue_timeout_ms);
+    }
+    if (err) return cs__fail(CS_ERR_KAFKA, "publish to %s: %s", r->topic, rd_kafka_err2str(err));
+    pthread_mutex_lock(&p->lock);
+    while (!c.done) pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    if (c.err) return cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", r->topic, rd_kafka_err2str(c.err));
+    if (out) {
+        out->partition = c.partition;
+        out->offset = c.offset;
+    }
+    return CS_OK;
+}

@@ -1,0 +1,239 @@
+/* testing.c — the test API (cstream/testing.h): a cluster to test against,
+ * topics, publishing, committed positions, idle and crash for apps.
+ * A cs_test_cluster may be used from several threads: `lock` serialises its
+ * producer. */
+#define _POSIX_C_SOURCE 200809L
+#include "cstream/testing.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "../core/log.h"
+#include "kafka_internal.h"
+
+struct cs_test_cluster {
+    cs_embedded *embedded; /* NULL when CSTREAM_BROKERS names the cluster */
+    char *brokers;
+    pthread_mutex_t lock;
+    rd_kafka_t *producer;
+};
+
+typedef struct produce_result {
+    rd_kafka_resp_err_t err;
+    int64_t offset;
+    bool done;
+} produce_result;
+
+static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    (void)rk;
+    _Atomic int *failures = opaque;
+    produce_result *r = m->_private;
+    if (r) {
+        r->err = m->err;
+        r->offset = m->offset;
+        r->done = true;
+    } else if (m->err) {
+        atomic_fetch_add(failures, 1);
+    }
+}
+
+static _Atomic int bulk_failures;
+
+cs_err cs_test_cluster_new(cs_test_cluster **out) {
+    cs_test_cluster *c = calloc(1, sizeof *c);
+    if (!c) return cs__fail(CS_ERR_NOMEM, "test cluster: out of memory");
+    pthread_mutex_init(&c->lock, NULL);
+    const char *env = getenv("CSTREAM_BROKERS");
+    if (env && *env) {
+        c->brokers = strdup(env);
+    } else {
+        cs_err err = cs__embedded_new(1, &c->embedded);
+        if (err) {
+            free(c);
+            return err;
+        }
+        c->brokers = strdup(cs__embedded_bootstraps(c->embedded));
+    }
+    char reason[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", c->brokers, NULL, 0);
+    rd_kafka_conf_set(conf, "client.id", "cstream-test", NULL, 0);
+    rd_kafka_conf_set(conf, "linger.ms", "1", NULL, 0);
+    rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+    rd_kafka_conf_set_opaque(conf, &bulk_failures);
+    rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    c->producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
+    if (!c->producer) {
+        rd_kafka_conf_destroy(conf);
+        cs_test_cluster_destroy(c);
+        return cs__fail(CS_ERR_KAFKA, "test cluster: producer could not be created: %s", reason);
+    }
+    *out = c;
+    return CS_OK;
+}
+
+void cs_test_cluster_destroy(cs_test_cluster *c) {
+    if (!c) return;
+    if (c->producer) {
+        rd_kafka_flush(c->producer, 5000);
+        rd_kafka_destroy(c->producer);
+    }
+    cs__embedded_destroy(c->embedded);
+    pthread_mutex_destroy(&c->lock);
+    free(c->brokers);
+    free(c);
+}
+
+const char *cs_test_cluster_brokers(const cs_test_cluster *c) { return c->brokers; }
+int cs_test_cluster_is_embedded(const cs_test_cluster *c) { return c->embedded != NULL; }
+
+cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
+    cs_kafka *k = cs_kafka_new(c->brokers);
+    if (!k) return NULL;
+    if (cs_kafka_config(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
+        cs_kafka_config(k, "auto.commit.interval.ms", "100") || cs_kafka_config(k, "heartbeat.interval.ms", "500")) {
+        cs_kafka_destroy(k);
+        return NULL;
+    }
+    return k;
+}
+
+void cs_test_unique_name(char *buf, size_t size, const char *prefix) {
+    static _Atomic unsigned counter;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(buf, size, "%s-%d-%u-%lx", prefix, (int)getpid(), atomic_fetch_add(&counter, 1),
+             (unsigned long)(ts.tv_nsec ^ ts.tv_sec) & 0xffffff);
+}
+
+/* Admin API for real clusters (the embedded one has no CreateTopics). */
+static cs_err create_with_admin(cs_test_cluster *c, const char *topic, int partitions) {
+    char reason[512];
+    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, reason, sizeof reason);
+    if (!nt) return cs__fail(CS_ERR_TOPIC, "create topic %s: %s", topic, reason);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->producer);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, RD_KAFKA_ADMIN_OP_CREATETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    rd_kafka_CreateTopics(c->producer, &nt, 1, opt, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    cs_err err = CS_OK;
+    if (!ev) {
+        err = cs__fail(CS_ERR_TIMEOUT, "create topic %s: no answer from %s", topic, c->brokers);
+    } else if (rd_kafka_event_error(ev)) {
+        err = cs__fail(CS_ERR_TOPIC, "create topic %s: %s", topic, rd_kafka_event_error_string(ev));
+    } else {
+        size_t n = 0;
+        const rd_kafka_topic_result_t **res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        if (n == 1 && rd_kafka_topic_result_error(res[0]) &&
+            rd_kafka_topic_result_error(res[0]) != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
+            err = cs__fail(CS_ERR_TOPIC, "create topic %s: %s", topic, rd_kafka_topic_result_error_string(res[0]));
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_NewTopic_destroy(nt);
+    rd_kafka_queue_destroy(q);
+    return err;
+}
+
+cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions) {
+    if (c->embedded) return cs__embedded_topic(c->embedded, topic, partitions);
+    cs_err err = create_with_admin(c, topic, partitions);
+    if (err) return err;
+    /* Wait until the metadata shows it, so a consumer started next finds it. */
+    char *names[1] = {(char *)topic};
+    for (int i = 0; i < 100; i++) {
+        if (cs__topics_exist(c->producer, c->brokers, names, 1) == CS_OK) return CS_OK;
+        usleep(100 * 1000);
+    }
+    return cs__fail(CS_ERR_TIMEOUT, "create topic %s: not visible in metadata after 10 s", topic);
+}
+
+cs_err cs_test_produce(cs_test_cluster *c, const char *topic, int32_t partition, const void *key, size_t key_len,
+                       const void *value, size_t value_len, int64_t *offset_out) {
+    produce_result r = {0};
+    pthread_mutex_lock(&c->lock);
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        c->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
+        RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
+    if (!err) {
+        while (!r.done) rd_kafka_poll(c->producer, 100);
+        err = r.err;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (err) return cs__fail(CS_ERR_KAFKA, "produce to %s: %s", topic, rd_kafka_err2str(err));
+    if (offset_out) *offset_out = r.offset;
+    return CS_OK;
+}
+
+cs_err cs_test_produce_many(cs_test_cluster *c, const char *topic, const char *prefix, int count) {
+    char key[32], value[256];
+    pthread_mutex_lock(&c->lock);
+    atomic_store(&bulk_failures, 0);
+    for (int i = 0; i < count; i++) {
+        int kl = snprintf(key, sizeof key, "%d", i);
+        int vl = snprintf(value, sizeof value, "%s%d", prefix, i);
+        rd_kafka_resp_err_t err;
+        while ((err = rd_kafka_producev(c->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_KEY(key, (size_t)kl),
+                                        RD_KAFKA_V_VALUE(value, (size_t)vl), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                        RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(c->producer, 10);
+        if (err) {
+            pthread_mutex_unlock(&c->lock);
+            return cs__fail(CS_ERR_KAFKA, "produce to %s: %s", topic, rd_kafka_err2str(err));
+        }
+    }
+    rd_kafka_resp_err_t ferr = rd_kafka_flush(c->producer, 30000);
+    int failures = atomic_load(&bulk_failures);
+    pthread_mutex_unlock(&c->lock);
+    if (ferr || failures)
+        return cs__fail(CS_ERR_KAFKA, "produce to %s: %d records failed, flush: %s", topic, failures, rd_kafka_err2str(ferr));
+    return CS_OK;
+}
+
+cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition, int64_t *offset) {
+    rd_kafka_t *rk = cs__group_reader(c->brokers, group);
+    if (!rk) return CS_ERR_KAFKA;
+    cs_err err = cs__read_committed(rk, group, topic, partition, offset);
+    rd_kafka_destroy(rk);
+    return err;
+}
+
+cs_err cs_test_wait_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition,
+                              int64_t at_least, int timeout_ms) {
+    rd_kafka_t *rk = cs__group_reader(c->brokers, group);
+    if (!rk) return CS_ERR_KAFKA;
+    int64_t deadline = cs__now_ms() + timeout_ms, off = -1;
+    cs_err err = CS_OK;
+    while ((err = cs__read_committed(rk, group, topic, partition, &off)) == CS_OK && off < at_least &&
+           cs__now_ms() < deadline)
+        usleep(20 * 1000);
+    rd_kafka_destroy(rk);
+    if (err) return err;
+    if (off < at_least)
+        return cs__fail(CS_ERR_TIMEOUT, "group %s %s/%d: committed %lld, expected >= %lld within %d ms", group, topic,
+                        (int)partition, (long long)off, (long long)at_least, timeout_ms);
+    return CS_OK;
+}
+
+cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms) {
+    int64_t deadline = cs__now_ms() + timeout_ms;
+    while (!cs__app_idle(app)) {
+        if (cs__now_ms() >= deadline)
+            return cs__fail(CS_ERR_TIMEOUT, "app %s not idle within %d ms", cs_app_name(app), timeout_ms);
+        usleep(20 * 1000);
+    }
+    return CS_OK;
+}
+
+void cs_test_app_crash(cs_app *app) {
+    cs__app_crash(app);
+    cs_app_destroy(app);
+}

@@ -1,0 +1,97 @@
+/* cstest.c — see cstest.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "cstest.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+cs_test_cluster *cst_cluster;
+
+int cst_cluster_setup(void **state) {
+    (void)state;
+    if (cs_test_cluster_new(&cst_cluster) != CS_OK) {
+        fprintf(stderr, "test cluster: %s\n", cs_errmsg());
+        return -1;
+    }
+    fprintf(stderr, "test cluster: %s at %s\n", cs_test_cluster_is_embedded(cst_cluster) ? "embedded" : "external",
+            cs_test_cluster_brokers(cst_cluster));
+    return 0;
+}
+
+int cst_cluster_teardown(void **state) {
+    (void)state;
+    cs_test_cluster_destroy(cst_cluster);
+    cst_cluster = NULL;
+    return 0;
+}
+
+struct cst_seen {
+    pthread_mutex_t lock;
+    int partitions;
+    int64_t max_offset;
+    int *counts;
+};
+
+cst_seen *cst_seen_new(int partitions, int64_t max_offset) {
+    cst_seen *s = calloc(1, sizeof *s);
+    s->partitions = partitions;
+    s->max_offset = max_offset;
+    s->counts = calloc((size_t)partitions * (size_t)max_offset, sizeof *s->counts);
+    pthread_mutex_init(&s->lock, NULL);
+    return s;
+}
+
+void cst_seen_free(cst_seen *s) {
+    pthread_mutex_destroy(&s->lock);
+    free(s->counts);
+    free(s);
+}
+
+void cst_seen_add(cst_seen *s, int32_t partition, int64_t offset) {
+    if (partition < 0 || partition >= s->partitions || offset < 0 || offset >= s->max_offset) {
+        fprintf(stderr, "cst_seen: %d/%lld out of range\n", (int)partition, (long long)offset);
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->counts[partition * s->max_offset + offset]++;
+    pthread_mutex_unlock(&s->lock);
+}
+
+int cst_seen_count(cst_seen *s, int32_t partition, int64_t offset) {
+    pthread_mutex_lock(&s->lock);
+    int n = s->counts[partition * s->max_offset + offset];
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+static size_t sum(cst_seen *s, bool distinct) {
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int64_t i = 0; i < s->partitions * s->max_offset; i++) n += distinct ? (s->counts[i] > 0) : (size_t)s->counts[i];
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+size_t cst_seen_distinct(cst_seen *s) { return sum(s, true); }
+size_t cst_seen_total(cst_seen *s) { return sum(s, false); }
+
+bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms) {
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        if (pred(arg)) return true;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long elapsed = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+        if (elapsed >= timeout_ms) return false;
+        usleep(10 * 1000);
+    }
+}
+
+void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size) {
+    cs_test_unique_name(topic, size, prefix);
+    if (group) snprintf(group, size, "%s-group", topic);
+    if (cs_test_topic_create(cst_cluster, topic, partitions) != CS_OK) fail_msg("topic %s: %s", topic, cs_errmsg());
+}

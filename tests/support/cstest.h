@@ -1,0 +1,43 @@
+/* cstest.h — helpers shared by the cluster tests: one test cluster per test
+ * binary, a thread-safe record of what handlers saw, and condition waits. */
+#ifndef CSTEST_H
+#define CSTEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cstream.h"
+#include "cstream/testing.h"
+
+extern cs_test_cluster *cst_cluster;
+int cst_cluster_setup(void **state);
+int cst_cluster_teardown(void **state);
+
+/* Fails the test with cs_errmsg() when expr is not CS_OK. */
+#define CST_OK(expr)                                                                               \
+    do {                                                                                           \
+        cs_err cst_err_ = (expr);                                                                  \
+        if (cst_err_ != CS_OK) fail_msg("%s -> %s: %s", #expr, cs_err_name(cst_err_), cs_errmsg()); \
+    } while (0)
+
+/* Counts how often each (partition, offset) was handled. Any thread. */
+typedef struct cst_seen cst_seen;
+cst_seen *cst_seen_new(int partitions, int64_t max_offset);
+void cst_seen_free(cst_seen *s);
+void cst_seen_add(cst_seen *s, int32_t partition, int64_t offset);
+int cst_seen_count(cst_seen *s, int32_t partition, int64_t offset);
+/* Records seen at least once / more than once. */
+size_t cst_seen_distinct(cst_seen *s);
+size_t cst_seen_total(cst_seen *s);
+
+/* Polls pred every 10 ms until true or timeout: true if it became true. */
+bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* A fresh topic with n partitions and a fresh group name. */
+void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size);
+
+#endif
