@@ -325,10 +325,11 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
         pthread_mutex_unlock(&part->lock);
         CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld", d->topic,
                      (int)d->partition, (long long)d->offset);
+        cs__fail(CS_ERR_STALE, "settlement of %s/%d@%lld ignored: the partition was revoked or the "
+                               "subscription closed since it was delivered",
+                 d->topic, (int)d->partition, (long long)d->offset);
         cs__delivery_free(d);
-        return cs__fail(CS_ERR_STALE, "settlement of %s/%d@%lld ignored: the partition was revoked or the "
-                                      "subscription closed since it was delivered",
-                        d->topic, (int)d->partition, (long long)d->offset);
+        return CS_ERR_STALE;
     }
     lane *l = &p->lanes[d->lane];
     bool keep = false, warn = false;

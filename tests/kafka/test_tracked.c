@@ -1,0 +1,417 @@
+/* test_tracked.c — the Tracked row of the behaviour contract on one member:
+ * ack and drop settle; retry comes back before later records and its offset
+ * holds the position; a crash reads every unsettled record again; out-of-order
+ * settlements from 4 workers never let the committed position pass an open
+ * record; max_open pauses and resumes fetching without skipping an offset; a
+ * settlement after the partition is gone is stale. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cstest.h"
+
+enum { MAXREC = 4096 };
+
+/* What one test's handler does and saw. */
+typedef struct fixture {
+    cst_seen *seen;
+    cs_outcome outcome;
+    pthread_mutex_t lock;
+    int64_t order[MAXREC]; /* offsets in handling order (single partition tests) */
+    int n_order;
+    cs_delivery *held[MAXREC]; /* pending deliveries */
+    int n_held;
+    int max_held;
+    int64_t hold_offset;  /* this offset is held pending (-1: none) */
+    int retries_left;     /* for offset retry_offset */
+    int64_t retry_offset;
+    bool hold_all;        /* every delivery held pending */
+    bool hold_odd;        /* odd offsets held pending */
+    _Atomic bool crashing;
+} fixture;
+
+static fixture *fixture_new(int partitions, cs_outcome outcome) {
+    fixture *f = calloc(1, sizeof *f);
+    f->seen = cst_seen_new(partitions, MAXREC);
+    f->outcome = outcome;
+    f->hold_offset = -1;
+    f->retry_offset = -1;
+    pthread_mutex_init(&f->lock, NULL);
+    return f;
+}
+
+static void fixture_free(fixture *f) {
+    cst_seen_free(f->seen);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+static cs_outcome handle(cs_delivery *d, void *user) {
+    fixture *f = user;
+    if (atomic_load(&f->crashing)) return CS_ACK; /* a dead process handles nothing */
+    int64_t off = cs_delivery_offset(d);
+    cst_seen_add(f->seen, cs_delivery_partition(d), off);
+    pthread_mutex_lock(&f->lock);
+    if (f->n_order < MAXREC) f->order[f->n_order++] = off;
+    cs_outcome o = f->outcome;
+    if (off == f->retry_offset && f->retries_left > 0) {
+        f->retries_left--;
+        o = CS_RETRY;
+    } else if (off == f->hold_offset || f->hold_all || (f->hold_odd && off % 2 == 1)) {
+        f->held[f->n_held++] = d;
+        if (f->n_held > f->max_held) f->max_held = f->n_held;
+        o = CS_PENDING;
+    }
+    pthread_mutex_unlock(&f->lock);
+    return o;
+}
+
+static cs_app *start(const char *topic, const char *group, fixture *f, int workers, size_t max_open, cs_sub **sub_out) {
+    cs_app *app = cs_app_new("tracked-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, handle, f);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, workers));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_drain_timeout_ms(s, 1000));
+    if (max_open) CST_OK(cs_sub_max_open(s, max_open));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    if (sub_out) *sub_out = s;
+    return app;
+}
+
+static void produce(const char *topic, int partitions, int n) {
+    for (int i = 0; i < n; i++) CST_OK(cs_test_produce(cst_cluster, topic, i % partitions, NULL, 0, "p", 1, NULL));
+}
+
+static void stop(cs_app *app) {
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+}
+
+static void settles_every_record(cs_outcome outcome) {
+    char topic[128], group[160];
+    cst_fresh("tracked", 2, topic, group, sizeof topic);
+    produce(topic, 2, 20);
+    fixture *f = fixture_new(2, outcome);
+    cs_app *app = start(topic, group, f, 2, 0, NULL);
+    CST_OK(cs_test_app_wait_idle(app, 30000));
+    for (int p = 0; p < 2; p++) CST_OK(cs_test_wait_committed(cst_cluster, group, topic, p, 10, 10000));
+    assert_int_equal(cst_seen_total(f->seen), 20);
+    assert_int_equal(cst_seen_distinct(f->seen), 20);
+    stop(app);
+    fixture_free(f);
+}
+
+static void ack_settles_the_offset(void **state) {
+    (void)state;
+    settles_every_record(CS_ACK);
+}
+
+static void drop_settles_the_offset(void **state) {
+    (void)state;
+    settles_every_record(CS_DROP);
+}
+
+/* A retried record comes back before anything fetched after it. */
+static void retry_comes_back_before_later_records(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("tracked-retry", 1, topic, group, sizeof topic);
+    produce(topic, 1, 10);
+    fixture *f = fixture_new(1, CS_ACK);
+    f->retry_offset = 3;
+    f->retries_left = 2;
+    cs_sub *s;
+    cs_app *app = start(topic, group, f, 1, 0, &s);
+    CST_OK(cs_test_app_wait_idle(app, 30000));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 10000));
+    int64_t want[] = {0, 1, 2, 3, 3, 3, 4, 5, 6, 7, 8, 9};
+    assert_int_equal(f->n_order, 12);
+    for (int i = 0; i < 12; i++) assert_int_equal(f->order[i], want[i]);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.retried, 2);
+    stop(app);
+    fixture_free(f);
+}
+
+typedef struct seen_n {
+    fixture *f;
+    size_t n;
+} seen_n;
+
+static bool seen_at_least(void *arg) {
+    seen_n *s = arg;
+    return cst_seen_total(s->f->seen) >= s->n;
+}
+
+/* An open record holds the position: later acks commit up to it, not past it.
+ * Settled with retry, it comes back, and the position moves on once acked. */
+static void open_record_holds_the_position(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("tracked-hold", 1, topic, group, sizeof topic);
+    produce(topic, 1, 10);
+    fixture *f = fixture_new(1, CS_ACK);
+    f->hold_offset = 3;
+    cs_sub *s;
+    cs_app *app = start(topic, group, f, 2, 0, &s);
+    seen_n all = {f, 10};
+    assert_true(cst_wait(seen_at_least, &all, 30000));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 3, 10000));
+    /* Everything else is acked. The position must stay at 3 however often
+     * the committer runs: look at it over several commit ticks. */
+    int64_t committed = -1;
+    for (int i = 0; i < 5; i++) {
+        usleep(60 * 1000); /* a commit tick is 50 ms: this only gives it chances to go wrong */
+        CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+        assert_int_equal(committed, 3);
+    }
+    pthread_mutex_lock(&f->lock);
+    assert_int_equal(f->n_held, 1);
+    cs_delivery *d = f->held[0];
+    f->n_held = 0;
+    f->hold_offset = -1;
+    pthread_mutex_unlock(&f->lock);
+    assert_int_equal(cs_delivery_attempt(d), 1);
+    CST_OK(cs_delivery_settle(d, CS_RETRY));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 10000));
+    assert_int_equal(cst_seen_count(f->seen, 0, 3), 2);
+    stop(app);
+    fixture_free(f);
+}
+
+/* A crash (no close, no commit) reads every unsettled record again. */
+static void crash_reads_every_unsettled_record_again(void **state) {
+    (void)state;
+    enum { N = 40 };
+    char topic[128], group[160];
+    cst_fresh("tracked-crash", 1, topic, group, sizeof topic);
+    produce(topic, 1, N);
+    fixture *first = fixture_new(1, CS_ACK);
+    first->hold_odd = true;
+    cs_app *app = start(topic, group, first, 4, 0, NULL);
+    seen_n all = {first, N};
+    assert_true(cst_wait(seen_at_least, &all, 30000));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 1, 10000)); /* 0 acked, 1 open */
+    atomic_store(&first->crashing, true);
+    cs_test_app_crash(app);
+    int64_t committed;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_int_equal(committed, 1);
+    /* Held deliveries survive the crash as handles; settling them now is stale. */
+    for (int i = 0; i < first->n_held; i++) assert_int_equal(cs_delivery_settle(first->held[i], CS_ACK), CS_ERR_STALE);
+
+    fixture *second = fixture_new(1, CS_ACK);
+    app = start(topic, group, second, 4, 0, NULL);
+    CST_OK(cs_test_app_wait_idle(app, 60000));
+    for (int64_t o = 1; o < N; o += 2) assert_int_equal(cst_seen_count(second->seen, 0, o), 1);
+    assert_int_equal(cst_seen_count(second->seen, 0, 0), 0); /* committed: not read again */
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, N, 10000));
+    stop(app);
+    fixture_free(first);
+    fixture_free(second);
+}
+
+/* ---- out-of-order settlement with 4 workers over 3 partitions ----------------- */
+
+enum { OOO_PARTS = 3, OOO_N = 600 };
+
+typedef struct ooo {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    cs_delivery *queue[OOO_N * 2];
+    int head, tail;
+    _Atomic bool settled[OOO_PARTS][OOO_N + 1];
+    _Atomic int settled_count;
+    _Atomic bool done;
+    unsigned seed;
+} ooo;
+
+static void mark_settled(ooo *o, cs_delivery *d) {
+    atomic_store(&o->settled[cs_delivery_partition(d)][cs_delivery_offset(d)], true);
+    atomic_fetch_add(&o->settled_count, 1);
+}
+
+static cs_outcome ooo_handle(cs_delivery *d, void *user) {
+    ooo *o = user;
+    pthread_mutex_lock(&o->lock);
+    int r = rand_r(&o->seed) % 3;
+    if (r == 0) { /* settle later, from another thread */
+        o->queue[o->tail++ % (OOO_N * 2)] = d;
+        pthread_cond_signal(&o->cv);
+        pthread_mutex_unlock(&o->lock);
+        return CS_PENDING;
+    }
+    int delay = rand_r(&o->seed) % 2000;
+    pthread_mutex_unlock(&o->lock);
+    usleep((useconds_t)delay);
+    mark_settled(o, d); /* before the framework sees it: the check below is then sound */
+    return CS_ACK;
+}
+
+static void *ooo_settler(void *arg) {
+    ooo *o = arg;
+    for (;;) {
+        pthread_mutex_lock(&o->lock);
+        while (o->head == o->tail && !atomic_load(&o->done)) pthread_cond_wait(&o->cv, &o->lock);
+        if (o->head == o->tail) {
+            pthread_mutex_unlock(&o->lock);
+            return NULL;
+        }
+        /* Settle a random queued one: out of order on purpose. */
+        int n = o->tail - o->head;
+        int pick = o->head + rand_r(&o->seed) % n;
+        cs_delivery *d = o->queue[pick % (OOO_N * 2)];
+        o->queue[pick % (OOO_N * 2)] = o->queue[o->head % (OOO_N * 2)];
+        o->head++;
+        int delay = rand_r(&o->seed) % 5000;
+        pthread_mutex_unlock(&o->lock);
+        usleep((useconds_t)delay);
+        mark_settled(o, d);
+        if (cs_delivery_settle(d, CS_ACK) != CS_OK) fprintf(stderr, "settle: %s\n", cs_errmsg());
+    }
+}
+
+static void out_of_order_acks_never_pass_an_open_record(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("tracked-ooo", OOO_PARTS, topic, group, sizeof topic);
+    CST_OK(cs_test_produce_many(cst_cluster, topic, "payout-", OOO_N));
+    ooo *o = calloc(1, sizeof *o);
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    o->seed = (unsigned)getpid();
+    printf("seed %u\n", o->seed);
+    pthread_t settler;
+    pthread_create(&settler, NULL, ooo_settler, o);
+
+    cs_app *app = cs_app_new("ooo", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, ooo_handle, o);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 4));
+    CST_OK(cs_sub_commit_interval_ms(s, 10));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+
+    int64_t end[OOO_PARTS] = {0};
+    int checks = 0;
+    for (int p = 0; p < OOO_PARTS; p++) {
+        int64_t hi;
+        CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "end", 3, &hi));
+        end[p] = hi + 1;
+    }
+    for (;;) {
+        bool finished = true;
+        for (int p = 0; p < OOO_PARTS; p++) {
+            int64_t c;
+            CST_OK(cs_test_committed(cst_cluster, group, topic, p, &c));
+            checks++;
+            for (int64_t off = 0; off < c && off < OOO_N; off++)
+                if (!atomic_load(&o->settled[p][off]))
+                    fail_msg("partition %d committed %lld but offset %lld is still open", p, (long long)c, (long long)off);
+            if (c < end[p]) finished = false;
+        }
+        if (finished) break;
+    }
+    printf("committed position checked %d times against open records\n", checks);
+    assert_int_equal(atomic_load(&o->settled_count), OOO_N + OOO_PARTS);
+    stop(app);
+    atomic_store(&o->done, true);
+    pthread_mutex_lock(&o->lock);
+    pthread_cond_broadcast(&o->cv);
+    pthread_mutex_unlock(&o->lock);
+    pthread_join(settler, NULL);
+    free(o);
+}
+
+/* ---- max_open and stale settlements ------------------------------------------ */
+
+static bool held_reached(void *arg) {
+    fixture *f = arg;
+    pthread_mutex_lock(&f->lock);
+    bool yes = f->n_held >= 10;
+    pthread_mutex_unlock(&f->lock);
+    return yes;
+}
+
+static void max_open_pauses_and_resumes_without_skipping(void **state) {
+    (void)state;
+    enum { N = 100, CAP = 10 };
+    char topic[128], group[160];
+    cst_fresh("tracked-cap", 1, topic, group, sizeof topic);
+    produce(topic, 1, N);
+    fixture *f = fixture_new(1, CS_ACK);
+    f->hold_all = true;
+    cs_sub *s;
+    cs_app *app = start(topic, group, f, 2, CAP, &s);
+    for (int round = 0; round < N / CAP; round++) {
+        assert_true(cst_wait(held_reached, f, 30000));
+        pthread_mutex_lock(&f->lock);
+        assert_true(f->max_held <= CAP); /* never more open than the cap */
+        cs_delivery *batch[CAP];
+        int n = f->n_held;
+        memcpy(batch, f->held, sizeof(cs_delivery *) * (size_t)n);
+        f->n_held = 0;
+        pthread_mutex_unlock(&f->lock);
+        for (int i = n - 1; i >= 0; i--) CST_OK(cs_delivery_settle(batch[i], CS_ACK));
+    }
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, N, 10000));
+    for (int64_t o = 0; o < N; o++) assert_int_equal(cst_seen_count(f->seen, 0, o), 1);
+    assert_true(f->max_held <= CAP);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_true(st.pauses >= N / CAP - 1);
+    stop(app);
+    fixture_free(f);
+}
+
+static void settle_after_stop_is_stale_and_read_again(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("tracked-stale", 1, topic, group, sizeof topic);
+    produce(topic, 1, 5);
+    fixture *f = fixture_new(1, CS_ACK);
+    f->hold_offset = 2;
+    cs_app *app = start(topic, group, f, 1, 0, NULL);
+    seen_n all = {f, 5};
+    assert_true(cst_wait(seen_at_least, &all, 30000));
+    stop(app); /* the drain deadline passes with offset 2 pending */
+    int64_t committed;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_int_equal(committed, 2);
+    assert_int_equal(cs_delivery_settle(f->held[0], CS_ACK), CS_ERR_STALE);
+    assert_non_null(strstr(cs_errmsg(), topic));
+
+    fixture *again = fixture_new(1, CS_ACK);
+    app = start(topic, group, again, 1, 0, NULL);
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 5, 30000));
+    assert_int_equal(cst_seen_count(again->seen, 0, 2), 1);
+    assert_int_equal(cst_seen_count(again->seen, 0, 1), 0);
+    stop(app);
+    fixture_free(f);
+    fixture_free(again);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ack_settles_the_offset),
+        cmocka_unit_test(drop_settles_the_offset),
+        cmocka_unit_test(retry_comes_back_before_later_records),
+        cmocka_unit_test(open_record_holds_the_position),
+        cmocka_unit_test(crash_reads_every_unsettled_record_again),
+        cmocka_unit_test(out_of_order_acks_never_pass_an_open_record),
+        cmocka_unit_test(max_open_pauses_and_resumes_without_skipping),
+        cmocka_unit_test(settle_after_stop_is_stale_and_read_again),
+    };
+    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+}
