@@ -1,6 +1,7 @@
 /* clients.c — in-memory stand-ins for the service's clients, thread-safe. */
 #include "clients.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void flaky_init(flaky *f, uint64_t fail_every) {
@@ -16,12 +17,38 @@ static bool flaky_fails(flaky *f) {
     return f->fail_every && f->calls % f->fail_every == 0;
 }
 
-void clients_open(clients *c, uint64_t counters_fail_every) {
+void clients_open(clients *c, uint64_t counters_fail_every, uint64_t bank_fail_every) {
     memset(c, 0, sizeof *c);
     flaky_init(&c->counters.flaky, counters_fail_every);
+    flaky_init(&c->bank.flaky, bank_fail_every);
+    c->bank.paid_ids = calloc(BANK_MAX_IDS, 1);
 }
 
-void clients_close(clients *c) { pthread_mutex_destroy(&c->counters.flaky.lock); }
+void clients_close(clients *c) {
+    pthread_mutex_destroy(&c->counters.flaky.lock);
+    pthread_mutex_destroy(&c->bank.flaky.lock);
+    free(c->bank.paid_ids);
+    c->bank.paid_ids = NULL;
+}
+
+int bank_pay(bank *b, uint64_t id, uint64_t amount_cents) {
+    (void)amount_cents;
+    pthread_mutex_lock(&b->flaky.lock);
+    bool fail = flaky_fails(&b->flaky);
+    if (!fail && id < BANK_MAX_IDS && b->paid_ids && !b->paid_ids[id]) {
+        b->paid_ids[id] = 1;
+        b->paid++;
+    }
+    pthread_mutex_unlock(&b->flaky.lock);
+    return fail ? -1 : 0;
+}
+
+uint64_t bank_paid(bank *b) {
+    pthread_mutex_lock(&b->flaky.lock);
+    uint64_t n = b->paid;
+    pthread_mutex_unlock(&b->flaky.lock);
+    return n;
+}
 
 int counters_increment(counters_store *s, const char *page) {
     (void)page;

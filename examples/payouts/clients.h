@@ -21,16 +21,27 @@ typedef struct counters_store {
     uint64_t counted; /* page views stored (under flaky.lock) */
 } counters_store;
 
+typedef struct bank {
+    flaky flaky;
+    uint64_t paid; /* payouts paid (under flaky.lock); a repeated id is paid once */
+    uint8_t *paid_ids; /* paid_ids[id] != 0 once paid; ids below BANK_MAX_IDS */
+} bank;
+#define BANK_MAX_IDS 1000000
+
 typedef struct clients {
     counters_store counters;
+    bank bank;
 } clients;
 
 /* The service's start-up and shutdown hooks build and free the clients. */
-void clients_open(clients *c, uint64_t counters_fail_every);
+void clients_open(clients *c, uint64_t counters_fail_every, uint64_t bank_fail_every);
 void clients_close(clients *c);
 
 /* 0 on success, -1 when the store "does not answer". */
 int counters_increment(counters_store *s, const char *page);
 uint64_t counters_counted(counters_store *s);
+/* 0 when paid (or already paid: the bank is idempotent by id), -1 when it does not answer. */
+int bank_pay(bank *b, uint64_t id, uint64_t amount_cents);
+uint64_t bank_paid(bank *b);
 
 #endif

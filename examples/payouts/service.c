@@ -7,6 +7,7 @@
 typedef struct hook_args {
     clients *clients;
     uint64_t counters_fail_every;
+    uint64_t bank_fail_every;
 } hook_args;
 
 static hook_args hooks; /* one service per process */
@@ -14,7 +15,7 @@ static hook_args hooks; /* one service per process */
 static cs_err open_clients(cs_app *app, void *user) {
     (void)app;
     hook_args *h = user;
-    clients_open(h->clients, h->counters_fail_every);
+    clients_open(h->clients, h->counters_fail_every, h->bank_fail_every);
     return CS_OK;
 }
 
@@ -28,6 +29,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     memset(out, 0, sizeof *out);
     hooks.clients = opt->clients;
     hooks.counters_fail_every = opt->counters_fail_every;
+    hooks.bank_fail_every = opt->bank_fail_every;
     cs_app *app = cs_app_new("payouts", "0.1.0");
     cs_kafka *k = cs_kafka_new(opt->brokers);
     if (!app || !k) return CS_ERR_NOMEM;
@@ -36,11 +38,16 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err) err = cs_app_on_shutdown(app, close_clients, &hooks);
     if (!err) err = cs_kafka_default_group(k, "payouts");
     if (!err) err = cs_kafka_topic(k, TOPIC_PAGE_VIEWS, 4);
+    if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS, 4);
     if (!err && opt->tune) opt->tune(k);
 
     cs_sub *views = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAGE_VIEWS, count_view, opt->clients);
     if (!err && !views) err = CS_ERR_ARG;
     if (!err) err = cs_sub_group(views, "analytics");
+    cs_sub *payouts = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAYOUTS, pay_out, opt->clients);
+    if (!err && !payouts) err = CS_ERR_ARG;
+    if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default, "payouts" */
+    if (!err) err = cs_sub_workers(payouts, 4);
     if (err) {
         cs_app_destroy(app);
         return err;
@@ -48,5 +55,6 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     out->app = app;
     out->kafka = k;
     out->count_view = views;
+    out->pay_out = payouts;
     return CS_OK;
 }

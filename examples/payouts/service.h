@@ -1,5 +1,6 @@
 /* service.h — the payouts service, assembled from its handlers.
  *
+ *   pay_out     payouts     group "payouts"    Tracked, 4 workers: a failed bank call comes back
  *   count_view  page-views  group "analytics"  Auto: a failed store loses the view
  *
  * The service is one function that builds the app, so that main.c runs it and
@@ -12,17 +13,27 @@
 #include "clients.h"
 
 #define TOPIC_PAGE_VIEWS "page-views"
+#define TOPIC_PAYOUTS "payouts"
+
+typedef struct payout {
+    uint64_t id;
+    uint64_t amount_cents;
+} payout;
+/* 0 if value is {"id":N,"amount_cents":M}. */
+int payout_parse(const void *value, size_t len, payout *out);
 
 typedef struct payouts_service {
     cs_app *app;
     cs_kafka *kafka;
     cs_sub *count_view;
+    cs_sub *pay_out;
 } payouts_service;
 
 typedef struct payouts_options {
     const char *brokers;          /* NULL: CSTREAM_BROKERS, else the embedded cluster */
     clients *clients;             /* built by the start-up hook */
     uint64_t counters_fail_every; /* the start-up hook's failure pattern for the store */
+    uint64_t bank_fail_every;     /* ... and for the bank */
     void (*tune)(cs_kafka *k);    /* tests: extra broker properties (may be NULL) */
 } payouts_options;
 
@@ -31,5 +42,6 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out);
 
 /* The handlers, exposed for tests. */
 cs_outcome count_view(cs_delivery *d, void *user);
+cs_outcome pay_out(cs_delivery *d, void *user);
 
 #endif

@@ -38,6 +38,7 @@ struct cs_consumer {
     bool tracked;
     int64_t next_commit_ms;
     cs_ratelimit error_warning;
+    cs_ratelimit commit_warning;
     char who[256];
 };
 
@@ -101,12 +102,32 @@ static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafk
         rd_kafka_resp_err_t perr = err ? err : e->err;
         cs_part *part = part_of(c, e->topic, e->partition);
         if (part) cs__part_commit_done(part, e->offset, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
-        if (perr)
+        uint64_t skipped = 0;
+        if (perr && cs__ratelimit_allow(&c->commit_warning, 2000, &skipped))
             CS_LOG_WARN("commit failed, retried on the next tick subscription=%s topic=%s partition=%d "
-                        "offset=%lld error=\"%s\"",
-                        c->sub->name, e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
+                        "offset=%lld error=\"%s\" similar_since_last=%llu",
+                        c->sub->name, e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr),
+                        (unsigned long long)skipped);
     }
     if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+/* Results of cstream's explicit commits (Tracked). */
+static void on_commit_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                             void *opaque) {
+    (void)rk;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return; /* nothing to commit */
+    commit_result(opaque, err, offsets);
+}
+
+/* librdkafka's own commits (Auto). */
+static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                             void *opaque) {
+    (void)rk;
+    cs_consumer *c = opaque;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || c->tracked) return;
+    if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    if (err) CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
 }
 
 /* Commits the partitions in `only` (all known ones if NULL) whose position
@@ -126,20 +147,12 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
     }
     if (all) rd_kafka_topic_partition_list_destroy(all);
     if (l->cnt > 0) {
-        rd_kafka_resp_err_t err = rd_kafka_commit(c->rk, l, sync ? 0 : 1);
-        if (sync || err) commit_result(c, err, l); /* async results arrive in offset_commit_cb */
+        /* The result comes to on_commit_result: served by this call when sync,
+         * else by the fetch loop's poll of the consumer queue. */
+        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, sync ? NULL : c->queue, on_commit_result, c);
+        if (err && !sync) commit_result(c, err, l);
     }
     rd_kafka_topic_partition_list_destroy(l);
-}
-
-static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
-                             void *opaque) {
-    (void)rk;
-    cs_consumer *c = opaque;
-    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return; /* nothing to commit */
-    if (c->tracked) commit_result(c, err, offsets);
-    else if (err)
-        CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
 }
 
 /* ---- rebalance ------------------------------------------------------------ */
@@ -424,7 +437,7 @@ void cs__consumer_stop_fetching(cs_consumer *c) {
                     c->sub->name, left);
 }
 
-void cs__consumer_close(cs_consumer *c) {
+void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
     c->closing = true;
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -438,6 +451,7 @@ void cs__consumer_close(cs_consumer *c) {
     }
     rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
     if (err) CS_LOG_WARN("consumer close subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
+    cs__pipeline_stats(c->pipe, final_stats); /* after close: its commits are counted */
     consumer_free(c);
 }
 

@@ -321,8 +321,7 @@ static void stop_consumers(cs_kafka *k) {
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
         if (!s->consumer) continue;
-        cs__consumer_stats(s->consumer, &s->final_stats);
-        cs__consumer_close(s->consumer);
+        cs__consumer_close(s->consumer, &s->final_stats);
         s->consumer = NULL;
     }
 }

@@ -97,7 +97,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */
 void cs__consumer_stop_fetching(cs_consumer *c);
 /* Commit what is settled, release payloads, close the consumer, free. */
-void cs__consumer_close(cs_consumer *c);
+void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats);
 /* Tests: destroy without committing or closing. */
 void cs__consumer_crash(cs_consumer *c);
 int cs__consumer_idle(cs_consumer *c);

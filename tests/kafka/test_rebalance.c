@@ -1,0 +1,158 @@
+/* test_rebalance.c — a second member joins while the first holds records in
+ * flight, with eager and with cooperative-sticky assignment. The first member
+ * stops handing out revoked partitions, waits (bounded) for in-flight
+ * settlements, commits what is settled and releases; its late settlements of
+ * revoked partitions are stale and never committed, so the new owner reads
+ * those records again: 0 lost. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cstest.h"
+
+enum { PARTS = 4, N = 400, HOLD_EVERY = 10 };
+
+typedef struct member {
+    cst_seen *seen;
+    pthread_mutex_t lock;
+    cs_delivery *held[N];
+    int n_held;
+    _Atomic bool holding; /* hold every 10th record until the first revoke */
+    _Atomic int assigns, revokes;
+} member;
+
+static cs_outcome handle(cs_delivery *d, void *user) {
+    member *m = user;
+    cst_seen_add(m->seen, cs_delivery_partition(d), cs_delivery_offset(d));
+    if (atomic_load(&m->holding) && cs_delivery_offset(d) % HOLD_EVERY == 0) {
+        pthread_mutex_lock(&m->lock);
+        m->held[m->n_held++] = d;
+        pthread_mutex_unlock(&m->lock);
+        return CS_PENDING;
+    }
+    return CS_ACK;
+}
+
+static void on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)s, (void)topic, (void)parts, (void)n;
+    atomic_fetch_add(&((member *)user)->assigns, 1);
+}
+
+static void on_revoke(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)s, (void)topic, (void)parts, (void)n;
+    member *m = user;
+    atomic_store(&m->holding, false);
+    atomic_fetch_add(&m->revokes, 1);
+}
+
+static cs_app *start_member(const char *topic, const char *group, const char *strategy, member *m) {
+    cs_app *app = cs_app_new("rebalance", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, handle, m);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 2));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_drain_timeout_ms(s, 1000));
+    CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
+    CST_OK(cs_sub_on_assign(s, on_assign, m));
+    CST_OK(cs_sub_on_revoke(s, on_revoke, m));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    return app;
+}
+
+static member *member_new(bool holding) {
+    member *m = calloc(1, sizeof *m);
+    m->seen = cst_seen_new(PARTS, N);
+    pthread_mutex_init(&m->lock, NULL);
+    atomic_store(&m->holding, holding);
+    return m;
+}
+
+static bool has_seen_all(void *arg) { return cst_seen_distinct(((member *)arg)->seen) >= N; }
+static bool was_assigned(void *arg) { return atomic_load(&((member *)arg)->assigns) > 0; }
+
+static void second_member_joins(const char *strategy) {
+    char topic[128], group[160];
+    cst_fresh("rebalance", PARTS, topic, group, sizeof topic);
+    CST_OK(cs_test_produce_many(cst_cluster, topic, "payout-", N));
+    member *a = member_new(true), *b = member_new(false);
+    cs_app *app_a = start_member(topic, group, strategy, a);
+    assert_true(cst_wait(has_seen_all, a, 30000));
+    int held_before = a->n_held;
+    assert_true(held_before > 0);
+
+    cs_app *app_b = start_member(topic, group, strategy, b);
+    assert_true(cst_wait(was_assigned, b, 60000)); /* A has released what B got */
+    assert_true(atomic_load(&a->revokes) > 0);
+
+    /* A settles what it held: revoked partitions' settlements are stale. */
+    cs_delivery *stale[N];
+    int n_stale = 0, n_ok = 0;
+    int32_t stale_p[N];
+    int64_t stale_o[N];
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < a->n_held; i++) {
+        cs_delivery *d = a->held[i];
+        int32_t p = cs_delivery_partition(d);
+        int64_t o = cs_delivery_offset(d);
+        cs_err err = cs_delivery_settle(d, CS_ACK);
+        if (err == CS_ERR_STALE) {
+            stale_p[n_stale] = p;
+            stale_o[n_stale] = o;
+            stale[n_stale++] = NULL;
+        } else {
+            assert_int_equal(err, CS_OK);
+            n_ok++;
+        }
+    }
+    a->n_held = 0;
+    pthread_mutex_unlock(&a->lock);
+    (void)stale;
+    printf("strategy %s: held %d, stale %d, settled %d\n", strategy, held_before, n_stale, n_ok);
+    if (!strcmp(strategy, "range")) assert_int_equal(n_stale, held_before); /* eager revokes everything */
+    assert_true(n_stale > 0);
+
+    /* Everything ends committed, and nothing was lost. */
+    for (int p = 0; p < PARTS; p++) {
+        int64_t end = 0;
+        for (int64_t o = 0; o < N; o++)
+            if (cst_seen_count(a->seen, p, o) || cst_seen_count(b->seen, p, o)) end = o + 1;
+        CST_OK(cs_test_wait_committed(cst_cluster, group, topic, p, end, 60000));
+        int64_t committed;
+        CST_OK(cs_test_committed(cst_cluster, group, topic, p, &committed));
+        for (int64_t o = 0; o < committed; o++)
+            if (!cst_seen_count(a->seen, p, o) && !cst_seen_count(b->seen, p, o))
+                fail_msg("%s/%d@%lld committed but never handled", topic, p, (long long)o);
+    }
+    /* A stale settlement was not committed: the record was read again. */
+    for (int i = 0; i < n_stale; i++) {
+        int again = cst_seen_count(a->seen, stale_p[i], stale_o[i]) + cst_seen_count(b->seen, stale_p[i], stale_o[i]);
+        if (again < 2) fail_msg("stale %d@%lld was not read again", stale_p[i], (long long)stale_o[i]);
+    }
+    CST_OK(cs_app_stop(app_b));
+    cs_app_destroy(app_b);
+    CST_OK(cs_app_stop(app_a));
+    cs_app_destroy(app_a);
+}
+
+static void eager_rebalance_with_records_in_flight(void **state) {
+    (void)state;
+    second_member_joins("range");
+}
+
+static void cooperative_rebalance_with_records_in_flight(void **state) {
+    (void)state;
+    second_member_joins("cooperative-sticky");
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(eager_rebalance_with_records_in_flight),
+        cmocka_unit_test(cooperative_rebalance_with_records_in_flight),
+    };
+    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+}
