@@ -47,6 +47,10 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
 /* How many times the handler has run for this record in this process, this one included (1 = first). */
 int cs_delivery_attempt(const cs_delivery *d);
 
+/* Sets the reply published when this delivery is acked (the subscription needs
+ * cs_sub_reply). Key and value are copied; either may be NULL. */
+cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len);
+
 /* Settles a delivery the handler returned CS_PENDING for (any thread).
  * CS_ERR_STALE if its partition was revoked or the subscription closed in the
  * meantime: the settlement is ignored and the record will be read again by

@@ -88,6 +88,14 @@ cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms);
  * (it cannot be stopped). 0 (default) disables the check. */
 cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
 
+/* Publishes each handler's reply (cs_delivery_reply) to `topic`, which must
+ * exist at start-up. A reply is asynchronous; under Tracked it gates its source
+ * record: the source counts as acked only when the reply's delivery report is
+ * OK, and a failed reply makes the source come back as a retry. Under Auto
+ * nothing can be gated (the position was stored at hand-over). queue_timeout_ms
+ * bounds the wait for space in the producer's local queue (then: retry). */
+cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms);
+
 /* Service hooks, called on the subscription's fetch thread. */
 typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n,
                                  void *user);

@@ -43,6 +43,21 @@ typedef struct cs_published {
 /* Blocking publish; `out` may be NULL. The record's bytes are copied. */
 cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out);
 
+/* Completion of an asynchronous publish, called on the producer's delivery
+ * report thread: `where` is NULL and err != CS_OK (cs_errmsg() has the reason)
+ * if the record was not delivered. Keep it short; never block in it. */
+typedef void (*cs_publish_fn)(const cs_published *where, cs_err err, void *opaque);
+/* Asynchronous publish: returns once the record is queued (waiting for queue
+ * space at most the queue timeout); `done` gets the delivery report. */
+cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque);
+
+/* How long the graceful stop waits for the producer to deliver what it holds
+ * (default 30000 ms). */
+cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms);
+/* After the app stopped: records the producer still held when the flush
+ * timeout ran out (they were not delivered). */
+size_t cs_kafka_unflushed_records(const cs_kafka *k);
+
 /* How long a publish waits for space in librdkafka's local queue (default 5000 ms). */
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
 

@@ -32,6 +32,10 @@ cs_kafka *cs_test_kafka_new(const cs_test_cluster *c);
 /* Writes "<prefix>-<pid>-<counter>-<random>" into buf: fresh topics and groups per test. */
 void cs_test_unique_name(char *buf, size_t size, const char *prefix);
 
+/* Embedded cluster only: takes its broker down (connections dropped and
+ * refused) or brings it back. CS_ERR_UNSUPPORTED on an external cluster. */
+cs_err cs_test_cluster_set_down(cs_test_cluster *c, int down);
+
 cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions);
 
 /* Publishes one record and waits for its delivery report. partition -1: any.

@@ -60,7 +60,24 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
 
 cs_delivery *cs__delivery_alloc(void) { return calloc(1, sizeof(cs_delivery)); }
 
+cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len) {
+    if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_reply: delivery is NULL");
+    size_t kl = key ? key_len : 0, vl = value ? value_len : 0;
+    char *buf = malloc(kl + vl + 1);
+    if (!buf) return cs__fail(CS_ERR_NOMEM, "cs_delivery_reply %s/%d@%lld: out of memory", d->topic, (int)d->partition, (long long)d->offset);
+    if (kl) memcpy(buf, key, kl);
+    if (vl) memcpy(buf + kl, value, vl);
+    free(d->reply_buf);
+    d->reply_buf = buf;
+    d->reply_key_len = kl;
+    d->reply_value_len = vl;
+    d->reply_key_null = !key;
+    d->reply_value_null = !value;
+    return CS_OK;
+}
+
 void cs__delivery_free(cs_delivery *d) {
+    free(d->reply_buf);
     if (d->msg) d->part->ops->release(d->msg);
     cs__part_unref(d->part);
     free(d);

@@ -5,6 +5,7 @@
 #ifndef CS_CORE_DELIVERY_INTERNAL_H
 #define CS_CORE_DELIVERY_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "cstream/delivery.h"
@@ -28,7 +29,15 @@ struct cs_delivery {
     int lane;
     cs_delivery *next; /* lane queue or in-flight list */
     cs_delivery *prev; /* in-flight list */
+
+    /* the handler's reply (cs_delivery_reply), published when acked */
+    char *reply_buf; /* key bytes then value bytes */
+    size_t reply_key_len, reply_value_len;
+    bool reply_key_null, reply_value_null;
 };
+
+/* Producer side: the reply of a gated delivery was delivered (ok) or not. */
+void cs__delivery_reply_done(cs_delivery *d, bool ok);
 
 /* Releases the record (if still held), drops the partition reference, frees d. */
 void cs__delivery_free(cs_delivery *d);

@@ -372,12 +372,42 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     return CS_OK;
 }
 
+/* An ack with a reply publishes the reply first. Under Tracked the reply
+ * gates the source: its delivery report settles it (ack if delivered, retry if
+ * not); a reply that cannot even be queued is a retry at once. */
+static cs_err settle_or_reply(cs_delivery *d, cs_outcome outcome) {
+    if (outcome != CS_ACK || !d->reply_buf) return settle(d, outcome);
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    bool current = p && d->epoch == part->epoch && !atomic_load(&p->crashed);
+    int (*send)(void *, cs_delivery *, bool, const void *, size_t, const void *, size_t) =
+        current ? p->cfg.send_reply : NULL;
+    void *arg = current ? p->cfg.reply_arg : NULL;
+    bool gate = current && p->cfg.tracked;
+    pthread_mutex_unlock(&part->lock);
+    char *buf = d->reply_buf; /* ours now: d may be settled and freed once a gated reply is queued */
+    d->reply_buf = NULL;
+    if (!send) {
+        free(buf);
+        return settle(d, outcome);
+    }
+    const char *key = d->reply_key_null ? NULL : buf;
+    const char *value = d->reply_value_null ? NULL : buf + d->reply_key_len;
+    int rc = send(arg, d, gate, key, d->reply_key_len, value, d->reply_value_len);
+    free(buf);
+    if (!gate) return settle(d, outcome);
+    return rc == 0 ? CS_OK : settle(d, CS_RETRY);
+}
+
+void cs__delivery_reply_done(cs_delivery *d, bool ok) { settle(d, ok ? CS_ACK : CS_RETRY); }
+
 cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome) {
     if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_settle: delivery is NULL");
     if (outcome != CS_ACK && outcome != CS_DROP && outcome != CS_RETRY)
         return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry",
                         d->topic, (int)d->partition, (long long)d->offset);
-    return settle(d, outcome);
+    return settle_or_reply(d, outcome);
 }
 
 /* ---- workers -------------------------------------------------------------- */
@@ -424,7 +454,7 @@ static void *worker_main(void *arg) {
         if (watch) watch_start(l, d);
         cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
         if (watch) watch_stop(l);
-        if (outcome != CS_PENDING) settle(d, outcome); /* after PENDING, d is the handler's */
+        if (outcome != CS_PENDING) settle_or_reply(d, outcome); /* after PENDING, d is the handler's */
     }
     return NULL;
 }

@@ -33,6 +33,13 @@ typedef struct cs_pipeline_config {
      * something to do (resume a partition, commit). Must not block. */
     void (*wake)(void *arg);
     void *wake_arg;
+    /* Publishes a delivery's reply (NULL: the subscription has none). With
+     * `gate`, the reply's delivery report settles d through
+     * cs__delivery_reply_done and d must not be touched after a 0 return.
+     * Returns 0 if the reply was queued. Called with no lock held. */
+    int (*send_reply)(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
+                      size_t value_len);
+    void *reply_arg;
 } cs_pipeline_config;
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);

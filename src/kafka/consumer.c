@@ -395,6 +395,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = wake_fetch,
         .wake_arg = c,
+        .send_reply = s->reply_topic ? cs__kafka_send_reply : NULL,
+        .reply_arg = s,
     };
     c->pipe = cs__pipeline_new(&pc);
     if (!c->pipe) {

@@ -57,6 +57,13 @@ cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions) {
     return CS_OK;
 }
 
+cs_err cs__embedded_set_down(cs_embedded *e, bool down) {
+    rd_kafka_resp_err_t err =
+        down ? rd_kafka_mock_broker_set_down(e->mock, 1) : rd_kafka_mock_broker_set_up(e->mock, 1);
+    if (err) return cs__fail(CS_ERR_KAFKA, "embedded Kafka: broker %s failed: %s", down ? "down" : "up", rd_kafka_err2str(err));
+    return CS_OK;
+}
+
 void cs__embedded_destroy(cs_embedded *e) {
     if (!e) return;
     rd_kafka_mock_cluster_destroy(e->mock);

@@ -27,6 +27,8 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
     else if (from_env && *from_env) k->bootstrap = strdup(from_env);
     else k->embedded = true;
     k->queue_timeout_ms = 5000;
+    k->flush_timeout_ms = 30000;
+    pthread_rwlock_init(&k->producer_lock, NULL);
     return k;
 }
 
@@ -35,6 +37,7 @@ static void sub_free(cs_sub *s) {
     free(s->topics);
     free(s->name);
     free(s->group);
+    free(s->reply_topic);
     cs__kvlist_free(&s->config);
     free(s);
 }
@@ -48,6 +51,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     cs__kvlist_free(&k->config);
     cs__kvlist_free(&k->producer_config);
     cs__embedded_destroy(k->cluster);
+    pthread_rwlock_destroy(&k->producer_lock);
     free(k->default_group);
     free(k->bootstrap);
     free(k);
@@ -234,6 +238,15 @@ cs_err cs_sub_max_open(cs_sub *s, size_t n) {
     return CS_OK;
 }
 
+cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
+    cs_err err = sub_configurable(s, "cs_sub_reply");
+    if (err) return err;
+    if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): reply topic is empty", s->name);
+    if (queue_timeout_ms < 0) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is negative", s->name, queue_timeout_ms);
+    s->reply_queue_timeout_ms = queue_timeout_ms;
+    return replace_string(&s->reply_topic, topic, "cs_sub_reply");
+}
+
 cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user) {
     cs_err err = sub_configurable(s, "cs_sub_on_assign");
     if (err) return err;
@@ -288,13 +301,15 @@ static cs_err start_embedded(cs_kafka *k) {
  * otherwise let the consumer wait silently for a topic that never comes. */
 static cs_err check_topics(cs_kafka *k, cs_app *app) {
     size_t n = k->n_topics;
-    for (size_t i = 0; i < k->n_subs; i++) n += k->subs[i]->n_topics;
+    for (size_t i = 0; i < k->n_subs; i++) n += k->subs[i]->n_topics + (k->subs[i]->reply_topic ? 1 : 0);
     char **names = calloc(n ? n : 1, sizeof *names);
     if (!names) return cs__fail(CS_ERR_NOMEM, "topic check: out of memory");
     size_t j = 0;
     for (size_t i = 0; i < k->n_topics; i++) names[j++] = k->topics[i].name;
-    for (size_t i = 0; i < k->n_subs; i++)
+    for (size_t i = 0; i < k->n_subs; i++) {
         for (size_t t = 0; t < k->subs[i]->n_topics; t++) names[j++] = k->subs[i]->topics[t];
+        if (k->subs[i]->reply_topic) names[j++] = k->subs[i]->reply_topic;
+    }
 
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -314,30 +329,40 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     return err;
 }
 
-static void stop_consumers(cs_kafka *k) {
-    /* Stop fetching and drain everywhere first, then commit and close. */
+/* Takes the producer out of service (publishers see "not running") and closes it. */
+static void retire_producer(cs_kafka *k) {
+    pthread_rwlock_wrlock(&k->producer_lock);
+    cs_producer *p = k->producer;
+    k->producer = NULL;
+    pthread_rwlock_unlock(&k->producer_lock);
+    if (p) cs__producer_close(p);
+}
+
+/* The graceful stop: stop fetching and drain handlers everywhere, flush the
+ * producer (so that acks gated on replies settle), then commit and close the
+ * consumers, then close the producer. */
+static void stop_everything(cs_kafka *k) {
     for (size_t i = 0; i < k->n_subs; i++)
         if (k->subs[i]->consumer) cs__consumer_stop_fetching(k->subs[i]->consumer);
+    if (k->producer) {
+        k->unflushed_records = cs__producer_flush(k->producer, k->flush_timeout_ms);
+        if (k->unflushed_records)
+            CS_LOG_WARN("producer flush timed out: records not delivered unflushed_records=%zu flush_timeout_ms=%d",
+                        k->unflushed_records, k->flush_timeout_ms);
+    }
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
         if (!s->consumer) continue;
         cs__consumer_close(s->consumer, &s->final_stats);
         s->consumer = NULL;
     }
-}
-
-static void stop_producer(cs_kafka *k) {
-    if (!k->producer) return;
-    size_t unflushed = cs__producer_close(k->producer, 30000);
-    if (unflushed) CS_LOG_WARN("producer closed with records not delivered unflushed_records=%zu", unflushed);
-    k->producer = NULL;
+    retire_producer(k);
 }
 
 static cs_err kafka_stop(void *impl) {
     cs_kafka *k = impl;
     if (!k->started) return CS_OK;
-    stop_consumers(k);
-    stop_producer(k);
+    stop_everything(k);
     k->started = false;
     return CS_OK;
 }
@@ -352,8 +377,7 @@ static cs_err kafka_start(void *impl, cs_app *app) {
     if (err) {
         char reason[1024];
         snprintf(reason, sizeof reason, "%s", cs_errmsg());
-        stop_consumers(k);
-        stop_producer(k);
+        stop_everything(k);
         return cs__fail(err, "%s", reason);
     }
     k->started = true;
@@ -369,8 +393,7 @@ static void kafka_crash(void *impl) {
         cs__consumer_crash(s->consumer);
         s->consumer = NULL;
     }
-    if (k->producer) cs__producer_close(k->producer, 0);
-    k->producer = NULL;
+    retire_producer(k);
     k->started = false;
 }
 
@@ -402,8 +425,56 @@ cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
     return CS_OK;
 }
 
+cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
+    cs_err err = configurable(k, "cs_kafka_flush_timeout_ms");
+    if (err) return err;
+    if (ms < 0) return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is negative", ms);
+    k->flush_timeout_ms = ms;
+    return CS_OK;
+}
+
+size_t cs_kafka_unflushed_records(const cs_kafka *k) { return k->unflushed_records; }
+
+static cs_err check_record(const cs_kafka *k, const cs_record *rec, const char *what) {
+    if (!k || !rec || !rec->topic || !*rec->topic)
+        return cs__fail(CS_ERR_ARG, "%s: broker, record and topic are required", what);
+    for (size_t i = 0; i < rec->n_headers; i++)
+        if (!rec->headers[i].name)
+            return cs__fail(CS_ERR_ARG, "%s(%s): header %zu has no name", what, rec->topic, i);
+    return CS_OK;
+}
+
 cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out) {
-    if (!k || !rec || !rec->topic) return cs__fail(CS_ERR_ARG, "cs_publish: broker, record and topic are required");
-    if (!k->producer) return cs__fail(CS_ERR_STATE, "cs_publish(%s): the app is not running", rec->topic);
-    return cs__producer_publish(k->producer, rec, out);
+    cs_err err = check_record(k, rec, "cs_publish");
+    if (err) return err;
+    pthread_rwlock_rdlock(&k->producer_lock);
+    err = k->producer ? cs__producer_publish(k->producer, rec, out)
+                      : cs__fail(CS_ERR_STATE, "cs_publish(%s): the app is not running", rec->topic);
+    pthread_rwlock_unlock(&k->producer_lock);
+    return err;
+}
+
+cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque) {
+    cs_err err = check_record(k, rec, "cs_publish_async");
+    if (err) return err;
+    if (!done) return cs__fail(CS_ERR_ARG, "cs_publish_async(%s): completion callback is NULL", rec->topic);
+    pthread_rwlock_rdlock(&k->producer_lock);
+    err = k->producer ? cs__producer_publish_async(k->producer, rec, done, opaque)
+                      : cs__fail(CS_ERR_STATE, "cs_publish_async(%s): the app is not running", rec->topic);
+    pthread_rwlock_unlock(&k->producer_lock);
+    return err;
+}
+
+int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
+                         size_t value_len) {
+    cs_sub *s = arg;
+    cs_kafka *k = s->k;
+    cs_record r = {.topic = s->reply_topic, .partition = -1, .key = key, .key_len = key_len, .value = value,
+                   .value_len = value_len};
+    pthread_rwlock_rdlock(&k->producer_lock);
+    cs_err err = k->producer ? cs__producer_reply(k->producer, &r, gate ? d : NULL, s->reply_queue_timeout_ms)
+                             : cs__fail(CS_ERR_STATE, "reply to %s: the producer is closed", s->reply_topic);
+    pthread_rwlock_unlock(&k->producer_lock);
+    if (err) CS_LOG_WARN("reply not queued subscription=%s topic=%s reason=\"%s\"", s->name, s->reply_topic, cs_errmsg());
+    return err ? -1 : 0;
 }

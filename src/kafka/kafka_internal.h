@@ -5,6 +5,7 @@
 #define CS_KAFKA_INTERNAL_H
 
 #include <librdkafka/rdkafka.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 #include "cstream/kafka.h"
@@ -32,6 +33,8 @@ cs_err cs__embedded_new(int brokers, cs_embedded **out);
 const char *cs__embedded_bootstraps(const cs_embedded *e);
 cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions);
 void cs__embedded_destroy(cs_embedded *e);
+/* Disconnects the (single) broker and refuses connections, or lets them in again. */
+cs_err cs__embedded_set_down(cs_embedded *e, bool down);
 
 typedef struct cs_consumer cs_consumer;
 typedef struct cs_producer cs_producer;
@@ -39,7 +42,12 @@ typedef struct cs_producer cs_producer;
 /* producer.c: one per broker, started before the consumers. */
 cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out);
 cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out);
-size_t cs__producer_close(cs_producer *p, int timeout_ms);
+cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish_fn fn, void *opaque);
+/* gated_source NULL: fire and forget (Auto); else its report settles the source. */
+cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated_source, int queue_timeout_ms);
+/* Waits up to timeout_ms for every record to be delivered; returns how many were not. */
+size_t cs__producer_flush(cs_producer *p, int timeout_ms);
+void cs__producer_close(cs_producer *p);
 
 struct cs_sub {
     cs_kafka *k;
@@ -59,6 +67,8 @@ struct cs_sub {
     int handler_time_limit_ms;
     cs_partitions_fn on_assign, on_revoke;
     void *on_assign_user, *on_revoke_user;
+    char *reply_topic; /* cs_sub_reply, or NULL */
+    int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
 };
@@ -82,12 +92,21 @@ struct cs_kafka {
     cs_embedded *cluster;
     cs_kvlist producer_config;
     int queue_timeout_ms;
-    cs_producer *producer; /* while running */
+    int flush_timeout_ms;
+    size_t unflushed_records;
+    /* The producer while running. Publishers hold the read lock while they use
+     * it; stop takes the write lock to retire it. */
+    pthread_rwlock_t producer_lock;
+    cs_producer *producer;
 };
 
 /* committed.c */
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
+
+/* The pipeline's reply hook for a subscription (arg: the cs_sub). */
+int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
+                         size_t value_len);
 
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);

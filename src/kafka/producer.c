@@ -1,12 +1,13 @@
-/* producer.c — the broker's producer and blocking publish.
+/* producer.c — the broker's producer: blocking and asynchronous publishes,
+ * and replies that gate their source record.
  *
  * Delivery reports are served by a dedicated thread (report_main), never by a
- * publishing thread: a publish waits on its own completion slot, and a full
- * local queue is waited out with a timeout on the `space` condition that
- * every delivery report signals. RD_KAFKA_MSG_F_BLOCK is not used: it has no
- * timeout and deadlocks on the thread that serves delivery reports.
- * Lock: `lock` guards the completion slots and the space condition. */
-#define _POSIX_C_SOURCE 200809L
+ * publishing thread: a blocking publish waits on its own completion, and a
+ * full local queue is waited out, at most the queue timeout, on the `space`
+ * condition that every delivery report signals. RD_KAFKA_MSG_F_BLOCK is not
+ * used: it has no timeout and deadlocks on the thread that serves reports.
+ * Lock: `lock` guards completions and the space condition; it is never held
+ * across a call into librdkafka. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "../core/error.h"
 #include "../core/log.h"
+#include "../core/pipeline.h"
 #include "kafka_internal.h"
 
 struct cs_producer {
@@ -22,30 +24,57 @@ struct cs_producer {
     pthread_t reporter;
     _Atomic bool stop;
     pthread_mutex_t lock;
-    pthread_cond_t done; /* a completion slot was filled */
+    pthread_cond_t done;  /* a blocking publish's completion was filled */
     pthread_cond_t space; /* a delivery report freed queue space */
     int queue_timeout_ms;
+    cs_ratelimit reply_warning;
 };
 
-typedef struct completion {
+/* What a delivery report completes; the per-message opaque. */
+typedef enum outgoing_kind { OUT_WAIT, OUT_CALLBACK, OUT_REPLY_GATED, OUT_REPLY_FREE } outgoing_kind;
+typedef struct outgoing {
+    outgoing_kind kind;
+    /* OUT_WAIT */
     bool done;
     rd_kafka_resp_err_t err;
     int32_t partition;
     int64_t offset;
-} completion;
+    /* OUT_CALLBACK */
+    cs_publish_fn fn;
+    void *opaque;
+    /* OUT_REPLY_GATED: the source record, settled by the report */
+    cs_delivery *source;
+} outgoing;
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
     cs_producer *p = opaque;
-    completion *c = m->_private;
-    pthread_mutex_lock(&p->lock);
-    if (c) {
-        c->err = m->err;
-        c->partition = m->partition;
-        c->offset = m->offset;
-        c->done = true;
+    outgoing *o = m->_private;
+    if (o && o->kind == OUT_WAIT) {
+        pthread_mutex_lock(&p->lock);
+        o->err = m->err;
+        o->partition = m->partition;
+        o->offset = m->offset;
+        o->done = true;
         pthread_cond_broadcast(&p->done);
+        pthread_mutex_unlock(&p->lock);
+    } else if (o && o->kind == OUT_CALLBACK) {
+        cs_published where = {m->partition, m->offset};
+        if (m->err) cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+        o->fn(m->err ? NULL : &where, m->err ? CS_ERR_KAFKA : CS_OK, o->opaque);
+        free(o);
+    } else if (o) {
+        if (m->err) {
+            uint64_t skipped = 0;
+            if (cs__ratelimit_allow(&p->reply_warning, 2000, &skipped))
+                CS_LOG_WARN("reply not delivered%s topic=%s error=\"%s\" similar_since_last=%llu",
+                            o->kind == OUT_REPLY_GATED ? ", its source record comes back" : "",
+                            rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err), (unsigned long long)skipped);
+        }
+        if (o->kind == OUT_REPLY_GATED) cs__delivery_reply_done(o->source, m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+        free(o);
     }
+    pthread_mutex_lock(&p->lock);
     pthread_cond_broadcast(&p->space);
     pthread_mutex_unlock(&p->lock);
 }
@@ -76,9 +105,8 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
         if (!p->rk) err = cs__fail(CS_ERR_KAFKA, "producer could not be created: %s", reason);
     }
-    if (!err && pthread_create(&p->reporter, NULL, report_main, p) != 0) {
+    if (!err && pthread_create(&p->reporter, NULL, report_main, p) != 0)
         err = cs__fail(CS_ERR_NOMEM, "producer: delivery report thread could not start");
-    }
     if (err) {
         if (p->rk) rd_kafka_destroy(p->rk);
         else rd_kafka_conf_destroy(conf);
@@ -89,20 +117,26 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     return CS_OK;
 }
 
-/* Flushes for up to timeout_ms, then destroys. Returns records not delivered. */
-size_t cs__producer_close(cs_producer *p, int timeout_ms) {
+size_t cs__producer_flush(cs_producer *p, int timeout_ms) {
     rd_kafka_flush(p->rk, timeout_ms);
-    size_t unflushed = (size_t)rd_kafka_outq_len(p->rk);
-    if (unflushed) rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    return (size_t)rd_kafka_outq_len(p->rk);
+}
+
+/* Purges what is left (their reports say so: gated sources come back), then
+ * destroys. */
+void cs__producer_close(cs_producer *p) {
+    if (rd_kafka_outq_len(p->rk) > 0) {
+        rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_flush(p->rk, 1000); /* serves the purged records' reports */
+    }
     atomic_store(&p->stop, true);
     pthread_join(p->reporter, NULL);
-    rd_kafka_poll(p->rk, 0); /* purged records' reports wake any waiting publisher */
+    rd_kafka_poll(p->rk, 0);
     rd_kafka_destroy(p->rk);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->space);
     free(p);
-    return unflushed;
 }
 
 static void deadline_after(struct timespec *ts, int ms) {
@@ -115,7 +149,7 @@ static void deadline_after(struct timespec *ts, int ms) {
     }
 }
 
-static rd_kafka_resp_err_t produce(cs_producer *p, const cs_record *r, completion *c) {
+static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outgoing *o) {
     rd_kafka_headers_t *hdrs = NULL;
     if (r->n_headers) {
         hdrs = rd_kafka_headers_new(r->n_headers);
@@ -126,32 +160,61 @@ static rd_kafka_resp_err_t produce(cs_producer *p, const cs_record *r, completio
     rd_kafka_resp_err_t err = rd_kafka_producev(
         p->rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
         RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0), RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(c), RD_KAFKA_V_END);
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(o), RD_KAFKA_V_END);
     if (err && hdrs) rd_kafka_headers_destroy(hdrs); /* on success librdkafka owns them */
     return err;
 }
 
-cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out) {
-    completion c = {0};
+/* Enqueues, waiting for queue space at most queue_timeout_ms. */
+static cs_err enqueue(cs_producer *p, const cs_record *r, outgoing *o, int queue_timeout_ms) {
     struct timespec deadline;
-    deadline_after(&deadline, p->queue_timeout_ms);
+    deadline_after(&deadline, queue_timeout_ms);
     rd_kafka_resp_err_t err;
-    while ((err = produce(p, r, &c)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+    while ((err = produce_once(p, r, o)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         pthread_mutex_lock(&p->lock);
         int w = pthread_cond_timedwait(&p->space, &p->lock, &deadline);
         pthread_mutex_unlock(&p->lock);
-        if (w != 0)
+        if (w != 0 && (err = produce_once(p, r, o)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
             return cs__fail(CS_ERR_TIMEOUT, "publish to %s: local queue still full after queue_timeout %d ms",
-                            r->topic, p->queue_timeout_ms);
+                            r->topic, queue_timeout_ms);
+        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
     }
     if (err) return cs__fail(CS_ERR_KAFKA, "publish to %s: %s", r->topic, rd_kafka_err2str(err));
+    return CS_OK;
+}
+
+cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out) {
+    outgoing o = {.kind = OUT_WAIT};
+    cs_err err = enqueue(p, r, &o, p->queue_timeout_ms);
+    if (err) return err;
     pthread_mutex_lock(&p->lock);
-    while (!c.done) pthread_cond_wait(&p->done, &p->lock);
+    while (!o.done) pthread_cond_wait(&p->done, &p->lock);
     pthread_mutex_unlock(&p->lock);
-    if (c.err) return cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", r->topic, rd_kafka_err2str(c.err));
+    if (o.err) return cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", r->topic, rd_kafka_err2str(o.err));
     if (out) {
-        out->partition = c.partition;
-        out->offset = c.offset;
+        out->partition = o.partition;
+        out->offset = o.offset;
     }
     return CS_OK;
+}
+
+cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish_fn fn, void *opaque) {
+    outgoing *o = calloc(1, sizeof *o);
+    if (!o) return cs__fail(CS_ERR_NOMEM, "publish to %s: out of memory", r->topic);
+    o->kind = OUT_CALLBACK;
+    o->fn = fn;
+    o->opaque = opaque;
+    cs_err err = enqueue(p, r, o, p->queue_timeout_ms);
+    if (err) free(o);
+    return err;
+}
+
+cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated_source, int queue_timeout_ms) {
+    outgoing *o = calloc(1, sizeof *o);
+    if (!o) return cs__fail(CS_ERR_NOMEM, "reply to %s: out of memory", r->topic);
+    o->kind = gated_source ? OUT_REPLY_GATED : OUT_REPLY_FREE;
+    o->source = gated_source;
+    cs_err err = enqueue(p, r, o, queue_timeout_ms);
+    if (err) free(o);
+    return err;
 }

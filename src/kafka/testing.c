@@ -94,6 +94,12 @@ void cs_test_cluster_destroy(cs_test_cluster *c) {
 const char *cs_test_cluster_brokers(const cs_test_cluster *c) { return c->brokers; }
 int cs_test_cluster_is_embedded(const cs_test_cluster *c) { return c->embedded != NULL; }
 
+cs_err cs_test_cluster_set_down(cs_test_cluster *c, int down) {
+    if (!c->embedded)
+        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_cluster_set_down: only the embedded cluster can be taken down here");
+    return cs__embedded_set_down(c->embedded, down != 0);
+}
+
 cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
     cs_kafka *k = cs_kafka_new(c->brokers);
     if (!k) return NULL;
