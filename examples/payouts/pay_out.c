@@ -1,7 +1,9 @@
 /* pay_out.c — sends a payout through the bank. Payouts must not be lost, so
  * the subscription is Tracked: when the bank does not answer, the payout comes
  * back (retry) before anything fetched after it, and its offset holds the
- * committed position until it is paid. A payout of 0 is dropped. The bank
+ * committed position until it is paid. A paid payout answers with a reply on
+ * payouts.done; the payout counts as settled only once that reply is
+ * delivered. A payout of 0 is dropped. The bank
  * must accept a repeated payout (by id): after a crash a payout that was paid
  * but not yet committed is paid again. */
 #include <inttypes.h>
@@ -31,5 +33,9 @@ cs_outcome pay_out(cs_delivery *d, void *user) {
     }
     if (p.amount_cents == 0) return CS_DROP;
     if (bank_pay(&c->bank, p.id, p.amount_cents) != 0) return CS_RETRY; /* the payout comes back */
+    /* Paid: the source counts as acked once this reply is delivered. */
+    char paid[64];
+    int n = snprintf(paid, sizeof paid, "{\"payout_id\":%" PRIu64 "}", p.id);
+    if (cs_delivery_reply(d, NULL, 0, paid, (size_t)n) != CS_OK) return CS_RETRY;
     return CS_ACK;
 }

@@ -39,6 +39,9 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err) err = cs_kafka_default_group(k, "payouts");
     if (!err) err = cs_kafka_topic(k, TOPIC_PAGE_VIEWS, 4);
     if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS, 4);
+    if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS_DONE, 4);
+    if (!err) err = cs_kafka_producer_config(k, "enable.idempotence", "true");
+    if (!err) err = cs_kafka_flush_timeout_ms(k, 10000);
     if (!err && opt->tune) opt->tune(k);
 
     cs_sub *views = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAGE_VIEWS, count_view, opt->clients);
@@ -48,6 +51,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err && !payouts) err = CS_ERR_ARG;
     if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default, "payouts" */
     if (!err) err = cs_sub_workers(payouts, 4);
+    if (!err) err = cs_sub_reply(payouts, TOPIC_PAYOUTS_DONE, 5000); /* reply queue timeout 5 s */
     if (err) {
         cs_app_destroy(app);
         return err;

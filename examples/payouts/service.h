@@ -1,6 +1,7 @@
 /* service.h — the payouts service, assembled from its handlers.
  *
- *   pay_out     payouts     group "payouts"    Tracked, 4 workers: a failed bank call comes back
+ *   pay_out     payouts     group "payouts"    Tracked, 4 workers: a failed bank call comes back;
+ *                                              replies {"payout_id":N} to payouts.done
  *   count_view  page-views  group "analytics"  Auto: a failed store loses the view
  *
  * The service is one function that builds the app, so that main.c runs it and
@@ -14,6 +15,7 @@
 
 #define TOPIC_PAGE_VIEWS "page-views"
 #define TOPIC_PAYOUTS "payouts"
+#define TOPIC_PAYOUTS_DONE "payouts.done"
 
 typedef struct payout {
     uint64_t id;

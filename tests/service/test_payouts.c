@@ -1,0 +1,130 @@
+/* test_payouts.c — the payouts service's own tests, written the way a service
+ * author tests with cstream: the app runs in-process on the test cluster, and
+ * the bank and the analytics store are replaced by clients that fail once.
+ * The payout comes back under Tracked and is paid (its Paid reply lands on
+ * payouts.done); the page view does not come back under Auto. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cstest.h"
+#include "service.h"
+
+static bool fail_first_call(flaky *f, void *arg) {
+    (void)arg;
+    return f->calls == 1;
+}
+
+static void test_timings(cs_kafka *k) {
+    cs_kafka_config(k, "session.timeout.ms", "6000");
+    cs_kafka_config(k, "fetch.wait.max.ms", "10");
+    cs_kafka_config(k, "auto.commit.interval.ms", "100");
+}
+
+/* Paid replies seen on payouts.done. */
+typedef struct replies {
+    pthread_mutex_t lock;
+    char last[64];
+    int n;
+} replies;
+
+static cs_outcome collect_reply(cs_delivery *d, void *user) {
+    replies *r = user;
+    size_t len;
+    const char *v = cs_delivery_value(d, &len);
+    pthread_mutex_lock(&r->lock);
+    snprintf(r->last, sizeof r->last, "%.*s", (int)len, v ? v : "");
+    r->n++;
+    pthread_mutex_unlock(&r->lock);
+    return CS_ACK;
+}
+
+static void publish(cs_kafka *k, const char *topic, const char *value) {
+    cs_record r = {.topic = topic, .partition = -1, .key = "1", .key_len = 1, .value = value, .value_len = strlen(value)};
+    CST_OK(cs_publish(k, &r, NULL));
+}
+
+typedef struct svc_wait {
+    payouts_service *svc;
+    clients *cl;
+} svc_wait;
+
+static bool payout_paid(void *arg) {
+    svc_wait *w = arg;
+    return bank_paid(&w->cl->bank) == 1;
+}
+
+static bool view_handled(void *arg) {
+    svc_wait *w = arg;
+    cs_sub_stats st;
+    cs_sub_stats_get(w->svc->count_view, &st);
+    return st.delivered >= 1;
+}
+
+static void payout_comes_back_and_is_paid_view_does_not(void **state) {
+    (void)state;
+    /* The service's topics, on this test's cluster. */
+    CST_OK(cs_test_topic_create(cst_cluster, TOPIC_PAYOUTS, 4));
+    CST_OK(cs_test_topic_create(cst_cluster, TOPIC_PAYOUTS_DONE, 4));
+    CST_OK(cs_test_topic_create(cst_cluster, TOPIC_PAGE_VIEWS, 4));
+    clients cl;
+    payouts_options opt = {.brokers = cs_test_cluster_brokers(cst_cluster), .clients = &cl, .tune = test_timings};
+    payouts_service svc;
+    CST_OK(payouts_service_new(&opt, &svc));
+
+    /* A reader of payouts.done, in the same app. */
+    replies rep = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cs_sub *done = cs_kafka_subscribe(svc.kafka, TOPIC_PAYOUTS_DONE, collect_reply, &rep);
+    CST_OK(cs_sub_group(done, "payouts-test-reader"));
+    CST_OK(cs_app_start(svc.app));
+    /* The start-up hook built the clients; now make them fail once. */
+    pthread_mutex_lock(&cl.bank.flaky.lock);
+    cl.bank.flaky.should_fail = fail_first_call;
+    pthread_mutex_unlock(&cl.bank.flaky.lock);
+    pthread_mutex_lock(&cl.counters.flaky.lock);
+    cl.counters.flaky.should_fail = fail_first_call;
+    pthread_mutex_unlock(&cl.counters.flaky.lock);
+
+    publish(svc.kafka, TOPIC_PAYOUTS, "{\"id\":7,\"amount_cents\":1250}");
+    publish(svc.kafka, TOPIC_PAGE_VIEWS, "/pricing");
+    svc_wait w = {&svc, &cl};
+    assert_true(cst_wait(payout_paid, &w, 30000));
+    assert_true(cst_wait(view_handled, &w, 30000));
+    CST_OK(cs_test_app_wait_idle(svc.app, 30000));
+
+    cs_sub_stats pay, view;
+    cs_sub_stats_get(svc.pay_out, &pay);
+    cs_sub_stats_get(svc.count_view, &view);
+    assert_int_equal(pay.delivered, 2); /* failed once, came back, paid */
+    assert_int_equal(pay.retried, 1);
+    assert_int_equal(pay.acked, 1);
+    assert_int_equal(view.delivered, 1); /* failed once, did not come back */
+    assert_int_equal(view.retry_unsupported, 1);
+    assert_int_equal(counters_counted(&cl.counters), 0);
+    pthread_mutex_lock(&rep.lock);
+    assert_int_equal(rep.n, 1);
+    assert_string_equal(rep.last, "{\"payout_id\":7}");
+    pthread_mutex_unlock(&rep.lock);
+    CST_OK(cs_app_stop(svc.app));
+    assert_int_equal(cs_kafka_unflushed_records(svc.kafka), 0);
+    cs_app_destroy(svc.app);
+}
+
+static void zero_payout_is_dropped(void **state) {
+    (void)state;
+    payout p;
+    assert_int_equal(payout_parse("{\"id\":3,\"amount_cents\":0}", 26, &p), 0);
+    assert_int_equal(p.id, 3);
+    assert_int_equal(p.amount_cents, 0);
+    assert_int_equal(payout_parse("{\"id\":x}", 8, &p), -1);
+    assert_int_equal(payout_parse(NULL, 0, &p), -1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(zero_payout_is_dropped),
+        cmocka_unit_test(payout_comes_back_and_is_paid_view_does_not),
+    };
+    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+}
