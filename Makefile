@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev
 
-.PHONY: all deps build run test test-asan test-tsan clean install
+.PHONY: all deps build run test proof test-asan test-tsan clean install
 
 all: build
 
@@ -27,6 +27,11 @@ run: build
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j2
+
+# The crash proof: 20 SIGKILLs of a Tracked payouts service, with the table of
+# lost and duplicated records (CI runs 3 as part of `make test`).
+proof: build
+	CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
 
 # Sanitizer builds of the same suite.
 test-asan:

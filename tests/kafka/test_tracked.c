@@ -402,6 +402,58 @@ static void settle_after_stop_is_stale_and_read_again(void **state) {
     fixture_free(again);
 }
 
+/* ---- handler time limit -------------------------------------------------------- */
+
+typedef struct slow {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool released;
+    int runs;
+} slow;
+
+static cs_outcome slow_handler(cs_delivery *d, void *user) {
+    slow *sl = user;
+    pthread_mutex_lock(&sl->lock);
+    sl->runs++;
+    while (cs_delivery_offset(d) == 0 && !sl->released) pthread_cond_wait(&sl->cv, &sl->lock);
+    pthread_mutex_unlock(&sl->lock);
+    return CS_ACK;
+}
+
+static bool one_slow_reported(void *arg) {
+    cs_sub_stats st;
+    cs_sub_stats_get(arg, &st);
+    return st.slow_handlers >= 1;
+}
+
+static void handler_past_its_time_limit_is_reported(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("tracked-slow", 1, topic, group, sizeof topic);
+    produce(topic, 1, 3);
+    slow sl = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    cs_app *app = cs_app_new("slow", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, slow_handler, &sl);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_handler_time_limit_ms(s, 100));
+    CST_OK(cs_sub_commit_interval_ms(s, 20));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    assert_true(cst_wait(one_slow_reported, s, 30000)); /* reported while it still runs */
+    pthread_mutex_lock(&sl.lock);
+    sl.released = true;
+    pthread_cond_broadcast(&sl.cv);
+    pthread_mutex_unlock(&sl.lock);
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 3, 10000));
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.slow_handlers, 1); /* one run, reported once */
+    assert_int_equal(sl.runs, 3);
+    stop(app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ack_settles_the_offset),
@@ -412,6 +464,7 @@ int main(void) {
         cmocka_unit_test(out_of_order_acks_never_pass_an_open_record),
         cmocka_unit_test(max_open_pauses_and_resumes_without_skipping),
         cmocka_unit_test(settle_after_stop_is_stale_and_read_again),
+        cmocka_unit_test(handler_past_its_time_limit_is_reported),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
