@@ -4,7 +4,11 @@
  * outcome. A handler that returns CS_PENDING keeps the delivery and settles it
  * later, from any thread, with cs_delivery_settle(); after that call the
  * delivery is gone. Pointers returned by the accessors live as long as the
- * delivery. */
+ * delivery, with one exception: when the app stops (or the partition is
+ * revoked at close) while a delivery is still pending, its key, value and
+ * headers are released before the consumer closes (librdkafka requires it);
+ * the handle stays valid, its accessors then return NULL/0, and settling it
+ * returns CS_ERR_STALE. Copy what a pending delivery needs later. */
 #ifndef CSTREAM_DELIVERY_H
 #define CSTREAM_DELIVERY_H
 

@@ -81,8 +81,10 @@ cs_err cs_sub_workers(cs_sub *s, int n);
 cs_err cs_sub_max_open(cs_sub *s, size_t n);
 /* Under Tracked: how often changed positions are committed (default 200 ms). */
 cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
-/* Under Tracked: how long a revoke (or close) waits for in-flight deliveries
- * of the released partitions to settle (default 10000 ms). */
+/* How long a revoke, and the graceful stop, wait for in-flight deliveries
+ * (running, pending, or waiting for their reply's report) to settle before the
+ * partitions are released (default 10000 ms). Under Auto the records queued in
+ * cstream also get this time to run, since their positions were already stored. */
 cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms);
 /* A handler running longer than this is logged with its record and counted
  * (it cannot be stopped). 0 (default) disables the check. */
@@ -96,7 +98,8 @@ cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
  * bounds the wait for space in the producer's local queue (then: retry). */
 cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms);
 
-/* Service hooks, called on the subscription's fetch thread. */
+/* Service hooks: called on the subscription's fetch thread during a rebalance,
+ * and on the thread that stops the app for the final revoke at close. */
 typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n,
                                  void *user);
 cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user);
@@ -107,7 +110,8 @@ typedef struct cs_sub_stats {
     uint64_t delivered;         /* handler runs */
     uint64_t acked;
     uint64_t dropped;
-    uint64_t retried;           /* retries that brought the record back (Tracked) */
+    uint64_t retried;           /* retries under Tracked (during a revoke or stop the record is read
+                                   again by the next owner instead) */
     uint64_t retry_unsupported; /* retries refused under Auto: those records are lost */
     uint64_t stale;             /* settlements ignored because the partition was revoked */
     uint64_t slow_handlers;     /* handler runs past the time limit */

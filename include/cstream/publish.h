@@ -44,7 +44,7 @@ typedef struct cs_published {
 cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out);
 
 /* Completion of an asynchronous publish, called on the producer's delivery
- * report thread: `where` is NULL and err != CS_OK (cs_errmsg() has the reason)
+ * report thread (or, during the stop's flush, on the stopping thread): `where` is NULL and err != CS_OK (cs_errmsg() has the reason)
  * if the record was not delivered. Keep it short; never block in it. */
 typedef void (*cs_publish_fn)(const cs_published *where, cs_err err, void *opaque);
 /* Asynchronous publish: returns once the record is queued (waiting for queue

@@ -263,9 +263,26 @@ void cs__part_commit_done(cs_part *part, int64_t position, bool ok) {
 
 static size_t resume_mark(const cs_pipeline *p) { return p->cfg.max_open / 2; }
 
+/* What max_open bounds. Under Tracked: the tracker's span, from the lowest
+ * open record to the newest, so that one stuck record cannot grow memory
+ * without limit (the records behind it stay in the tracker until it settles).
+ * Under Auto: the records cstream holds (queued, running, pending). */
+static size_t part_load(const cs_part *part) {
+    size_t span = part->tracker ? cs_tracker_span(part->tracker) : 0;
+    return span > part->held ? span : part->held;
+}
+
+bool cs__part_clear_paused(cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    bool was = part->paused;
+    part->paused = false;
+    pthread_mutex_unlock(&part->lock);
+    return was;
+}
+
 bool cs__part_should_resume(cs_pipeline *p, cs_part *part) {
     pthread_mutex_lock(&part->lock);
-    bool yes = part->paused && part->assigned && part->held <= resume_mark(p);
+    bool yes = part->paused && part->assigned && part_load(part) <= resume_mark(p);
     if (yes) part->paused = false;
     pthread_mutex_unlock(&part->lock);
     return yes;
@@ -290,7 +307,7 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
         return false;
     }
     part->held++;
-    if (!part->paused && part->held >= p->cfg.max_open) pause = part->paused = true;
+    if (!part->paused && part_load(part) >= p->cfg.max_open) pause = part->paused = true;
     pthread_mutex_unlock(&part->lock);
     lane_push_tail(&p->lanes[d->lane], d);
     return pause;
@@ -365,7 +382,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     if (warn) warn_retry_unsupported(p, d);
     /* Under the partition lock: the pipeline (and the consumer the wake
      * reaches) outlive it only while part->pipe is set. The wake never blocks. */
-    if (part->paused && part->held <= resume_mark(p) && p->cfg.wake && !atomic_load(&p->stopping))
+    if (part->paused && part_load(part) <= resume_mark(p) && p->cfg.wake && !atomic_load(&p->stopping))
         p->cfg.wake(p->cfg.wake_arg);
     pthread_mutex_unlock(&part->lock);
     if (!keep) cs__delivery_free(d);
@@ -450,6 +467,8 @@ static void *worker_main(void *arg) {
             continue;
         }
         d->attempt++;
+        free(d->reply_buf); /* a reply belongs to the attempt that set it */
+        d->reply_buf = NULL;
         atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
         if (watch) watch_start(l, d);
         cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
@@ -496,12 +515,15 @@ static void stop_and_join(cs_pipeline *p) {
 }
 
 size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms) {
-    size_t before = cs__pipeline_busy(p);
     atomic_store(&p->stopping, true);
     atomic_store(&p->drain_deadline_ms, deadline_ms);
     stop_and_join(p);
-    size_t after = cs__pipeline_busy(p);
-    return before > after ? 0 : after; /* what is left is pending (handler-held) */
+    /* The lanes are empty; pending deliveries (and replies awaiting their
+     * report) get the rest of the time. The registry only grows on the fetch
+     * thread, which has stopped. */
+    size_t left = 0;
+    for (size_t i = 0; i < p->n_parts; i++) left += cs__pipeline_wait_settled(p, p->parts[i], deadline_ms);
+    return left;
 }
 
 void cs__pipeline_crash(cs_pipeline *p) {

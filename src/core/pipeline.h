@@ -72,11 +72,15 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
 int64_t cs__part_position_to_commit(cs_part *part);
 /* Tracked: records the outcome of a commit of `position`. */
 void cs__part_commit_done(cs_part *part, int64_t position, bool ok);
+/* Fetch thread, at revoke: clears the paused flag; true if it was set (the
+ * caller resumes the partition so that a later assignment starts unpaused). */
+bool cs__part_clear_paused(cs_part *part);
 /* Fetch thread: true if a paused partition has drained enough to resume. */
 bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
 
 /* Graceful stop: lets the lanes run what they hold until they are empty or the
- * deadline passes, then discards the rest. Returns records discarded. */
+ * deadline passes, then discards the rest. Returns the records still held
+ * (pending deliveries and replies not yet confirmed). */
 size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms);
 /* Crash (tests): workers stop after their current handler; nothing settles. */
 void cs__pipeline_crash(cs_pipeline *p);

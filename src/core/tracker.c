@@ -168,3 +168,8 @@ size_t cs_tracker_open_count(const cs_tracker *t)
 {
     return t->open;
 }
+
+size_t cs_tracker_span(const cs_tracker *t)
+{
+    return (size_t)(t->next_seq - t->base_seq);
+}

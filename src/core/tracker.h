@@ -50,6 +50,11 @@ int64_t cs_tracker_position(const cs_tracker *t);
 /* Number of deliveries not yet settled. */
 size_t cs_tracker_open_count(const cs_tracker *t);
 
+/* Entries kept: from the lowest open delivery to the newest one, settled or
+ * not. This is the tracker's memory (16 bytes each); a caller bounds it by
+ * pausing the partition's fetch. */
+size_t cs_tracker_span(const cs_tracker *t);
+
 /* The offset of the lowest open delivery, or -1 if none is open. */
 int64_t cs_tracker_lowest_open(const cs_tracker *t);
 

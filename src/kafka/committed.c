@@ -3,9 +3,13 @@
 #include "../core/error.h"
 #include "kafka_internal.h"
 
-rd_kafka_t *cs__group_reader(const char *brokers, const char *group) {
+rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (config && cs__conf_apply(conf, "cs_kafka_config", config) != CS_OK) {
+        rd_kafka_conf_destroy(conf);
+        return NULL;
+    }
     rd_kafka_conf_set(conf, "bootstrap.servers", brokers, NULL, 0);
     rd_kafka_conf_set(conf, "group.id", group, NULL, 0);
     rd_kafka_conf_set(conf, "enable.auto.commit", "false", NULL, 0);
@@ -36,7 +40,7 @@ cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, 
 cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset) {
     if (!k || !group || !topic || !offset) return cs__fail(CS_ERR_ARG, "cs_kafka_committed: missing argument");
     if (!k->bootstrap) return cs__fail(CS_ERR_STATE, "cs_kafka_committed: the embedded cluster is not running yet");
-    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group);
+    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, &k->config);
     if (!rk) return CS_ERR_KAFKA;
     cs_err err = cs__read_committed(rk, group, topic, partition, offset);
     rd_kafka_destroy(rk);

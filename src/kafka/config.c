@@ -65,12 +65,16 @@ static const struct owned_property {
     {"enable.auto.offset.store", "the subscription's commit mode decides when positions are stored "
                                  "(cs_sub_commit)"},
     {"group.id", "set the group with cs_sub_group() or cs_kafka_default_group()"},
+    {"auto.offset.reset", "set the start position with cs_sub_start_at()"},
+    {"enable.partition.eof", "cstream's fetch loop does not hand partition-EOF events to handlers"},
     {"bootstrap.servers", "pass the servers to cs_kafka_new() (or set CSTREAM_BROKERS)"},
 };
 
 cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value) {
     char reason[512];
     if (rd_kafka_conf_set(conf, key, value, reason, sizeof reason) == RD_KAFKA_CONF_OK) return CS_OK;
+    size_t n = strlen(reason);
+    while (n > 0 && (reason[n - 1] == '\n' || reason[n - 1] == ' ')) reason[--n] = '\0'; /* some reasons end in a newline */
     for (size_t i = 0; i < sizeof newer_properties / sizeof *newer_properties; i++) {
         const struct newer_property *n = &newer_properties[i];
         if (!strcmp(key, n->key))

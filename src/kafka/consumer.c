@@ -133,7 +133,7 @@ static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
 /* Commits the partitions in `only` (all known ones if NULL) whose position
  * moved. Async on the timer; sync on revoke and close. */
 static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
-    if (!c->tracked) return;
+    if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
     rd_kafka_topic_partition_list_t *all = NULL;
     if (!only) {
@@ -217,6 +217,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
         if (!part) continue;
+        if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
         cs__pipeline_release_partition(c->pipe, part, c->closing);
         CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, part->topic,
                     (int)part->partition);
@@ -256,8 +257,19 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
                     c->sub->name, rd_kafka_err2name(err), reason, (unsigned long long)skipped);
 }
 
+/* A consumer's fatal error arrives as an error record from the poll (librdkafka
+ * 2.0.2 does not send it to error_cb for high-level consumers). */
+static bool report_if_fatal(cs_consumer *c) {
+    char why[512];
+    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(c->rk, why, sizeof why);
+    if (!orig) return false;
+    cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+    return true;
+}
+
 static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return;
+    if (m->err == RD_KAFKA_RESP_ERR__FATAL && report_if_fatal(c)) return;
     const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
@@ -319,6 +331,7 @@ static void *fetch_main(void *arg) {
         if (m->err) {
             on_record_error(c, m);
             rd_kafka_message_destroy(m);
+            if (rd_kafka_fatal_error(c->rk, NULL, 0)) break; /* the app is stopping; nothing more to fetch */
             continue;
         }
         dispatch(c, m);
@@ -332,11 +345,11 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *group = s->group ? s->group : s->k->default_group;
     bool auto_mode = s->mode == CS_COMMIT_AUTO;
-    cs_err err = cs__conf_apply(conf, c->who, &s->k->config);
+    cs_err err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app)); /* default; config may override */
+    if (!err) err = cs__conf_apply(conf, c->who, &s->k->config);
     if (!err) err = cs__conf_apply(conf, c->who, &s->config);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
-    if (!err) err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app));
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", auto_mode ? "true" : "false");
     if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
@@ -439,7 +452,32 @@ void cs__consumer_stop_fetching(cs_consumer *c) {
                     c->sub->name, left);
 }
 
+/* After a fatal error librdkafka can neither commit nor close the consumer
+ * (close fails and a plain destroy then never returns): release everything
+ * without committing and destroy without closing. */
+static void close_after_fatal(cs_consumer *c, cs_sub_stats *final_stats) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int i = 0; i < assigned->cnt; i++) {
+            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+            if (part) cs__pipeline_release_partition(c->pipe, part, true);
+        }
+        rd_kafka_topic_partition_list_destroy(assigned);
+    }
+    CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
+    cs__pipeline_stats(c->pipe, final_stats);
+    rd_kafka_queue_destroy(c->queue);
+    c->queue = NULL;
+    rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    c->rk = NULL;
+    consumer_free(c);
+}
+
 void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
+    if (rd_kafka_fatal_error(c->rk, NULL, 0)) {
+        close_after_fatal(c, final_stats);
+        return;
+    }
     c->closing = true;
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {

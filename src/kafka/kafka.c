@@ -447,11 +447,12 @@ static cs_err check_record(const cs_kafka *k, const cs_record *rec, const char *
 cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out) {
     cs_err err = check_record(k, rec, "cs_publish");
     if (err) return err;
+    cs_publish_wait *w = NULL;
     pthread_rwlock_rdlock(&k->producer_lock);
-    err = k->producer ? cs__producer_publish(k->producer, rec, out)
+    err = k->producer ? cs__publish_start(k->producer, rec, &w)
                       : cs__fail(CS_ERR_STATE, "cs_publish(%s): the app is not running", rec->topic);
     pthread_rwlock_unlock(&k->producer_lock);
-    return err;
+    return err ? err : cs__publish_finish(w, rec->topic, out);
 }
 
 cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque) {

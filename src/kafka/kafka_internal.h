@@ -41,7 +41,12 @@ typedef struct cs_producer cs_producer;
 
 /* producer.c: one per broker, started before the consumers. */
 cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out);
-cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out);
+/* A blocking publish in two steps: start (enqueue, under the producer read
+ * lock) and finish (wait for the report, without it), so that a stop never
+ * waits on a publisher; the stop's purge reports its record and ends the wait. */
+typedef struct cs_publish_wait cs_publish_wait;
+cs_err cs__publish_start(cs_producer *p, const cs_record *r, cs_publish_wait **out);
+cs_err cs__publish_finish(cs_publish_wait *w, const char *topic, cs_published *out);
 cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish_fn fn, void *opaque);
 /* gated_source NULL: fire and forget (Auto); else its report settles the source. */
 cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated_source, int queue_timeout_ms);
@@ -101,7 +106,7 @@ struct cs_kafka {
 };
 
 /* committed.c */
-rd_kafka_t *cs__group_reader(const char *brokers, const char *group);
+rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
 /* The pipeline's reply hook for a subscription (arg: the cs_sub). */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/broker.h"
 #include "../core/error.h"
 #include "../core/log.h"
 #include "../core/pipeline.h"
@@ -21,10 +22,10 @@
 
 struct cs_producer {
     rd_kafka_t *rk;
+    cs_app *app;
     pthread_t reporter;
     _Atomic bool stop;
     pthread_mutex_t lock;
-    pthread_cond_t done;  /* a blocking publish's completion was filled */
     pthread_cond_t space; /* a delivery report freed queue space */
     int queue_timeout_ms;
     cs_ratelimit reply_warning;
@@ -34,7 +35,10 @@ struct cs_producer {
 typedef enum outgoing_kind { OUT_WAIT, OUT_CALLBACK, OUT_REPLY_GATED, OUT_REPLY_FREE } outgoing_kind;
 typedef struct outgoing {
     outgoing_kind kind;
-    /* OUT_WAIT */
+    /* OUT_WAIT: the publisher waits on the outgoing's own lock and condition,
+     * so that it never touches the producer once its record was reported. */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
     bool done;
     rd_kafka_resp_err_t err;
     int32_t partition;
@@ -51,13 +55,13 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     cs_producer *p = opaque;
     outgoing *o = m->_private;
     if (o && o->kind == OUT_WAIT) {
-        pthread_mutex_lock(&p->lock);
+        pthread_mutex_lock(&o->lock);
         o->err = m->err;
         o->partition = m->partition;
         o->offset = m->offset;
         o->done = true;
-        pthread_cond_broadcast(&p->done);
-        pthread_mutex_unlock(&p->lock);
+        pthread_cond_signal(&o->cv);
+        pthread_mutex_unlock(&o->lock); /* the publisher may free o from here on */
     } else if (o && o->kind == OUT_CALLBACK) {
         cs_published where = {m->partition, m->offset};
         if (m->err) cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
@@ -79,6 +83,17 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     pthread_mutex_unlock(&p->lock);
 }
 
+static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+    cs_producer *p = opaque;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char why[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
+        cs__app_fatal(p->app, "producer: librdkafka fatal error %s: %s", rd_kafka_err2name(orig), why);
+        return;
+    }
+    CS_LOG_DEBUG("producer error error=%s reason=\"%s\"", rd_kafka_err2name(err), reason);
+}
+
 static void *report_main(void *arg) {
     cs_producer *p = arg;
     while (!atomic_load(&p->stop)) rd_kafka_poll(p->rk, 100);
@@ -89,18 +104,19 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     cs_producer *p = calloc(1, sizeof *p);
     if (!p) return cs__fail(CS_ERR_NOMEM, "producer: out of memory");
     p->queue_timeout_ms = k->queue_timeout_ms;
+    p->app = app;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->done, NULL);
     pthread_cond_init(&p->space, NULL);
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    cs_err err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
+    cs_err err = cs__conf_set(conf, "producer", "client.id", cs_app_name(app)); /* default; config may override */
+    if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &k->producer_config);
     if (!err) err = cs__conf_set(conf, "producer", "bootstrap.servers", k->bootstrap);
-    if (!err) err = cs__conf_set(conf, "producer", "client.id", cs_app_name(app));
     char reason[512];
     if (!err) {
         rd_kafka_conf_set_opaque(conf, p);
         rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
+        rd_kafka_conf_set_error_cb(conf, on_error);
         rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
         if (!p->rk) err = cs__fail(CS_ERR_KAFKA, "producer could not be created: %s", reason);
@@ -134,7 +150,6 @@ void cs__producer_close(cs_producer *p) {
     rd_kafka_poll(p->rk, 0);
     rd_kafka_destroy(p->rk);
     pthread_mutex_destroy(&p->lock);
-    pthread_cond_destroy(&p->done);
     pthread_cond_destroy(&p->space);
     free(p);
 }
@@ -183,18 +198,37 @@ static cs_err enqueue(cs_producer *p, const cs_record *r, outgoing *o, int queue
     return CS_OK;
 }
 
-cs_err cs__producer_publish(cs_producer *p, const cs_record *r, cs_published *out) {
-    outgoing o = {.kind = OUT_WAIT};
-    cs_err err = enqueue(p, r, &o, p->queue_timeout_ms);
-    if (err) return err;
-    pthread_mutex_lock(&p->lock);
-    while (!o.done) pthread_cond_wait(&p->done, &p->lock);
-    pthread_mutex_unlock(&p->lock);
-    if (o.err) return cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", r->topic, rd_kafka_err2str(o.err));
-    if (out) {
-        out->partition = o.partition;
-        out->offset = o.offset;
+cs_err cs__publish_start(cs_producer *p, const cs_record *r, cs_publish_wait **out) {
+    outgoing *o = calloc(1, sizeof *o);
+    if (!o) return cs__fail(CS_ERR_NOMEM, "publish to %s: out of memory", r->topic);
+    o->kind = OUT_WAIT;
+    pthread_mutex_init(&o->lock, NULL);
+    pthread_cond_init(&o->cv, NULL);
+    cs_err err = enqueue(p, r, o, p->queue_timeout_ms);
+    if (err) {
+        pthread_mutex_destroy(&o->lock);
+        pthread_cond_destroy(&o->cv);
+        free(o);
+        return err;
     }
+    *out = (cs_publish_wait *)o;
+    return CS_OK;
+}
+
+cs_err cs__publish_finish(cs_publish_wait *w, const char *topic, cs_published *out) {
+    outgoing *o = (outgoing *)w;
+    pthread_mutex_lock(&o->lock);
+    while (!o->done) pthread_cond_wait(&o->cv, &o->lock);
+    pthread_mutex_unlock(&o->lock);
+    rd_kafka_resp_err_t err = o->err;
+    if (!err && out) {
+        out->partition = o->partition;
+        out->offset = o->offset;
+    }
+    pthread_mutex_destroy(&o->lock);
+    pthread_cond_destroy(&o->cv);
+    free(o);
+    if (err) return cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", topic, rd_kafka_err2str(err));
     return CS_OK;
 }
 

@@ -205,7 +205,7 @@ cs_err cs_test_produce_many(cs_test_cluster *c, const char *topic, const char *p
 }
 
 cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition, int64_t *offset) {
-    rd_kafka_t *rk = cs__group_reader(c->brokers, group);
+    rd_kafka_t *rk = cs__group_reader(c->brokers, group, NULL);
     if (!rk) return CS_ERR_KAFKA;
     cs_err err = cs__read_committed(rk, group, topic, partition, offset);
     rd_kafka_destroy(rk);
@@ -214,7 +214,7 @@ cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topi
 
 cs_err cs_test_wait_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition,
                               int64_t at_least, int timeout_ms) {
-    rd_kafka_t *rk = cs__group_reader(c->brokers, group);
+    rd_kafka_t *rk = cs__group_reader(c->brokers, group, NULL);
     if (!rk) return CS_ERR_KAFKA;
     int64_t deadline = cs__now_ms() + timeout_ms, off = -1;
     cs_err err = CS_OK;
