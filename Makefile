@@ -3,9 +3,9 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev openjdk-17-jre-headless maven
 
-.PHONY: all deps build run test proof test-asan test-tsan clean install
+.PHONY: all deps build run test test-embedded proof test-asan test-tsan clean install
 
 all: build
 
@@ -25,19 +25,30 @@ build: deps
 run: build
 	./$(BUILD)/examples/payouts
 
+# Unit and embedded-cluster tests, then the same delivery-guarantee tests on a
+# real Apache Kafka broker that scripts/kafka starts (and stops afterwards).
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j2
+	@scripts/kafka start >/dev/null
+	@status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 || status=$$?; \
+	  scripts/kafka stop >/dev/null; exit $$status
+
+# Only the unit and embedded-cluster tests (no Java needed).
+test-embedded: build
+	ctest --test-dir $(BUILD) --output-on-failure -j2 -LE real
 
 # The crash proof: 20 SIGKILLs of a Tracked payouts service, with the table of
 # lost and duplicated records (CI runs 3 as part of `make test`).
 proof: build
 	CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
+	@scripts/kafka start >/dev/null
+	@status=0; CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_kill || status=$$?; \
+	  scripts/kafka stop >/dev/null; exit $$status
 
 # Sanitizer builds of the same suite.
 test-asan:
-	$(MAKE) test BUILD=build-asan BUILD_TYPE=Debug SANITIZE=address,undefined
+	$(MAKE) test-embedded BUILD=build-asan BUILD_TYPE=Debug SANITIZE=address,undefined
 test-tsan:
-	$(MAKE) test BUILD=build-tsan BUILD_TYPE=Debug SANITIZE=thread
+	$(MAKE) test-embedded BUILD=build-tsan BUILD_TYPE=Debug SANITIZE=thread
 
 install: build
 	cmake --install $(BUILD)

@@ -45,6 +45,9 @@ cs_err cs_test_produce(cs_test_cluster *c, const char *topic, int32_t partition,
 /* Publishes `count` records "<prefix><i>" (i from 0), spread over partitions by key i. */
 cs_err cs_test_produce_many(cs_test_cluster *c, const char *topic, const char *prefix, int count);
 
+/* The partition's end offset (high watermark). */
+cs_err cs_test_end_offset(cs_test_cluster *c, const char *topic, int32_t partition, int64_t *end);
+
 /* The group's committed offset for a partition: -1 if none (OFFSET_INVALID). */
 cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition,
                          int64_t *offset);

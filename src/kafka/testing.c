@@ -204,6 +204,14 @@ cs_err cs_test_produce_many(cs_test_cluster *c, const char *topic, const char *p
     return CS_OK;
 }
 
+cs_err cs_test_end_offset(cs_test_cluster *c, const char *topic, int32_t partition, int64_t *end) {
+    int64_t lo = 0, hi = 0;
+    rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(c->producer, topic, partition, &lo, &hi, 10000);
+    if (err) return cs__fail(CS_ERR_KAFKA, "end offset of %s/%d: %s", topic, (int)partition, rd_kafka_err2str(err));
+    *end = hi;
+    return CS_OK;
+}
+
 cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition, int64_t *offset) {
     rd_kafka_t *rk = cs__group_reader(c->brokers, group, NULL);
     if (!rk) return CS_ERR_KAFKA;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cstest.h"
 
@@ -117,6 +118,10 @@ static bool all_reported(void *arg) {
 
 static void queue_timeout_when_the_local_queue_is_full(void **state) {
     (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
+        skip();
+    }
     char topic[128];
     cst_fresh("qfull", 1, topic, NULL, sizeof topic);
     cs_kafka *k;
@@ -139,6 +144,10 @@ static void queue_timeout_when_the_local_queue_is_full(void **state) {
 
 static void flush_reports_unflushed_records(void **state) {
     (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
+        skip();
+    }
     char topic[128];
     cst_fresh("flush", 1, topic, NULL, sizeof topic);
     cs_kafka *k;
@@ -200,6 +209,10 @@ static void let_go(gated *g) {
 
 static void failed_reply_keeps_the_source_open(void **state) {
     (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
+        skip();
+    }
     char topic[128], group[160], done[160];
     cst_fresh("reply", 1, topic, group, sizeof topic);
     snprintf(done, sizeof done, "%s.done", topic);
@@ -238,12 +251,119 @@ static void failed_reply_keeps_the_source_open(void **state) {
     cs_app_destroy(app);
 }
 
+/* ---- idempotent producer across a real broker restart ---------------------- */
+
+enum { RESTART_N = 3000 };
+
+typedef struct landed {
+    pthread_mutex_t lock;
+    int count[RESTART_N];
+    int total;
+} landed;
+
+static cs_outcome count_landed(cs_delivery *d, void *user) {
+    landed *l = user;
+    size_t len;
+    const char *v = cs_delivery_value(d, &len);
+    char buf[32];
+    snprintf(buf, sizeof buf, "%.*s", (int)len, v ? v : "");
+    int i = atoi(buf + 2); /* "r-<i>" */
+    pthread_mutex_lock(&l->lock);
+    if (i >= 0 && i < RESTART_N) l->count[i]++;
+    l->total++;
+    pthread_mutex_unlock(&l->lock);
+    return CS_ACK;
+}
+
+static bool reported_third(void *arg) {
+    reports *r = arg;
+    return atomic_load(&r->ok) + atomic_load(&r->failed) >= RESTART_N / 3;
+}
+
+static bool reported_all(void *arg) {
+    reports *r = arg;
+    return atomic_load(&r->ok) + atomic_load(&r->failed) >= RESTART_N;
+}
+
+typedef struct publisher {
+    cs_kafka *k;
+    const char *topic;
+    reports *rep;
+} publisher;
+
+static void *publish_slowly(void *arg) {
+    publisher *p = arg;
+    for (int i = 0; i < RESTART_N; i++) {
+        char v[32];
+        snprintf(v, sizeof v, "r-%d", i);
+        cs_record r = {.topic = p->topic, .partition = -1, .key = v, .key_len = strlen(v), .value = v, .value_len = strlen(v)};
+        if (cs_publish_async(p->k, &r, count_report, p->rep) != CS_OK) {
+            fprintf(stderr, "publish %d: %s\n", i, cs_errmsg());
+            atomic_fetch_add(&p->rep->failed, 1);
+        }
+        if (i % 10 == 0) usleep(10 * 1000); /* spread the publishes over the restart */
+    }
+    return NULL;
+}
+
+static void idempotent_publishes_land_once_across_broker_restart(void **state) {
+    (void)state;
+    if (cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it restarts the real broker (the embedded cluster only checks sequence numbers of "
+               "transactional producers)\n");
+        skip();
+    }
+    char topic[128], group[160];
+    cst_fresh("idempotent", 3, topic, group, sizeof topic);
+    cs_app *app = cs_app_new("idempotent", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_topic(k, topic, 3));
+    CST_OK(cs_kafka_producer_config(k, "enable.idempotence", "true"));
+    CST_OK(cs_kafka_queue_timeout_ms(k, 60000));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    reports rep = {0};
+    publisher pub = {k, topic, &rep};
+    pthread_t t;
+    pthread_create(&t, NULL, publish_slowly, &pub);
+    assert_true(cst_wait(reported_third, &rep, 60000));
+    assert_int_equal(system(CSTREAM_SOURCE_DIR "/scripts/kafka restart >/dev/null"), 0);
+    pthread_join(t, NULL);
+    assert_true(cst_wait(reported_all, &rep, 120000));
+    assert_int_equal(atomic_load(&rep.failed), 0);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+
+    landed *l = calloc(1, sizeof *l);
+    pthread_mutex_init(&l->lock, NULL);
+    app = cs_app_new("idempotent-reader", "1.0");
+    k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, count_landed, l);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    CST_OK(cs_test_app_wait_idle(app, 60000));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    int missing = 0, doubled = 0;
+    for (int i = 0; i < RESTART_N; i++) {
+        missing += l->count[i] == 0;
+        doubled += l->count[i] > 1;
+    }
+    printf("published %d across a broker restart: landed %d, missing %d, duplicated %d\n", RESTART_N, l->total, missing,
+           doubled);
+    assert_int_equal(missing, 0);
+    assert_int_equal(doubled, 0);
+    free(l);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(publish_returns_after_the_delivery_report),
         cmocka_unit_test(queue_timeout_when_the_local_queue_is_full),
         cmocka_unit_test(flush_reports_unflushed_records),
         cmocka_unit_test(failed_reply_keeps_the_source_open),
+        cmocka_unit_test(idempotent_publishes_land_once_across_broker_restart),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -4,8 +4,9 @@
  * write per line, O_APPEND: lines from workers never interleave, and a
  * SIGKILL loses nothing already written). The parent counts lost and
  * duplicated payouts from that file.
- * usage: payout_worker TOPIC GROUP OUTPUT_FILE WORKERS */
+ * usage: payout_worker TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto] */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +28,8 @@ static cs_outcome pay_out(cs_delivery *d, void *user) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: %s TOPIC GROUP OUTPUT_FILE WORKERS\n", argv[0]);
+    if (argc != 5 && argc != 6) {
+        fprintf(stderr, "usage: %s TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto]\n", argv[0]);
         return 2;
     }
     out_fd = open(argv[3], O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -45,7 +46,9 @@ int main(int argc, char **argv) {
     if (!err) err = cs_kafka_config(k, "session.timeout.ms", "6000");
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_sub_group(s, argv[2]);
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    bool auto_mode = argc == 6 && !strcmp(argv[5], "auto");
+    if (!err) err = cs_sub_commit(s, auto_mode ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED);
+    if (!err && auto_mode) err = cs_kafka_config(k, "auto.commit.interval.ms", "100");
     if (!err) err = cs_sub_workers(s, atoi(argv[4]));
     if (!err) err = cs_sub_commit_interval_ms(s, 100);
     if (!err) err = cs_app_add_kafka(app, k);
