@@ -151,11 +151,14 @@ static int payouts_here(void) { return cs_test_cluster_is_embedded(cst_cluster) 
 /* One child at a time, killed at a random moment, restarted, until all paid. */
 static void sequential_kills(run *r) {
     for (int k = 0; k < r->kills; k++) {
-        size_t before = read_lines(r);
-        size_t left = (size_t)r->payouts > before ? (size_t)r->payouts - before : 0;
-        size_t target = before + 100 + (left > 400 ? (size_t)rand_r(&r->seed) % (left / 3) : 0);
+        /* Kill once this child has handled some new payouts: a random share
+         * of what is left, so that every child makes progress first. */
+        size_t before = distinct_handled(r, read_lines(r));
+        size_t left = (size_t)r->payouts - before;
+        size_t target = before + 50 + (left > 400 ? (size_t)rand_r(&r->seed) % (left / (size_t)(r->kills + 1)) : 0);
+        if (target > (size_t)r->payouts) target = (size_t)r->payouts;
         pid_t child = spawn(r);
-        while (read_lines(r) < target) {
+        while (distinct_handled(r, read_lines(r)) < target) {
             int status;
             if (waitpid(child, &status, WNOHANG) == child) fail_msg("worker exited early, status %d", status);
             usleep(5 * 1000);
