@@ -28,10 +28,19 @@ typedef enum cs_outcome {
     CS_DROP,    /* not handled, on purpose: settles like ack */
     CS_RETRY,   /* hand it to me again (Tracked); unsupported under Auto */
     CS_PENDING, /* I keep the delivery and settle it later */
+    CS_EACH,    /* batch handlers only: `outcomes` holds one outcome per element */
 } cs_outcome;
 
 /* Handler for one record. `user` is the pointer given at subscribe. */
 typedef cs_outcome (*cs_handler_fn)(cs_delivery *d, void *user);
+
+/* Handler for a batch: one delivery plus what was already queued behind it in
+ * its lane (never waiting for more), at most the size given at subscribe, in
+ * fetch order. Return one outcome for all elements, or CS_EACH after filling
+ * outcomes[i] for each element (prefilled with CS_ACK). CS_PENDING is allowed
+ * per element. Under Tracked an element that asks for a retry comes back in a
+ * batch of its own, and the committed position stops in front of it. */
+typedef cs_outcome (*cs_batch_fn)(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user);
 
 const char *cs_delivery_topic(const cs_delivery *d);
 int32_t cs_delivery_partition(const cs_delivery *d);

@@ -63,6 +63,8 @@ cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int
 /* Subscribes `handler` to one topic (or several). The broker owns the returned
  * subscription. NULL (with cs_errmsg) on bad arguments. */
 cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user);
+/* Subscribes a batch handler: batches of up to max_batch records (>= 1). */
+cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user);
 cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics,
                                   cs_handler_fn handler, void *user);
 

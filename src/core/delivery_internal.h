@@ -27,6 +27,7 @@ struct cs_delivery {
     uint64_t seq;      /* tracker sequence number (Tracked) */
     int attempt;       /* handler runs so far */
     int lane;
+    bool alone;        /* a retried record: it runs in a batch of its own */
     cs_delivery *next; /* lane queue or in-flight list */
     cs_delivery *prev; /* in-flight list */
 

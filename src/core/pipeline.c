@@ -25,6 +25,8 @@ typedef struct lane {
     bool started;
     pthread_t thread;
     cs_pipeline *pipe;
+    cs_delivery **batch;  /* batch mode: the worker's batch and its outcomes */
+    cs_outcome *outcomes;
 
     /* the running handler, for the time-limit check (only used with a limit) */
     pthread_mutex_t run_lock;
@@ -77,6 +79,14 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->ready, NULL);
         pthread_mutex_init(&l->run_lock, NULL);
+        if (cfg->batch_handler) {
+            l->batch = calloc(cfg->max_batch, sizeof *l->batch);
+            l->outcomes = calloc(cfg->max_batch, sizeof *l->outcomes);
+            if (!l->batch || !l->outcomes) {
+                cs__pipeline_destroy(p);
+                return NULL;
+            }
+        }
     }
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
@@ -112,6 +122,28 @@ static void lane_push_head(lane *l, cs_delivery *d) {
     l->queued++;
     pthread_cond_signal(&l->ready);
     pthread_mutex_unlock(&l->lock);
+}
+
+/* Blocks for the next batch: the head plus what is queued behind it, at most
+ * max, never waiting for more. A retried record (alone) makes a batch of its
+ * own. Returns 0 when the lane is told to stop and is empty. */
+static size_t lane_pop_batch(lane *l, cs_delivery **out, size_t max) {
+    pthread_mutex_lock(&l->lock);
+    while (!l->head && !l->stop) pthread_cond_wait(&l->ready, &l->lock);
+    size_t n = 0;
+    while (l->head && n < max && (n == 0 || !l->head->alone)) {
+        cs_delivery *d = l->head;
+        l->head = d->next;
+        l->queued--;
+        out[n++] = d;
+        if (d->alone) {
+            d->alone = false;
+            break;
+        }
+    }
+    if (!l->head) l->tail = NULL;
+    pthread_mutex_unlock(&l->lock);
+    return n;
 }
 
 /* Blocks for the next delivery; NULL when the lane is told to stop and is empty. */
@@ -368,6 +400,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
             part->held--;
         } else if (part->assigned && !atomic_load(&p->stopping)) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            d->alone = true;      /* in batch mode it comes back on its own */
             lane_push_head(l, d); /* stays open and held */
             keep = true;
         } else {
@@ -451,30 +484,66 @@ static void watch_stop(lane *l) {
     pthread_mutex_unlock(&l->run_lock);
 }
 
+/* Takes d into the in-flight list if it may run; else discards it. */
+static bool admit(cs_pipeline *p, cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    bool run = runnable_locked(p, part, d);
+    if (run) inflight_add(part, d);
+    pthread_mutex_unlock(&part->lock);
+    if (!run) discard(d);
+    return run;
+}
+
+static void start_attempt(lane *l, cs_delivery *d) {
+    d->attempt++;
+    free(d->reply_buf); /* a reply belongs to the attempt that set it */
+    d->reply_buf = NULL;
+    atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
+}
+
+static void run_one(lane *l, cs_delivery *d) {
+    cs_pipeline *p = l->pipe;
+    bool watch = p->cfg.handler_time_limit_ms > 0;
+    start_attempt(l, d);
+    if (watch) watch_start(l, d);
+    cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
+    if (watch) watch_stop(l);
+    if (outcome != CS_PENDING) settle_or_reply(d, outcome); /* after PENDING, d is the handler's */
+}
+
+static void run_batch(lane *l, size_t n) {
+    cs_pipeline *p = l->pipe;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (admit(p, l->batch[i])) l->batch[kept++] = l->batch[i];
+    if (kept == 0) return;
+    for (size_t i = 0; i < kept; i++) {
+        start_attempt(l, l->batch[i]);
+        l->outcomes[i] = CS_ACK;
+    }
+    bool watch = p->cfg.handler_time_limit_ms > 0;
+    if (watch) watch_start(l, l->batch[0]);
+    cs_outcome all = p->cfg.batch_handler(l->batch, kept, l->outcomes, p->cfg.user);
+    if (watch) watch_stop(l);
+    /* Backwards, so that several retries reach the lane's head in fetch order. */
+    for (size_t i = kept; i-- > 0;) {
+        cs_outcome o = all == CS_EACH ? l->outcomes[i] : all;
+        if (o != CS_PENDING) settle_or_reply(l->batch[i], o);
+    }
+}
+
 static void *worker_main(void *arg) {
     lane *l = arg;
     cs_pipeline *p = l->pipe;
-    bool watch = p->cfg.handler_time_limit_ms > 0;
-    cs_delivery *d;
-    while ((d = lane_pop(l))) {
-        cs_part *part = d->part;
-        pthread_mutex_lock(&part->lock);
-        bool run = runnable_locked(p, part, d);
-        if (run) inflight_add(part, d);
-        pthread_mutex_unlock(&part->lock);
-        if (!run) {
-            discard(d);
-            continue;
-        }
-        d->attempt++;
-        free(d->reply_buf); /* a reply belongs to the attempt that set it */
-        d->reply_buf = NULL;
-        atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
-        if (watch) watch_start(l, d);
-        cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
-        if (watch) watch_stop(l);
-        if (outcome != CS_PENDING) settle_or_reply(d, outcome); /* after PENDING, d is the handler's */
+    if (p->cfg.batch_handler) {
+        size_t n;
+        while ((n = lane_pop_batch(l, l->batch, p->cfg.max_batch)) > 0) run_batch(l, n);
+        return NULL;
     }
+    cs_delivery *d;
+    while ((d = lane_pop(l)))
+        if (admit(p, d)) run_one(l, d);
     return NULL;
 }
 
@@ -548,6 +617,8 @@ void cs__pipeline_destroy(cs_pipeline *p) {
         pthread_mutex_destroy(&p->lanes[i].lock);
         pthread_cond_destroy(&p->lanes[i].ready);
         pthread_mutex_destroy(&p->lanes[i].run_lock);
+        free(p->lanes[i].batch);
+        free(p->lanes[i].outcomes);
     }
     pthread_mutex_destroy(&p->parts_lock);
     free(p->parts);

@@ -23,7 +23,9 @@
 
 typedef struct cs_pipeline_config {
     const char *name; /* for log lines: the subscription's topics */
-    cs_handler_fn handler;
+    cs_handler_fn handler;  /* one of handler, batch_handler */
+    cs_batch_fn batch_handler;
+    size_t max_batch;
     void *user;
     bool tracked;
     int workers;

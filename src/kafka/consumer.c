@@ -401,6 +401,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     cs_pipeline_config pc = {
         .name = s->name,
         .handler = s->handler,
+        .batch_handler = s->batch_handler,
+        .max_batch = s->max_batch,
         .user = s->user,
         .tracked = c->tracked,
         .workers = s->workers,

@@ -118,15 +118,20 @@ cs_err cs_app_add_kafka(cs_app *app, cs_kafka *k) {
 
 /* ---- subscriptions ---------------------------------------------------------- */
 
-cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
-                                  void *user) {
+static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
+                       cs_batch_fn batch_handler, size_t max_batch, void *user) {
     if (configurable(k, "cs_kafka_subscribe")) return NULL;
     if (!topics || n_topics == 0) {
         cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: at least one topic is needed");
         return NULL;
     }
-    if (!handler) {
+    if (!handler && !batch_handler) {
         cs__fail(CS_ERR_ARG, "cs_kafka_subscribe(%s): handler is NULL", topics[0] ? topics[0] : "?");
+        return NULL;
+    }
+    if (batch_handler && (max_batch < 1 || max_batch > 1000000)) {
+        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_batch(%s): batch size %zu is out of range [1, 1000000]",
+                 topics[0] ? topics[0] : "?", max_batch);
         return NULL;
     }
     size_t name_len = 1;
@@ -157,6 +162,8 @@ cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t
     }
     s->k = k;
     s->handler = handler;
+    s->batch_handler = batch_handler;
+    s->max_batch = max_batch;
     s->user = user;
     s->mode = CS_COMMIT_AUTO;
     s->workers = 1;
@@ -167,8 +174,21 @@ cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t
     return s;
 }
 
+cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
+                                  void *user) {
+    return new_sub(k, topics, n_topics, handler, NULL, 0, user);
+}
+
 cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user) {
-    return cs_kafka_subscribe_topics(k, &topic, 1, handler, user);
+    return new_sub(k, &topic, 1, handler, NULL, 0, user);
+}
+
+cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user) {
+    if (!handler) {
+        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_batch(%s): handler is NULL", topic ? topic : "?");
+        return NULL;
+    }
+    return new_sub(k, &topic, 1, NULL, handler, max_batch, user);
 }
 
 static cs_err sub_configurable(const cs_sub *s, const char *what) {

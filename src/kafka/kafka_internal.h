@@ -59,7 +59,9 @@ struct cs_sub {
     char *name; /* topics joined by ',' for log lines */
     char **topics;
     size_t n_topics;
-    cs_handler_fn handler;
+    cs_handler_fn handler; /* one of handler, batch_handler */
+    cs_batch_fn batch_handler;
+    size_t max_batch;
     void *user;
     char *group;
     cs_kvlist config;

@@ -1,0 +1,214 @@
+/* cstream/codec.h — typed payloads: a field table per C struct, and the
+ * codecs that turn payload bytes into such structs and back (JSON built in).
+ *
+ * A service describes its struct once, statically:
+ *
+ *     typedef struct payout { uint64_t id; int64_t amount_cents; bool urgent; char *memo; } payout;
+ *     static const cs_field payout_fields[] = {
+ *         CS_FIELD_U64(payout, id, CS_REQUIRED),
+ *         CS_FIELD_I64(payout, amount_cents, CS_REQUIRED),
+ *         CS_FIELD_BOOL(payout, urgent, CS_OPTIONAL),
+ *         CS_FIELD_STRING(payout, memo, CS_OPTIONAL),
+ *     };
+ *     static CS_TYPE(payout_type, payout, payout_fields);
+ *
+ * then decodes a record's value with cs_json_decode(&payout_type, value, len, &p),
+ * reads the struct, and releases what the decoder allocated with
+ * cs_value_free(&payout_type, &p). Decoding never touches the delivery: the raw
+ * bytes stay available through cs_delivery_value().
+ *
+ * The JSON key of a field is the member's name. The macros check at compile
+ * time that the member has the C type the kind needs (uint64_t for U64,
+ * char * for STRING, char[N] for CHARS, size_t for an array's count, ...).
+ *
+ * Decoding rules: unknown keys are skipped (with everything inside them); a
+ * repeated key replaces the earlier value (last wins); null leaves an optional
+ * field zeroed and is an error for a required one; a required key that is
+ * missing is an error; integers are range-checked for the member's type;
+ * strings must be valid UTF-8 without NUL characters; nesting is limited to
+ * CS_JSON_MAX_DEPTH levels and arrays to their max_items.
+ *
+ * Errors: every function returns a cs_err; on failure cs_errmsg() says why and
+ * names the field by its path, e.g.
+ *     field "items[2].amount_cents": expected an integer, got a string
+ *     field "id": missing (required)
+ *     payload is not valid JSON at byte 17: parse error: ...
+ * A payload that does not decode is CS_ERR_ARG (add the topic, partition and
+ * offset when you log it); so is an invalid field table. Out of memory is
+ * CS_ERR_NOMEM.
+ *
+ * Threads: every function here is a pure function of its arguments and may run
+ * on any thread at the same time as the others. Numbers are read and written
+ * in the "C" locale whatever the process's LC_NUMERIC. */
+#ifndef CSTREAM_CODEC_H
+#define CSTREAM_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Deepest nesting of objects and arrays (the top-level object counts as 1). */
+#define CS_JSON_MAX_DEPTH 64
+/* Items an array field holds at most unless its table says otherwise. */
+#define CS_ARRAY_MAX_ITEMS 10000
+/* Fields one type may have. */
+#define CS_TYPE_MAX_FIELDS 256
+
+typedef enum cs_kind {
+    CS_KIND_BOOL = 1, /* bool */
+    CS_KIND_I32,      /* int32_t */
+    CS_KIND_U32,      /* uint32_t */
+    CS_KIND_I64,      /* int64_t */
+    CS_KIND_U64,      /* uint64_t */
+    CS_KIND_F64,      /* double (NaN and infinities cannot be encoded) */
+    CS_KIND_STRING,   /* char *: NUL-terminated UTF-8, malloc'ed by decode, NULL when absent */
+    CS_KIND_CHARS,    /* char name[N]: at most N-1 bytes of UTF-8 and a NUL, "" when absent */
+    CS_KIND_OBJECT,   /* a nested struct, held by value */
+    CS_KIND_ARRAY,    /* T *items + size_t n_items; elements are scalars, STRING or OBJECT */
+} cs_kind;
+
+typedef enum cs_presence {
+    CS_OPTIONAL = 0, /* may be missing or null: the member is then zeroed */
+    CS_REQUIRED = 1, /* must be present and not null (encode: a STRING must not be NULL) */
+} cs_presence;
+
+typedef struct cs_type cs_type;
+
+/* One member of a struct. Write these with the CS_FIELD_* macros. */
+typedef struct cs_field {
+    const char *name;       /* JSON key */
+    cs_kind kind;
+    cs_presence presence;
+    size_t offset;          /* offsetof the member (ARRAY: of the pointer) */
+    size_t size;            /* sizeof the member (ARRAY: of one element) */
+    const cs_type *type;    /* OBJECT, ARRAY of OBJECT: the nested type */
+    cs_kind elem;           /* ARRAY: the element kind */
+    size_t count_offset;    /* ARRAY: offsetof the size_t count */
+    size_t max_items;       /* ARRAY: 0 means CS_ARRAY_MAX_ITEMS */
+} cs_field;
+
+/* A struct described by its fields. Write it with CS_TYPE. */
+struct cs_type {
+    const char *name;       /* the schema's title */
+    size_t size;            /* sizeof the struct */
+    const cs_field *fields;
+    size_t n_fields;
+};
+
+/* ---- field table macros ------------------------------------------------ */
+
+#define CS__MEMBER(S, m) (((S *)0)->m)
+/* offsetof(S, m), or a compile error if m is not of type T. */
+#define CS__OFFSET_AS(S, m, T) _Generic(CS__MEMBER(S, m), T: offsetof(S, m))
+
+#define CS__FIELD(S, m, k, T, req)                                                                \
+    {                                                                                             \
+        .name = #m, .kind = (k), .presence = (req), .offset = CS__OFFSET_AS(S, m, T),             \
+        .size = sizeof(CS__MEMBER(S, m))                                                          \
+    }
+
+#define CS_FIELD_BOOL(S, m, req) CS__FIELD(S, m, CS_KIND_BOOL, bool, req)
+#define CS_FIELD_I32(S, m, req) CS__FIELD(S, m, CS_KIND_I32, int32_t, req)
+#define CS_FIELD_U32(S, m, req) CS__FIELD(S, m, CS_KIND_U32, uint32_t, req)
+#define CS_FIELD_I64(S, m, req) CS__FIELD(S, m, CS_KIND_I64, int64_t, req)
+#define CS_FIELD_U64(S, m, req) CS__FIELD(S, m, CS_KIND_U64, uint64_t, req)
+#define CS_FIELD_F64(S, m, req) CS__FIELD(S, m, CS_KIND_F64, double, req)
+/* char *m: decode mallocs it, cs_value_free frees it. */
+#define CS_FIELD_STRING(S, m, req) CS__FIELD(S, m, CS_KIND_STRING, char *, req)
+/* char m[N]: a longer string is an error, not truncated. */
+#define CS_FIELD_CHARS(S, m, req)                                                                 \
+    {                                                                                             \
+        .name = #m, .kind = CS_KIND_CHARS, .presence = (req),                                     \
+        .offset = _Generic(&CS__MEMBER(S, m), char(*)[sizeof(CS__MEMBER(S, m))]: offsetof(S, m)), \
+        .size = sizeof(CS__MEMBER(S, m))                                                          \
+    }
+/* A nested struct held by value; `type` is a const cs_type * describing it. */
+#define CS_FIELD_OBJECT(S, m, type_, req)                                                         \
+    {                                                                                             \
+        .name = #m, .kind = CS_KIND_OBJECT, .presence = (req), .offset = offsetof(S, m),          \
+        .size = sizeof(CS__MEMBER(S, m)), .type = (type_)                                         \
+    }
+/* An array: the pointer member `ptr` (named in JSON) and the size_t member
+ * `count`. `elem` is a scalar kind (CS_KIND_I64, CS_KIND_STRING, ...) or a
+ * const cs_type * for an array of structs. Decode mallocs the items (none for
+ * []), cs_value_free frees them. At most CS_ARRAY_MAX_ITEMS items. */
+#define CS_FIELD_ARRAY(S, ptr, count, elem, req) CS_FIELD_ARRAY_MAX(S, ptr, count, elem, 0, req)
+/* The same with at most `max` items (0: CS_ARRAY_MAX_ITEMS). */
+#define CS_FIELD_ARRAY_MAX(S, ptr, count, elem_, max, req)                                        \
+    {                                                                                             \
+        .name = #ptr, .kind = CS_KIND_ARRAY, .presence = (req), .offset = offsetof(S, ptr),       \
+        .size = sizeof(*CS__MEMBER(S, ptr)),                                                      \
+        .type = _Generic((elem_), const cs_type *: (elem_), cs_type *: (elem_), default: NULL),   \
+        .elem = _Generic((elem_), const cs_type *: CS_KIND_OBJECT, cs_type *: CS_KIND_OBJECT,     \
+                         default: (elem_)),                                                       \
+        .count_offset = CS__OFFSET_AS(S, count, size_t), .max_items = (max)                       \
+    }
+
+/* Defines `const cs_type var` for struct S (title "S") from the array `fields`.
+ * Prefix with `static` for a file-local type. A type whose fields refer to it
+ * (an array of itself) needs a declaration first: `static const cs_type var;`. */
+#define CS_TYPE(var, S, fields)                                                                   \
+    const cs_type var = {#S, sizeof(S), (fields), sizeof(fields) / sizeof((fields)[0])}
+
+/* ---- values -------------------------------------------------------------- */
+
+/* Checks a table (and every type it refers to): names, kinds, offsets and sizes
+ * that fit the struct, array element sizes. CS_ERR_ARG names the bad field.
+ * Decode, encode and schema check each table once per thread anyway; call this
+ * at start-up to fail early. */
+cs_err cs_type_check(const cs_type *type);
+
+/* Frees what the value owns (strings, arrays and what they hold), not the value
+ * itself, and zeroes those members. NULL value: nothing. Safe on a zeroed value
+ * and on what cs_json_decode left after a failure. */
+void cs_value_free(const cs_type *type, void *value);
+
+/* ---- JSON ---------------------------------------------------------------- */
+
+/* Decodes one JSON object into *out (type->size bytes). *out is zeroed first;
+ * on failure everything allocated is freed and *out is zeroed again.
+ * A NULL or empty payload (a tombstone) is CS_ERR_ARG "payload is null (tombstone)".
+ * Allocates only what the struct owns (strings, arrays). */
+cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out);
+
+/* Encodes *value as compact JSON: keys in table order, optional STRING members
+ * that are NULL left out, doubles in their shortest exact form. *json_out is
+ * NUL-terminated (not counted in *len_out; len_out may be NULL) and the caller
+ * frees it with free(). */
+cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, size_t *len_out);
+
+/* The JSON Schema (draft 2020-12) of what cs_json_encode writes: an object
+ * titled with the type's name, its properties with their types (integer with
+ * minimum and maximum of the C type, number, boolean, string, nested objects
+ * inline, arrays with items and maxItems) and the required list. A type that
+ * contains itself is referenced through $defs. The caller frees *schema_out. */
+cs_err cs_json_schema(const cs_type *type, char **schema_out);
+
+/* ---- codecs -------------------------------------------------------------- */
+
+/* A payload format. JSON is built in; Avro or Protobuf with a schema registry
+ * fit the same shape, their registry client in `impl`. */
+typedef struct cs_codec {
+    const char *name;         /* "json" */
+    const char *content_type; /* "application/json" */
+    cs_err (*decode)(const struct cs_codec *c, const cs_type *type, const void *data, size_t len,
+                     void *out);
+    cs_err (*encode)(const struct cs_codec *c, const cs_type *type, const void *value, char **out,
+                     size_t *len);
+    /* The schema of the type in this codec's schema language (JSON: JSON Schema). */
+    cs_err (*schema)(const struct cs_codec *c, const cs_type *type, char **out);
+    void *impl;               /* codec-specific state, e.g. a schema registry client */
+} cs_codec;
+
+extern const cs_codec cs_codec_json;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

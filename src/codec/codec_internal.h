@@ -1,0 +1,65 @@
+/* codec_internal.h — what the codec's files share: kind facts, the table
+ * check cache, strict UTF-8, locale-proof numbers, and a yajl allocator that
+ * works from a caller's stack buffer. Nothing here is public. */
+#ifndef CS_CODEC_INTERNAL_H
+#define CS_CODEC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <yajl/yajl_common.h>
+
+#include "cstream/codec.h"
+
+/* ---- kinds (type.c) ---- */
+
+/* sizeof the C member a scalar or STRING kind is stored in; 0 for the others. */
+size_t codec_kind_size(cs_kind kind);
+/* What a value of this kind looks like, for messages: "an integer", "a string", ... */
+const char *codec_kind_expectation(cs_kind kind);
+/* The C type, for messages: "uint64", "int32", ... */
+const char *codec_kind_c_name(cs_kind kind);
+/* Max items of an array field (max_items, or the default). */
+size_t codec_array_max(const cs_field *f);
+/* cs_type_check, remembered per thread for the last few types checked. */
+cs_err codec_type_check_cached(const cs_type *type);
+
+/* ---- strings (utf8.c) ---- */
+
+/* True if s[0..len) is well-formed UTF-8 (no overlong forms, no surrogates,
+ * nothing above U+10FFFF). */
+bool codec_utf8_valid(const unsigned char *s, size_t len);
+
+/* ---- numbers (number.c) ---- */
+
+typedef enum codec_int_status { CODEC_INT_OK, CODEC_INT_NOT_INTEGER, CODEC_INT_RANGE } codec_int_status;
+
+/* Reads a JSON number literal (already validated by yajl) into an integer
+ * member of the given kind. */
+codec_int_status codec_parse_int(const char *s, size_t len, cs_kind kind, void *dest);
+/* Reads a JSON number literal into a double. False if it overflows to infinity
+ * or is too long to read (more than 4096 characters). */
+bool codec_parse_double(const char *s, size_t len, double *out);
+/* Writes the integer member as decimal into buf (at least 24 bytes); returns the length. */
+size_t codec_format_int(const void *src, cs_kind kind, char *buf);
+/* Writes the shortest decimal that reads back as exactly v (finite) into buf
+ * (at least 32 bytes); returns the length. */
+size_t codec_format_double(double v, char *buf);
+
+/* ---- yajl memory from a stack buffer (arena.c) ---- */
+
+/* A bump allocator over `mem` for one yajl handle's lifetime; falls back to
+ * malloc when the buffer is full. */
+typedef struct codec_arena {
+    unsigned char *mem;
+    size_t cap;
+    size_t used;
+    size_t last; /* offset of the most recent block, for in-place realloc */
+} codec_arena;
+
+#define CODEC_ARENA_BYTES 4096
+
+void codec_arena_init(codec_arena *a, void *mem, size_t cap, yajl_alloc_funcs *funcs);
+
+#endif
