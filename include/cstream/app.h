@@ -51,7 +51,10 @@ cs_err cs_app_wait(cs_app *app);
 void cs_app_request_stop(cs_app *app);
 /* Graceful stop. Idempotent. Returns the fatal error that stopped the app, if any. */
 cs_err cs_app_stop(cs_app *app);
-/* start + wait for SIGINT/SIGTERM or another stop request + stop. */
+/* start + wait for SIGINT/SIGTERM or another stop request + stop. A signal
+ * that arrives before cs_app_run blocks them has its default action (the
+ * process ends); block SIGINT and SIGTERM first thing in main to close that
+ * window: cs_app_run then picks up a pending one. */
 cs_err cs_app_run(cs_app *app);
 
 /* For hooks: records a failure reason (printf-style) and returns CS_ERR_HOOK. */

@@ -22,6 +22,8 @@ const char *codec_kind_expectation(cs_kind kind);
 const char *codec_kind_c_name(cs_kind kind);
 /* Max items of an array field (max_items, or the default). */
 size_t codec_array_max(const cs_field *f);
+/* Frees what one member owns and zeroes the member (a repeated key starts over). */
+void codec_member_clear(const cs_field *f, unsigned char *base);
 /* cs_type_check, remembered per thread for the last few types checked. */
 cs_err codec_type_check_cached(const cs_type *type);
 
@@ -38,8 +40,10 @@ typedef enum codec_int_status { CODEC_INT_OK, CODEC_INT_NOT_INTEGER, CODEC_INT_R
 /* Reads a JSON number literal (already validated by yajl) into an integer
  * member of the given kind. */
 codec_int_status codec_parse_int(const char *s, size_t len, cs_kind kind, void *dest);
-/* Reads a JSON number literal into a double. False if it overflows to infinity
- * or is too long to read (more than 4096 characters). */
+/* Longest number literal read as a double. */
+#define CODEC_DOUBLE_TEXT_MAX 512
+/* Reads a JSON number literal into a double. False if it overflows to
+ * infinity or is longer than CODEC_DOUBLE_TEXT_MAX. */
 bool codec_parse_double(const char *s, size_t len, double *out);
 /* Writes the integer member as decimal into buf (at least 24 bytes); returns the length. */
 size_t codec_format_int(const void *src, cs_kind kind, char *buf);

@@ -10,13 +10,11 @@
 #include "codec_internal.h"
 
 #include <locale.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Longest number literal read as a double; longer ones are refused. */
-#define DOUBLE_TEXT_MAX 512
 
 static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
 static locale_t c_locale = (locale_t)0;
@@ -87,8 +85,8 @@ codec_int_status codec_parse_int(const char *s, size_t len, cs_kind kind, void *
 
 bool codec_parse_double(const char *s, size_t len, double *out)
 {
-    char text[DOUBLE_TEXT_MAX + 1];
-    if (len > DOUBLE_TEXT_MAX)
+    char text[CODEC_DOUBLE_TEXT_MAX + 1];
+    if (len > CODEC_DOUBLE_TEXT_MAX)
         return false;
     memcpy(text, s, len);
     text[len] = '\0';

@@ -221,6 +221,30 @@ static void free_array(const cs_field *f, unsigned char *base)
     *count = 0;
 }
 
+void codec_member_clear(const cs_field *f, unsigned char *base)
+{
+    unsigned char *member = base + f->offset;
+    switch (f->kind) {
+    case CS_KIND_STRING: {
+        char *s;
+        memcpy(&s, member, sizeof s);
+        free(s);
+        memset(member, 0, sizeof s);
+        break;
+    }
+    case CS_KIND_OBJECT:
+        cs_value_free(f->type, member);
+        memset(member, 0, f->size);
+        break;
+    case CS_KIND_ARRAY:
+        free_array(f, base);
+        break;
+    default:
+        memset(member, 0, f->size);
+        break;
+    }
+}
+
 void cs_value_free(const cs_type *type, void *value)
 {
     if (type == NULL || value == NULL)

@@ -393,7 +393,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     if (!c->rk) {
         rd_kafka_conf_destroy(conf);
         free(c);
-        return cs__fail(CS_ERR_KAFKA, "%s: consumer could not be created: %s", c->who, reason);
+        return cs__fail(CS_ERR_KAFKA, "subscription %s: consumer could not be created: %s", s->name, reason);
     }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
@@ -416,7 +416,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->pipe = cs__pipeline_new(&pc);
     if (!c->pipe) {
         consumer_free(c);
-        return cs__fail(CS_ERR_NOMEM, "%s: could not start its workers", c->who);
+        return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its workers", s->name);
     }
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
     for (size_t i = 0; i < s->n_topics; i++)
@@ -425,11 +425,11 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     rd_kafka_topic_partition_list_destroy(topics);
     if (rerr) {
         consumer_free(c);
-        return cs__fail(CS_ERR_KAFKA, "%s: subscribe failed: %s", c->who, rd_kafka_err2str(rerr));
+        return cs__fail(CS_ERR_KAFKA, "subscription %s: subscribe failed: %s", s->name, rd_kafka_err2str(rerr));
     }
     if (pthread_create(&c->thread, NULL, fetch_main, c) != 0) {
         consumer_free(c);
-        return cs__fail(CS_ERR_NOMEM, "%s: could not start its fetch thread", c->who);
+        return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its fetch thread", s->name);
     }
     c->thread_started = true;
     CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d", s->name,
@@ -454,18 +454,23 @@ void cs__consumer_stop_fetching(cs_consumer *c) {
                     c->sub->name, left);
 }
 
+/* Releases every assigned partition, pending payloads included: librdkafka
+ * needs every record back before the consumer closes or is destroyed. */
+static void release_assigned(cs_consumer *c) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    for (int i = 0; i < assigned->cnt; i++) {
+        cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+        if (part) cs__pipeline_release_partition(c->pipe, part, true);
+    }
+    rd_kafka_topic_partition_list_destroy(assigned);
+}
+
 /* After a fatal error librdkafka can neither commit nor close the consumer
  * (close fails and a plain destroy then never returns): release everything
  * without committing and destroy without closing. */
 static void close_after_fatal(cs_consumer *c, cs_sub_stats *final_stats) {
-    rd_kafka_topic_partition_list_t *assigned = NULL;
-    if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < assigned->cnt; i++) {
-            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
-            if (part) cs__pipeline_release_partition(c->pipe, part, true);
-        }
-        rd_kafka_topic_partition_list_destroy(assigned);
-    }
+    release_assigned(c);
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
     cs__pipeline_stats(c->pipe, final_stats);
     rd_kafka_queue_destroy(c->queue);
@@ -481,16 +486,8 @@ void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
         return;
     }
     c->closing = true;
-    rd_kafka_topic_partition_list_t *assigned = NULL;
-    if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        commit_positions(c, assigned, true);
-        for (int i = 0; i < assigned->cnt; i++) {
-            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
-            /* librdkafka needs every record back before the consumer closes. */
-            if (part) cs__pipeline_release_partition(c->pipe, part, true);
-        }
-        rd_kafka_topic_partition_list_destroy(assigned);
-    }
+    commit_positions(c, NULL, true);
+    release_assigned(c);
     rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
     if (err) CS_LOG_WARN("consumer close subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
     cs__pipeline_stats(c->pipe, final_stats); /* after close: its commits are counted */
@@ -500,14 +497,7 @@ void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
 void cs__consumer_crash(cs_consumer *c) {
     join_fetch_thread(c);
     cs__pipeline_crash(c->pipe);
-    rd_kafka_topic_partition_list_t *assigned = NULL;
-    if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        for (int i = 0; i < assigned->cnt; i++) {
-            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
-            if (part) cs__pipeline_release_partition(c->pipe, part, true);
-        }
-        rd_kafka_topic_partition_list_destroy(assigned);
-    }
+    release_assigned(c);
     rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
     rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);

@@ -72,6 +72,12 @@ static member *member_new(bool holding) {
     return m;
 }
 
+static void member_free(member *m) {
+    cst_seen_free(m->seen);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
 static bool has_seen_all(void *arg) { return cst_seen_distinct(((member *)arg)->seen) >= N; }
 static bool was_assigned(void *arg) { return atomic_load(&((member *)arg)->assigns) > 0; }
 
@@ -137,6 +143,8 @@ static void second_member_joins(const char *strategy) {
     cs_app_destroy(app_b);
     CST_OK(cs_app_stop(app_a));
     cs_app_destroy(app_a);
+    member_free(a);
+    member_free(b);
 }
 
 static void eager_rebalance_with_records_in_flight(void **state) {

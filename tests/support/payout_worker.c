@@ -6,6 +6,7 @@
  * duplicated payouts from that file.
  * usage: payout_worker TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto] */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto]\n", argv[0]);
         return 2;
     }
+    /* A stop signal that arrives before cs_app_run waits for it stays pending
+     * (instead of killing the process) and starts the graceful stop. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
     out_fd = open(argv[3], O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out_fd < 0) {
         perror(argv[3]);
