@@ -24,9 +24,12 @@
  * Decoding rules: unknown keys are skipped (with everything inside them); a
  * repeated key replaces the earlier value (last wins); null leaves an optional
  * field zeroed and is an error for a required one; a required key that is
- * missing is an error; integers are range-checked for the member's type;
- * strings must be valid UTF-8 without NUL characters; nesting is limited to
- * CS_JSON_MAX_DEPTH levels and arrays to their max_items.
+ * missing is an error; integers are range-checked for the member's type and
+ * must be written as integers (1, not 1.0 or 1e0); strings must be valid UTF-8
+ * (strict: no overlong forms, surrogates or unpaired \uD800-style escapes)
+ * without NUL characters (\u0000); nesting is limited to CS_JSON_MAX_DEPTH
+ * levels and arrays to their max_items. The payload must be one JSON object.
+ * "At byte N" in a syntax error counts the bytes read when it was found.
  *
  * Errors: every function returns a cs_err; on failure cs_errmsg() says why and
  * names the field by its path, e.g.
@@ -178,9 +181,10 @@ void cs_value_free(const cs_type *type, void *value);
 cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out);
 
 /* Encodes *value as compact JSON: keys in table order, optional STRING members
- * that are NULL left out, doubles in their shortest exact form. *json_out is
- * NUL-terminated (not counted in *len_out; len_out may be NULL) and the caller
- * frees it with free(). */
+ * that are NULL left out, doubles with the fewest of 15, 16 or 17 significant
+ * digits that read back exactly ("0.1", not "0.10000000000000001").
+ * *json_out is NUL-terminated (not counted in *len_out; len_out may be NULL)
+ * and the caller frees it with free(). */
 cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, size_t *len_out);
 
 /* The JSON Schema (draft 2020-12) of what cs_json_encode writes: an object

@@ -64,6 +64,14 @@ int cs_delivery_attempt(const cs_delivery *d);
  * cs_sub_reply). Key and value are copied; either may be NULL. */
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len);
 
+/* A retry that comes back after `delay_ms` (Tracked): return it from the
+ * handler (or pass it to cs_delivery_settle). The lane keeps running other
+ * records meanwhile, so later records of the same lane may run before the
+ * delayed one comes back (per-key order does not hold across a retry_after);
+ * its offset stays open, so the committed position waits for it. A stop
+ * during the delay leaves it uncommitted: it is read again after a restart. */
+cs_outcome cs_retry_after(cs_delivery *d, int delay_ms);
+
 /* Settles a delivery the handler returned CS_PENDING for (any thread).
  * CS_ERR_STALE if its partition was revoked or the subscription closed in the
  * meantime: the settlement is ignored and the record will be read again by

@@ -77,6 +77,14 @@ cs_err cs_sub_start_at(cs_sub *s, cs_start where);
 cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
 /* Handler threads (default 1). Records of one partition go to one lane, in order. */
 cs_err cs_sub_workers(cs_sub *s, int n);
+/* Which lane (worker) a record goes to; a lane runs its records in order.
+ * CS_LANES_BY_PARTITION (default): one partition's records go to one lane.
+ * CS_LANES_BY_KEY: records with the same key go to one lane (per-key order),
+ * so different keys of one partition run concurrently; keyless records are
+ * spread over the lanes. Either way a retry goes to the head of its lane, so
+ * later records of its lane (its partition, or its key) never overtake it. */
+typedef enum cs_lane_key { CS_LANES_BY_PARTITION = 0, CS_LANES_BY_KEY } cs_lane_key;
+cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
 /* Records cstream holds per partition between fetch and settlement (queued,
  * running and, under Tracked, open). When a partition reaches it, fetching of
  * that partition pauses until it drains. Default 500. */

@@ -27,7 +27,7 @@ static size_t round_up(size_t n)
     return (n + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
 }
 
-static bool arena_owns(const codec_arena *a, const void *p)
+static bool arena_owns(const cs__codec_arena *a, const void *p)
 {
     uintptr_t u = (uintptr_t)p, lo = (uintptr_t)a->mem;
     return u >= lo && u < lo + a->cap;
@@ -40,7 +40,7 @@ static block_header *header_of(void *p)
 
 static void *arena_malloc(void *ctx, size_t size)
 {
-    codec_arena *a = ctx;
+    cs__codec_arena *a = ctx;
     size_t need = sizeof(block_header) + round_up(size);
     if (size <= a->cap && need <= a->cap - a->used) {
         block_header *h = (block_header *)(a->mem + a->used);
@@ -54,7 +54,7 @@ static void *arena_malloc(void *ctx, size_t size)
 
 static void arena_free(void *ctx, void *p)
 {
-    codec_arena *a = ctx;
+    cs__codec_arena *a = ctx;
     if (p == NULL)
         return;
     if (!arena_owns(a, p)) {
@@ -71,7 +71,7 @@ static void arena_free(void *ctx, void *p)
 
 static void *arena_realloc(void *ctx, void *p, size_t size)
 {
-    codec_arena *a = ctx;
+    cs__codec_arena *a = ctx;
     if (p == NULL)
         return arena_malloc(a, size);
     if (!arena_owns(a, p))
@@ -93,7 +93,7 @@ static void *arena_realloc(void *ctx, void *p, size_t size)
     return moved;
 }
 
-void codec_arena_init(codec_arena *a, void *mem, size_t cap, yajl_alloc_funcs *funcs)
+void cs__codec_arena_init(cs__codec_arena *a, void *mem, size_t cap, yajl_alloc_funcs *funcs)
 {
     a->mem = mem;
     a->cap = cap;

@@ -55,9 +55,8 @@ typedef struct decoder {
     frame frames[CS_JSON_MAX_DEPTH];
 } decoder;
 
-/* Where the next value goes. */
+/* Where the next value goes (values of unknown keys are skipped before this). */
 typedef struct target {
-    bool skip;             /* the value of an unknown key: ignore it */
     bool root;             /* the payload itself */
     bool element;          /* an item of the array field */
     cs_kind kind;          /* what the value must be */
@@ -138,7 +137,7 @@ static void render_path(const decoder *d, size_t n_frames, text *t)
  * characters replaced, cut at a character boundary. */
 static void remember_unknown_key(decoder *d, const unsigned char *key, size_t len)
 {
-    bool utf8 = codec_utf8_valid(key, len);
+    bool utf8 = cs__codec_utf8_valid(key, len);
     size_t n = len < KEY_SHOWN - 1 ? len : KEY_SHOWN - 1;
     while (utf8 && n < len && n > 0 && (key[n] & 0xC0) == 0x80)
         n--;
@@ -185,7 +184,7 @@ static int fail_expected(decoder *d, const target *t, const char *got)
         d->err = cs__fail(CS_ERR_ARG, "payload is not a JSON object (got %s)", got);
         return 0;
     }
-    return fail_at(d, d->n_frames, NULL, "expected %s, got %s", codec_kind_expectation(t->kind), got);
+    return fail_at(d, d->n_frames, NULL, "expected %s, got %s", cs__codec_kind_expectation(t->kind), got);
 }
 
 /* ---- where values go ---- */
@@ -193,9 +192,7 @@ static int fail_expected(decoder *d, const target *t, const char *got)
 static target next_target(decoder *d)
 {
     target t = {0};
-    if (d->skip > 0 || d->skip_next) {
-        t.skip = true;
-    } else if (d->n_frames == 0) {
+    if (d->n_frames == 0) {
         t.root = true;
         t.kind = CS_KIND_OBJECT;
     } else {
@@ -214,7 +211,7 @@ static void *append_item(decoder *d)
     frame *fr = top(d);
     const cs_field *f = fr->field;
     size_t *count = array_count(fr);
-    size_t max = codec_array_max(f);
+    size_t max = cs__codec_array_max(f);
     if (*count >= max) {
         fail_at(d, d->n_frames - 1, NULL, "more than %zu items", max);
         return NULL;
@@ -317,10 +314,12 @@ static const cs_field *find_field(frame *fr, const unsigned char *key, size_t le
 {
     const cs_type *t = fr->type;
     size_t n = t->n_fields;
+    if (len == 0)
+        return NULL; /* field names are never empty */
     /* Keys usually come in table order: start after the last match. */
     for (size_t k = 0, i = fr->hint; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
         const char *name = t->fields[i].name;
-        if (strnlen(name, len + 1) == len && memcmp(name, key, len) == 0) {
+        if (name[0] == (char)key[0] && strnlen(name, len + 1) == len && memcmp(name, key, len) == 0) {
             fr->hint = i + 1 < n ? i + 1 : 0;
             return &t->fields[i];
         }
@@ -471,19 +470,19 @@ static int on_number(void *ctx, const char *s, size_t len)
     case CS_KIND_U32:
     case CS_KIND_I64:
     case CS_KIND_U64:
-        switch (codec_parse_int(s, len, t.kind, &v)) {
-        case CODEC_INT_OK: break;
-        case CODEC_INT_NOT_INTEGER:
+        switch (cs__codec_parse_int(s, len, t.kind, &v)) {
+        case CS__CODEC_INT_OK: break;
+        case CS__CODEC_INT_NOT_INTEGER:
             return fail_at(d, d->n_frames, NULL, "expected an integer, got %.*s%s", shown, s, more);
-        case CODEC_INT_RANGE:
+        case CS__CODEC_INT_RANGE:
             return fail_at(d, d->n_frames, NULL, "%.*s%s is out of range for %s (%s)", shown, s, more,
-                           codec_kind_c_name(t.kind), int_range(t.kind));
+                           cs__codec_kind_c_name(t.kind), int_range(t.kind));
         }
         break;
     case CS_KIND_F64:
-        if (len > CODEC_DOUBLE_TEXT_MAX)
+        if (len > CS__CODEC_DOUBLE_TEXT_MAX)
             return fail_at(d, d->n_frames, NULL, "number of %zu characters is too long", len);
-        if (!codec_parse_double(s, len, &v.f64))
+        if (!cs__codec_parse_double(s, len, &v.f64))
             return fail_at(d, d->n_frames, NULL, "%.*s%s is out of range for a double", shown, s, more);
         break;
     default:
@@ -492,7 +491,7 @@ static int on_number(void *ctx, const char *s, size_t len)
     void *slot = claim_slot(d, &t);
     if (slot == NULL)
         return 0;
-    memcpy(slot, &v, codec_kind_size(t.kind));
+    memcpy(slot, &v, cs__codec_kind_size(t.kind));
     value_done(d);
     return 1;
 }
@@ -509,7 +508,7 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
         return fail_at(d, d->n_frames, NULL, "string contains a NUL character (\\u0000)");
     if (!escapes_are_valid(d, s, len))
         return fail_at(d, d->n_frames, NULL, "string has an unpaired surrogate escape");
-    if (!codec_utf8_valid(s, len))
+    if (!cs__codec_utf8_valid(s, len))
         return fail_at(d, d->n_frames, NULL, "string is not valid UTF-8");
 
     if (t.kind == CS_KIND_CHARS) {
@@ -569,7 +568,7 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
     size_t i = (size_t)(f - fr->type->fields);
     uint64_t bit = (uint64_t)1 << (i % 64);
     if (fr->seen[i / 64] & bit)
-        codec_member_clear(f, fr->base); /* a repeated key: the last one wins */
+        cs__codec_member_clear(f, fr->base); /* a repeated key: the last one wins */
     fr->seen[i / 64] |= bit;
     fr->field = f;
     return 1;
@@ -674,7 +673,7 @@ cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *o
 {
     if (type == NULL || out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_json_decode: type and out must not be NULL");
-    cs_err err = codec_type_check_cached(type);
+    cs_err err = cs__codec_type_check_cached(type);
     if (err)
         return err;
     memset(out, 0, type->size);
@@ -694,10 +693,10 @@ cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *o
     d.unknown_len = 0;
     d.unknown_key[0] = '\0';
 
-    _Alignas(max_align_t) unsigned char arena_memory[CODEC_ARENA_BYTES];
-    codec_arena arena;
+    _Alignas(max_align_t) unsigned char arena_memory[CS__CODEC_ARENA_BYTES];
+    cs__codec_arena arena;
     yajl_alloc_funcs funcs;
-    codec_arena_init(&arena, arena_memory, sizeof arena_memory, &funcs);
+    cs__codec_arena_init(&arena, arena_memory, sizeof arena_memory, &funcs);
     d.yajl = yajl_alloc(&callbacks, &funcs, &d);
     if (d.yajl == NULL)
         return cs__fail(CS_ERR_NOMEM, "out of memory starting the JSON parser");

@@ -4,7 +4,7 @@
  * freed on failure) and yajl_gen's memory (a stack arena). Keys come in table
  * order; yajl_gen escapes strings (quote, backslash, control characters).
  * Integers and doubles are formatted here and written with yajl_gen_number:
- * uint64 beyond INT64_MAX and shortest-exact doubles need it.
+ * uint64 beyond INT64_MAX and exact short doubles need it.
  *
  * Threads: pure function, any thread. Must never: write anything the decoder
  * would refuse (invalid UTF-8, NaN, infinity, more items than max_items,
@@ -31,12 +31,18 @@ typedef struct output {
     bool out_of_memory;
 } output;
 
+/* One step of the path to the value being written: a field name or an item index. */
+typedef struct step {
+    const char *name; /* NULL: an array item */
+    size_t index;
+} step;
+
 typedef struct encoder {
     yajl_gen gen;
     output out;
     unsigned depth;
-    size_t path_len;
-    char path[PATH_SHOWN];
+    size_t n_steps;
+    step steps[2 * CS_JSON_MAX_DEPTH + 2]; /* a field and an item per level at most */
 } encoder;
 
 /* yajl_gen's print callback: appends to the output buffer. */
@@ -66,41 +72,48 @@ static void write_out(void *ctx, const char *s, size_t n)
     o->len += n;
 }
 
-/* ---- the field path, for messages ---- */
+/* ---- the field path, for messages (rendered only when something fails) ---- */
 
-static size_t path_push(encoder *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Appends a segment; returns the length to restore with path_pop. */
-static size_t path_push(encoder *e, const char *fmt, ...)
+static void enter_field(encoder *e, const char *name)
 {
-    size_t saved = e->path_len;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(e->path + e->path_len, sizeof e->path - e->path_len, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        e->path_len += (size_t)n < sizeof e->path - e->path_len ? (size_t)n : sizeof e->path - e->path_len - 1;
-    return saved;
+    e->steps[e->n_steps++] = (step){.name = name};
 }
 
-static void path_pop(encoder *e, size_t saved)
+static void enter_item(encoder *e, size_t index)
 {
-    e->path_len = saved;
-    e->path[saved] = '\0';
+    e->steps[e->n_steps++] = (step){.index = index};
+}
+
+static void leave(encoder *e)
+{
+    e->n_steps--;
+}
+
+static void render_path(const encoder *e, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < e->n_steps && len < cap; i++) {
+        const step *s = &e->steps[i];
+        int n = s->name ? snprintf(buf + len, cap - len, "%s%s", len ? "." : "", s->name)
+                        : snprintf(buf + len, cap - len, "[%zu]", s->index);
+        len += n > 0 ? (size_t)n : 0;
+    }
 }
 
 static cs_err fail(encoder *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static cs_err fail(encoder *e, const char *fmt, ...)
 {
-    char why[512];
+    char why[512], path[PATH_SHOWN];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    if (e->path_len == 0)
+    if (e->n_steps == 0)
         return cs__fail(CS_ERR_ARG, "value: %s", why);
-    return cs__fail(CS_ERR_ARG, "field \"%s\": %s", e->path, why);
+    render_path(e, path, sizeof path);
+    return cs__fail(CS_ERR_ARG, "field \"%s\": %s", path, why);
 }
 
 static cs_err generated(encoder *e, yajl_gen_status status)
@@ -116,7 +129,7 @@ static cs_err encode_object(encoder *e, const cs_type *type, const unsigned char
 
 static cs_err encode_string(encoder *e, const char *s, size_t len)
 {
-    if (!codec_utf8_valid((const unsigned char *)s, len))
+    if (!cs__codec_utf8_valid((const unsigned char *)s, len))
         return fail(e, "string is not valid UTF-8");
     return generated(e, yajl_gen_string(e->gen, (const unsigned char *)s, len));
 }
@@ -135,13 +148,13 @@ static cs_err encode_value(encoder *e, cs_kind kind, const cs_field *f, const un
     case CS_KIND_U32:
     case CS_KIND_I64:
     case CS_KIND_U64:
-        n = codec_format_int(p, kind, number);
+        n = cs__codec_format_int(p, kind, number);
         return generated(e, yajl_gen_number(e->gen, number, n));
     case CS_KIND_F64: {
         double v = *(const double *)p;
         if (!isfinite(v))
             return fail(e, "%s cannot be written in JSON", isnan(v) ? "NaN" : "infinity");
-        n = codec_format_double(v, number);
+        n = cs__codec_format_double(v, number);
         return generated(e, yajl_gen_number(e->gen, number, n));
     }
     case CS_KIND_STRING: {
@@ -181,15 +194,16 @@ static cs_err encode_array(encoder *e, const cs_field *f, const unsigned char *b
     memcpy(&items, base + f->offset, sizeof items);
     if (count > 0 && items == NULL)
         return fail(e, "%zu items but a NULL pointer", count);
-    if (count > codec_array_max(f))
-        return fail(e, "%zu items, more than the maximum %zu", count, codec_array_max(f));
+    if (count > cs__codec_array_max(f))
+        return fail(e, "%zu items, more than the maximum %zu", count, cs__codec_array_max(f));
     cs_err err = enter(e);
-    if (!err)
-        err = generated(e, yajl_gen_array_open(e->gen));
+    if (err)
+        return err;
+    err = generated(e, yajl_gen_array_open(e->gen));
     for (size_t i = 0; i < count && !err; i++) {
-        size_t saved = path_push(e, "[%zu]", i);
+        enter_item(e, i);
         err = encode_value(e, f->elem, f, items + i * f->size);
-        path_pop(e, saved);
+        leave(e);
     }
     if (!err)
         err = generated(e, yajl_gen_array_close(e->gen));
@@ -200,18 +214,19 @@ static cs_err encode_array(encoder *e, const cs_field *f, const unsigned char *b
 static cs_err encode_object(encoder *e, const cs_type *type, const unsigned char *base)
 {
     cs_err err = enter(e);
-    if (!err)
-        err = generated(e, yajl_gen_map_open(e->gen));
+    if (err)
+        return err;
+    err = generated(e, yajl_gen_map_open(e->gen));
     for (size_t i = 0; i < type->n_fields && !err; i++) {
         const cs_field *f = &type->fields[i];
-        size_t saved = path_push(e, "%s%s", e->path_len ? "." : "", f->name);
+        enter_field(e, f->name);
         if (f->kind == CS_KIND_STRING) {
             const char *s;
             memcpy(&s, base + f->offset, sizeof s);
             if (s == NULL) {
                 if (f->presence == CS_REQUIRED)
                     err = fail(e, "missing (required)");
-                path_pop(e, saved);
+                leave(e);
                 continue; /* an optional string that is absent */
             }
         }
@@ -220,7 +235,7 @@ static cs_err encode_object(encoder *e, const cs_type *type, const unsigned char
             err = encode_array(e, f, base);
         else if (!err)
             err = encode_value(e, f->kind, f, base + f->offset);
-        path_pop(e, saved);
+        leave(e);
     }
     if (!err)
         err = generated(e, yajl_gen_map_close(e->gen));
@@ -238,16 +253,18 @@ cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, s
         *len_out = 0;
     if (type == NULL || value == NULL || json_out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_json_encode: type, value and json_out must not be NULL");
-    cs_err err = codec_type_check_cached(type);
+    cs_err err = cs__codec_type_check_cached(type);
     if (err)
         return err;
 
-    encoder e = {.depth = 0, .path_len = 0};
-    e.path[0] = '\0';
-    _Alignas(max_align_t) unsigned char arena_memory[CODEC_ARENA_BYTES];
-    codec_arena arena;
+    encoder e;
+    e.out = (output){0};
+    e.depth = 0;
+    e.n_steps = 0;
+    _Alignas(max_align_t) unsigned char arena_memory[CS__CODEC_ARENA_BYTES];
+    cs__codec_arena arena;
     yajl_alloc_funcs funcs;
-    codec_arena_init(&arena, arena_memory, sizeof arena_memory, &funcs);
+    cs__codec_arena_init(&arena, arena_memory, sizeof arena_memory, &funcs);
     e.gen = yajl_gen_alloc(&funcs);
     if (e.gen == NULL)
         return cs__fail(CS_ERR_NOMEM, "out of memory starting the JSON generator");

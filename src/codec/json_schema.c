@@ -138,7 +138,7 @@ static void write_kind(schema_writer *w, cs_kind kind, const cs_field *f)
     case CS_KIND_CHARS: put_key_string(w, "type", "string"); break;
     case CS_KIND_ARRAY: {
         char max[24];
-        snprintf(max, sizeof max, "%zu", codec_array_max(f));
+        snprintf(max, sizeof max, "%zu", cs__codec_array_max(f));
         put_key_string(w, "type", "array");
         put_string(w, "items");
         write_kind(w, f->elem, f);
@@ -193,7 +193,7 @@ cs_err cs_json_schema(const cs_type *type, char **schema_out)
         *schema_out = NULL;
     if (type == NULL || schema_out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_json_schema: type and schema_out must not be NULL");
-    cs_err err = codec_type_check_cached(type);
+    cs_err err = cs__codec_type_check_cached(type);
     if (err)
         return err;
 

@@ -37,7 +37,7 @@ static void leave_c_locale(locale_t previous)
         uselocale(previous);
 }
 
-codec_int_status codec_parse_int(const char *s, size_t len, cs_kind kind, void *dest)
+cs__codec_int_status cs__codec_parse_int(const char *s, size_t len, cs_kind kind, void *dest)
 {
     size_t i = 0;
     bool negative = len > 0 && s[0] == '-';
@@ -46,47 +46,47 @@ codec_int_status codec_parse_int(const char *s, size_t len, cs_kind kind, void *
     uint64_t magnitude = 0;
     bool overflow = false;
     for (; i < len; i++) {
-        unsigned digit = (unsigned char)s[i] - '0';
-        if (digit > 9)
-            return CODEC_INT_NOT_INTEGER; /* '.', 'e' or 'E': yajl checked the rest */
+        if (s[i] < '0' || s[i] > '9')
+            return CS__CODEC_INT_NOT_INTEGER; /* '.', 'e' or 'E': yajl checked the rest */
+        unsigned digit = (unsigned)(s[i] - '0');
         if (magnitude > (UINT64_MAX - digit) / 10)
             overflow = true; /* keep scanning: "1e400"-like text is "not an integer" first */
         magnitude = magnitude * 10 + digit;
     }
     if (overflow)
-        return CODEC_INT_RANGE;
+        return CS__CODEC_INT_RANGE;
 
     switch (kind) {
     case CS_KIND_U64:
         if (negative && magnitude != 0)
-            return CODEC_INT_RANGE;
+            return CS__CODEC_INT_RANGE;
         *(uint64_t *)dest = magnitude;
-        return CODEC_INT_OK;
+        return CS__CODEC_INT_OK;
     case CS_KIND_U32:
         if ((negative && magnitude != 0) || magnitude > UINT32_MAX)
-            return CODEC_INT_RANGE;
+            return CS__CODEC_INT_RANGE;
         *(uint32_t *)dest = (uint32_t)magnitude;
-        return CODEC_INT_OK;
+        return CS__CODEC_INT_OK;
     case CS_KIND_I64:
         if (magnitude > (negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
-            return CODEC_INT_RANGE;
+            return CS__CODEC_INT_RANGE;
         /* -(magnitude - 1) - 1 reaches INT64_MIN without overflowing */
         *(int64_t *)dest = negative && magnitude ? -(int64_t)(magnitude - 1) - 1 : (int64_t)magnitude;
-        return CODEC_INT_OK;
+        return CS__CODEC_INT_OK;
     case CS_KIND_I32:
         if (magnitude > (negative ? (uint64_t)INT32_MAX + 1 : (uint64_t)INT32_MAX))
-            return CODEC_INT_RANGE;
+            return CS__CODEC_INT_RANGE;
         *(int32_t *)dest = (int32_t)(negative ? -(int64_t)magnitude : (int64_t)magnitude);
-        return CODEC_INT_OK;
+        return CS__CODEC_INT_OK;
     default:
-        return CODEC_INT_NOT_INTEGER;
+        return CS__CODEC_INT_NOT_INTEGER;
     }
 }
 
-bool codec_parse_double(const char *s, size_t len, double *out)
+bool cs__codec_parse_double(const char *s, size_t len, double *out)
 {
-    char text[CODEC_DOUBLE_TEXT_MAX + 1];
-    if (len > CODEC_DOUBLE_TEXT_MAX)
+    char text[CS__CODEC_DOUBLE_TEXT_MAX + 1];
+    if (len > CS__CODEC_DOUBLE_TEXT_MAX)
         return false;
     memcpy(text, s, len);
     text[len] = '\0';
@@ -121,7 +121,7 @@ static size_t format_i64(int64_t v, char *buf)
     return format_u64(magnitude, v < 0, buf);
 }
 
-size_t codec_format_int(const void *src, cs_kind kind, char *buf)
+size_t cs__codec_format_int(const void *src, cs_kind kind, char *buf)
 {
     switch (kind) {
     case CS_KIND_I32: return format_i64(*(const int32_t *)src, buf);
@@ -132,7 +132,7 @@ size_t codec_format_int(const void *src, cs_kind kind, char *buf)
     }
 }
 
-size_t codec_format_double(double v, char *buf)
+size_t cs__codec_format_double(double v, char *buf)
 {
     locale_t previous = enter_c_locale();
     int len = 0;

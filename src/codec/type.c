@@ -13,7 +13,7 @@
 
 #include "../core/error.h"
 
-size_t codec_kind_size(cs_kind kind)
+size_t cs__codec_kind_size(cs_kind kind)
 {
     switch (kind) {
     case CS_KIND_BOOL: return sizeof(bool);
@@ -30,7 +30,7 @@ size_t codec_kind_size(cs_kind kind)
     return 0;
 }
 
-const char *codec_kind_expectation(cs_kind kind)
+const char *cs__codec_kind_expectation(cs_kind kind)
 {
     switch (kind) {
     case CS_KIND_BOOL: return "a boolean";
@@ -47,7 +47,7 @@ const char *codec_kind_expectation(cs_kind kind)
     return "a value";
 }
 
-const char *codec_kind_c_name(cs_kind kind)
+const char *cs__codec_kind_c_name(cs_kind kind)
 {
     switch (kind) {
     case CS_KIND_I32: return "int32";
@@ -58,7 +58,7 @@ const char *codec_kind_c_name(cs_kind kind)
     }
 }
 
-size_t codec_array_max(const cs_field *f)
+size_t cs__codec_array_max(const cs_field *f)
 {
     return f->max_items ? f->max_items : CS_ARRAY_MAX_ITEMS;
 }
@@ -107,7 +107,7 @@ static cs_err check_field(const cs_type *t, const cs_field *f, const cs_type **s
     if (f->presence != CS_OPTIONAL && f->presence != CS_REQUIRED)
         return bad_field(t, f, "presence is neither CS_OPTIONAL nor CS_REQUIRED");
     if (kind_is_scalar(f->kind) || f->kind == CS_KIND_STRING) {
-        if (f->size != codec_kind_size(f->kind))
+        if (f->size != cs__codec_kind_size(f->kind))
             return bad_field(t, f, "member size does not match its kind");
         if (!fits(t, f->offset, f->size))
             return bad_field(t, f, "member lies outside the struct");
@@ -136,7 +136,7 @@ static cs_err check_field(const cs_type *t, const cs_field *f, const cs_type **s
                 return bad_field(t, f, "element size does not match the element type's size");
             return check_nested(t, f, f->type, stack, depth);
         }
-        if (f->size != codec_kind_size(f->elem))
+        if (f->size != cs__codec_kind_size(f->elem))
             return bad_field(t, f, "element size does not match the element kind");
         return CS_OK;
     default:
@@ -185,7 +185,7 @@ cs_err cs_type_check(const cs_type *type)
 static _Thread_local const cs_type *checked[CHECKED_SLOTS];
 static _Thread_local unsigned checked_next;
 
-cs_err codec_type_check_cached(const cs_type *type)
+cs_err cs__codec_type_check_cached(const cs_type *type)
 {
     for (unsigned i = 0; i < CHECKED_SLOTS; i++)
         if (checked[i] == type && type != NULL)
@@ -221,7 +221,7 @@ static void free_array(const cs_field *f, unsigned char *base)
     *count = 0;
 }
 
-void codec_member_clear(const cs_field *f, unsigned char *base)
+void cs__codec_member_clear(const cs_field *f, unsigned char *base)
 {
     unsigned char *member = base + f->offset;
     switch (f->kind) {

@@ -13,7 +13,7 @@
 
 #define HIGH_BITS 0x8080808080808080ull
 
-bool codec_utf8_valid(const unsigned char *s, size_t len)
+bool cs__codec_utf8_valid(const unsigned char *s, size_t len)
 {
     size_t i = 0;
     while (i < len) {

@@ -28,6 +28,7 @@ struct cs_delivery {
     int attempt;       /* handler runs so far */
     int lane;
     bool alone;        /* a retried record: it runs in a batch of its own */
+    int64_t retry_at_ms; /* cs_retry_after: when it may run again (0: at once) */
     cs_delivery *next; /* lane queue or in-flight list */
     cs_delivery *prev; /* in-flight list */
 

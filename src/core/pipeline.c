@@ -50,6 +50,18 @@ struct cs_pipeline {
     size_t n_parts, cap_parts;
     cs_part *last_hit; /* fetch thread only */
 
+    size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */
+
+    /* Deliveries waiting for their retry_after delay, soonest first (a binary
+     * heap). `delay_lock` guards them; lock order: partition, then delay. */
+    pthread_mutex_t delay_lock;
+    pthread_cond_t delay_cv;
+    cs_delivery **delayed;
+    size_t n_delayed, cap_delayed;
+    bool delay_stop;
+    pthread_t delay_thread;
+    bool delay_started;
+
     _Atomic bool stopping;
     _Atomic bool crashed;
     _Atomic int64_t drain_deadline_ms; /* 0: none */
@@ -58,6 +70,8 @@ struct cs_pipeline {
 };
 
 static void *worker_main(void *arg);
+static void *delay_main(void *arg);
+static void lane_push_head(struct lane *l, cs_delivery *d);
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
     cs_pipeline *p = calloc(1, sizeof *p);
@@ -73,6 +87,8 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
         return NULL;
     }
     pthread_mutex_init(&p->parts_lock, NULL);
+    pthread_mutex_init(&p->delay_lock, NULL);
+    pthread_cond_init(&p->delay_cv, NULL);
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         l->pipe = p;
@@ -88,6 +104,11 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
             }
         }
     }
+    if (pthread_create(&p->delay_thread, NULL, delay_main, p) != 0) {
+        cs__pipeline_destroy(p);
+        return NULL;
+    }
+    p->delay_started = true;
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         if (pthread_create(&l->thread, NULL, worker_main, l) != 0) {
@@ -320,13 +341,97 @@ bool cs__part_should_resume(cs_pipeline *p, cs_part *part) {
     return yes;
 }
 
+/* ---- retry_after: the delayed heap and its timer thread ------------------- */
+
+static bool due_before(const cs_delivery *a, const cs_delivery *b) { return a->retry_at_ms < b->retry_at_ms; }
+
+/* Called with delay_lock held. */
+static bool delay_push(cs_pipeline *p, cs_delivery *d) {
+    if (p->n_delayed == p->cap_delayed) {
+        size_t cap = p->cap_delayed ? p->cap_delayed * 2 : 16;
+        cs_delivery **grown = realloc(p->delayed, cap * sizeof *grown);
+        if (!grown) return false;
+        p->delayed = grown;
+        p->cap_delayed = cap;
+    }
+    size_t i = p->n_delayed++;
+    while (i > 0 && due_before(d, p->delayed[(i - 1) / 2])) {
+        p->delayed[i] = p->delayed[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    p->delayed[i] = d;
+    pthread_cond_signal(&p->delay_cv);
+    return true;
+}
+
+/* Called with delay_lock held and n_delayed > 0. */
+static cs_delivery *delay_pop(cs_pipeline *p) {
+    cs_delivery *top = p->delayed[0], *last = p->delayed[--p->n_delayed];
+    size_t i = 0, n = p->n_delayed;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && due_before(p->delayed[c + 1], p->delayed[c])) c++;
+        if (!due_before(p->delayed[c], last)) break;
+        p->delayed[i] = p->delayed[c];
+        i = c;
+    }
+    if (n) p->delayed[i] = last;
+    return top;
+}
+
+/* Moves due deliveries to the head of their lanes. */
+static void *delay_main(void *arg) {
+    cs_pipeline *p = arg;
+    pthread_mutex_lock(&p->delay_lock);
+    while (!p->delay_stop) {
+        if (p->n_delayed == 0) {
+            pthread_cond_wait(&p->delay_cv, &p->delay_lock);
+            continue;
+        }
+        int64_t wait = p->delayed[0]->retry_at_ms - cs__now_ms();
+        if (wait > 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += wait / 1000;
+            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&p->delay_cv, &p->delay_lock, &ts);
+            continue;
+        }
+        cs_delivery *d = delay_pop(p);
+        pthread_mutex_unlock(&p->delay_lock);
+        d->retry_at_ms = 0;
+        lane_push_head(&p->lanes[d->lane], d); /* alone is already set */
+        pthread_mutex_lock(&p->delay_lock);
+    }
+    pthread_mutex_unlock(&p->delay_lock);
+    return NULL;
+}
+
+cs_outcome cs_retry_after(cs_delivery *d, int delay_ms) {
+    d->retry_at_ms = cs__now_ms() + (delay_ms > 0 ? delay_ms : 0);
+    return CS_RETRY;
+}
+
 /* ---- dispatch and settlement --------------------------------------------- */
+
+static size_t lane_for_key(const void *key, size_t len, int n_lanes) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ ((const unsigned char *)key)[i]) * 1099511628211ULL;
+    return (size_t)(h % (uint64_t)n_lanes);
+}
 
 bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
     bool pause = false;
     cs__part_ref(part);
     d->part = part;
-    d->lane = part->lane;
+    if (!p->cfg.lanes_by_key) d->lane = part->lane;
+    else if (d->key) d->lane = (int)lane_for_key(d->key, d->key_len, p->n_lanes);
+    else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
     pthread_mutex_lock(&part->lock);
     d->epoch = part->epoch;
     if (part->tracker && cs_tracker_delivered(part->tracker, d->offset, &d->seq) != 0) {
@@ -400,9 +505,15 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
             part->held--;
         } else if (part->assigned && !atomic_load(&p->stopping)) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
-            d->alone = true;      /* in batch mode it comes back on its own */
-            lane_push_head(l, d); /* stays open and held */
-            keep = true;
+            d->alone = true; /* in batch mode it comes back on its own */
+            keep = true;     /* it stays open and held */
+            bool delayed = false;
+            if (d->retry_at_ms > cs__now_ms()) {
+                pthread_mutex_lock(&p->delay_lock);
+                delayed = delay_push(p, d);
+                pthread_mutex_unlock(&p->delay_lock);
+            }
+            if (!delayed) lane_push_head(l, d);
         } else {
             /* Going away: the record stays open, so it is read again by the
              * next owner of the partition. */
@@ -568,7 +679,19 @@ void cs__pipeline_check_slow(cs_pipeline *p) {
 
 /* ---- stopping ------------------------------------------------------------- */
 
+static void stop_delays(cs_pipeline *p) {
+    pthread_mutex_lock(&p->delay_lock);
+    p->delay_stop = true;
+    pthread_cond_broadcast(&p->delay_cv);
+    pthread_mutex_unlock(&p->delay_lock);
+    if (p->delay_started) pthread_join(p->delay_thread, NULL);
+    p->delay_started = false;
+    /* Still waiting: they stay open (uncommitted) and are read again later. */
+    while (p->n_delayed) discard(delay_pop(p));
+}
+
 static void stop_and_join(cs_pipeline *p) {
+    stop_delays(p);
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         pthread_mutex_lock(&l->lock);
@@ -621,6 +744,9 @@ void cs__pipeline_destroy(cs_pipeline *p) {
         free(p->lanes[i].outcomes);
     }
     pthread_mutex_destroy(&p->parts_lock);
+    pthread_mutex_destroy(&p->delay_lock);
+    pthread_cond_destroy(&p->delay_cv);
+    free(p->delayed);
     free(p->parts);
     free(p->lanes);
     free(p->name);

@@ -28,6 +28,7 @@ typedef struct cs_pipeline_config {
     size_t max_batch;
     void *user;
     bool tracked;
+    bool lanes_by_key;
     int workers;
     size_t max_open;
     int handler_time_limit_ms;

@@ -405,6 +405,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .max_batch = s->max_batch,
         .user = s->user,
         .tracked = c->tracked,
+        .lanes_by_key = s->lanes == CS_LANES_BY_KEY,
         .workers = s->workers,
         .max_open = s->max_open,
         .handler_time_limit_ms = s->handler_time_limit_ms,

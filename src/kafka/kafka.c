@@ -250,6 +250,15 @@ cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms) {
     return set_int(s, "cs_sub_handler_time_limit_ms", s ? &s->handler_time_limit_ms : NULL, ms, 0, 86400000);
 }
 
+cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key) {
+    cs_err err = sub_configurable(s, "cs_sub_lanes");
+    if (err) return err;
+    if (key != CS_LANES_BY_PARTITION && key != CS_LANES_BY_KEY)
+        return cs__fail(CS_ERR_ARG, "cs_sub_lanes(%s): unknown lane key %d", s->name, (int)key);
+    s->lanes = key;
+    return CS_OK;
+}
+
 cs_err cs_sub_max_open(cs_sub *s, size_t n) {
     cs_err err = sub_configurable(s, "cs_sub_max_open");
     if (err) return err;

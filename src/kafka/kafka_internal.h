@@ -67,6 +67,7 @@ struct cs_sub {
     cs_kvlist config;
     cs_start start;
     cs_commit_mode mode;
+    cs_lane_key lanes;
     int workers;
     size_t max_open;
     int commit_interval_ms;
