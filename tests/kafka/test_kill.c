@@ -73,13 +73,16 @@ static pid_t spawn(run *r) {
     return pid;
 }
 
+/* Committed positions first, then the lines written so far: in the scale-out
+ * test survivors keep handling and committing, and a payout they handle after
+ * the cut may only be one that was not committed before it. */
 static void record_kill(run *r, int k) {
-    r->cut[k] = read_lines(r);
     for (int p = 0; p < r->parts; p++) {
         int64_t c;
         CST_OK(cs_test_committed(cst_cluster, r->group, r->topic, p, &c));
         r->committed[k][p] = c < 0 ? 0 : c;
     }
+    r->cut[k] = read_lines(r);
 }
 
 static void setup(run *r, const char *mode, int parts, int payouts) {

@@ -88,7 +88,9 @@ static void second_member_joins(const char *strategy) {
     member *a = member_new(true), *b = member_new(false);
     cs_app *app_a = start_member(topic, group, strategy, a);
     assert_true(cst_wait(has_seen_all, a, 30000));
+    pthread_mutex_lock(&a->lock);
     int held_before = a->n_held;
+    pthread_mutex_unlock(&a->lock);
     assert_true(held_before > 0);
 
     cs_app *app_b = start_member(topic, group, strategy, b);
