@@ -22,6 +22,7 @@ void clients_open(clients *c, uint64_t counters_fail_every, uint64_t bank_fail_e
     flaky_init(&c->counters.flaky, counters_fail_every);
     flaky_init(&c->bank.flaky, bank_fail_every);
     c->bank.paid_ids = calloc(BANK_MAX_IDS, 1);
+    pthread_mutex_init(&c->ledger.lock, NULL);
 }
 
 void clients_close(clients *c) {
@@ -29,6 +30,22 @@ void clients_close(clients *c) {
     pthread_mutex_destroy(&c->bank.flaky.lock);
     free(c->bank.paid_ids);
     c->bank.paid_ids = NULL;
+    pthread_mutex_destroy(&c->ledger.lock);
+}
+
+void ledger_match(ledger *l, uint64_t payout_id, uint64_t amount_cents) {
+    (void)payout_id;
+    pthread_mutex_lock(&l->lock);
+    l->matched++;
+    l->cents += amount_cents;
+    pthread_mutex_unlock(&l->lock);
+}
+
+uint64_t ledger_matched(ledger *l) {
+    pthread_mutex_lock(&l->lock);
+    uint64_t n = l->matched;
+    pthread_mutex_unlock(&l->lock);
+    return n;
 }
 
 int bank_pay(bank *b, uint64_t id, uint64_t amount_cents) {

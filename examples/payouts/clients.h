@@ -28,9 +28,16 @@ typedef struct bank {
 } bank;
 #define BANK_MAX_IDS 1000000
 
+typedef struct ledger {
+    pthread_mutex_t lock;
+    uint64_t matched;
+    uint64_t cents;
+} ledger;
+
 typedef struct clients {
     counters_store counters;
     bank bank;
+    ledger ledger;
 } clients;
 
 /* The service's start-up and shutdown hooks build and free the clients. */
@@ -43,5 +50,7 @@ uint64_t counters_counted(counters_store *s);
 /* 0 when paid (or already paid: the bank is idempotent by id), -1 when it does not answer. */
 int bank_pay(bank *b, uint64_t id, uint64_t amount_cents);
 uint64_t bank_paid(bank *b);
+void ledger_match(ledger *l, uint64_t payout_id, uint64_t amount_cents);
+uint64_t ledger_matched(ledger *l);
 
 #endif

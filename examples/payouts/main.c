@@ -1,22 +1,61 @@
 /* main.c — the payouts demo: runs the service on the embedded cluster (or
- * CSTREAM_BROKERS), seeds page views, lets the handlers work with a counters
- * store that fails now and then, and prints what happened. */
-#define _POSIX_C_SOURCE 200809L
+ * CSTREAM_BROKERS), seeds payouts, page views and statement lines, lets the
+ * handlers work with a bank and a counters store that fail now and then, and
+ * prints what was paid, dropped, retried, lost (Auto) and committed. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "service.h"
 
-enum { VIEWS = 2000, PAYOUTS = 500 };
+enum { PAYOUTS = 500, VIEWS = 2000, LINES = 1000 };
 
 static void fast_timings(cs_kafka *k) {
     /* The embedded cluster answers an empty fetch only after fetch.wait.max.ms. */
     cs_kafka_config(k, "fetch.wait.max.ms", "10");
     cs_kafka_config(k, "auto.commit.interval.ms", "200");
-    cs_kafka_producer_config(k, "enable.idempotence", "true");
-    cs_kafka_producer_config(k, "linger.ms", "0"); /* the demo publishes one record at a time */
+    cs_kafka_producer_config(k, "linger.ms", "1");
+}
+
+static _Atomic int publish_failures;
+static void on_published(const cs_published *where, cs_err err, void *opaque) {
+    (void)where, (void)opaque;
+    if (err) publish_failures++;
+}
+
+/* Encodes value as JSON and publishes it (asynchronously: the demo seeds a lot). */
+static void seed(cs_kafka *k, const char *topic, const cs_type *type, const void *value, uint64_t key) {
+    char *json = NULL, keybuf[24];
+    size_t len = 0;
+    if (cs_json_encode(type, value, &json, &len) != CS_OK) {
+        fprintf(stderr, "payouts: %s\n", cs_errmsg());
+        return;
+    }
+    int kl = snprintf(keybuf, sizeof keybuf, "%llu", (unsigned long long)key);
+    cs_record r = {.topic = topic, .partition = -1, .key = keybuf, .key_len = (size_t)kl, .value = json, .value_len = len};
+    if (cs_publish_async(k, &r, on_published, NULL) != CS_OK) fprintf(stderr, "payouts: %s\n", cs_errmsg());
+    free(json);
+}
+
+static void print_committed(cs_kafka *k, const char *group, const char *topic) {
+    printf("  committed (group %s):", group);
+    for (int p = 0; p < 4; p++) {
+        int64_t off = -1;
+        if (cs_kafka_committed(k, group, topic, p, &off) == CS_OK) printf(" %s/%d=%lld", topic, p, (long long)off);
+    }
+    printf("\n");
+}
+
+static bool all_settled(payouts_service *svc) {
+    cs_sub_stats pay, view, rec;
+    cs_sub_stats_get(svc->pay_out, &pay);
+    cs_sub_stats_get(svc->count_view, &view);
+    cs_sub_stats_get(svc->reconcile, &rec);
+    return pay.acked + pay.dropped + pay.decode_failures >= PAYOUTS + 1 && view.delivered >= VIEWS &&
+           rec.acked + rec.dropped >= LINES;
 }
 
 int main(void) {
@@ -27,67 +66,50 @@ int main(void) {
         fprintf(stderr, "payouts: %s\n", cs_errmsg());
         return 1;
     }
-    printf("payouts: seeding %d page views on %s\n", VIEWS, cs_kafka_bootstrap(svc.kafka));
+    printf("payouts: seeding %d payouts (every 50th of 0 cents, plus one that does not decode), %d page views and "
+           "%d statement lines on %s\n",
+           PAYOUTS, VIEWS, LINES, cs_kafka_bootstrap(svc.kafka));
     static const char *pages[] = {"/home", "/pricing", "/docs", "/signup"};
-    for (int i = 0; i < VIEWS; i++) {
-        char key[16];
-        int kl = snprintf(key, sizeof key, "visitor-%d", i % 97);
-        cs_record r = {.topic = TOPIC_PAGE_VIEWS, .partition = -1, .key = key, .key_len = (size_t)kl,
-                       .value = pages[i % 4]};
-        r.value_len = strlen(pages[i % 4]);
-        if (cs_publish(svc.kafka, &r, NULL) != CS_OK) {
-            fprintf(stderr, "payouts: %s\n", cs_errmsg());
-            break;
-        }
+    for (uint64_t i = 1; i <= PAYOUTS; i++) {
+        payout p = {.id = i, .amount_cents = i % 50 == 0 ? 0 : 100 * i};
+        seed(svc.kafka, TOPIC_PAYOUTS, &payout_type, &p, i);
     }
-    printf("payouts: seeding %d payouts (every 50th is of 0 cents)\n", PAYOUTS);
-    for (int i = 1; i <= PAYOUTS; i++) {
-        char value[96], key[24];
-        int vl = snprintf(value, sizeof value, "{\"id\":%d,\"amount_cents\":%d}", i, i % 50 == 0 ? 0 : 100 * i);
-        int kl = snprintf(key, sizeof key, "%d", i);
-        cs_record r = {.topic = TOPIC_PAYOUTS, .partition = -1, .key = key, .key_len = (size_t)kl, .value = value,
-                       .value_len = (size_t)vl};
-        if (cs_publish(svc.kafka, &r, NULL) != CS_OK) {
-            fprintf(stderr, "payouts: %s\n", cs_errmsg());
-            break;
-        }
+    cs_record bad = {.topic = TOPIC_PAYOUTS, .partition = 0, .value = "{\"id\":\"seven\"}", .value_len = 14};
+    cs_publish(svc.kafka, &bad, NULL);
+    for (uint64_t i = 0; i < VIEWS; i++) {
+        page_view v = {.page = (char *)pages[i % 4]};
+        seed(svc.kafka, TOPIC_PAGE_VIEWS, &page_view_type, &v, i % 97);
     }
-    /* Every view is handled once (counted, or lost to a store failure); every
-     * payout is settled (paid or dropped), retried as often as the bank fails. */
-    cs_sub_stats st, pst;
-    for (int waited = 0; waited < 60000; waited += 50) {
-        cs_sub_stats_get(svc.count_view, &st);
-        cs_sub_stats_get(svc.pay_out, &pst);
-        if (st.delivered >= VIEWS && pst.acked + pst.dropped >= PAYOUTS) break;
-        usleep(50 * 1000);
+    for (uint64_t i = 1; i <= LINES; i++) {
+        statement_line l = {.payout_id = i, .amount_cents = i % 100 == 0 ? 0 : 100 * i};
+        seed(svc.kafka, TOPIC_STATEMENTS, &statement_line_type, &l, i);
     }
+    for (int waited = 0; waited < 120000 && !all_settled(&svc); waited += 50) usleep(50 * 1000);
     cs_app_stop(svc.app);
-    cs_sub_stats_get(svc.count_view, &st);
-    cs_sub_stats_get(svc.pay_out, &pst);
-    printf("\npay_out (group payouts, commit tracked, 4 workers)\n");
-    printf("  paid:             %llu\n", (unsigned long long)pst.acked);
-    printf("  dropped (0 cts):  %llu\n", (unsigned long long)pst.dropped);
-    printf("  retried (bank):   %llu (each came back and was paid)\n", (unsigned long long)pst.retried);
-    printf("  commits:          %llu\n", (unsigned long long)pst.commits);
-    printf("  committed positions of group payouts:\n");
-    for (int p = 0; p < 4; p++) {
-        int64_t off = -1;
-        if (cs_kafka_committed(svc.kafka, "payouts", TOPIC_PAYOUTS, p, &off) == CS_OK)
-            printf("    %s/%d: %lld\n", TOPIC_PAYOUTS, p, (long long)off);
-    }
-    printf("\ncount_view (group analytics, commit auto)\n");
-    printf("  handled:          %llu\n", (unsigned long long)st.delivered);
-    printf("  counted:          %llu\n", (unsigned long long)st.acked);
-    printf("  lost to failures: %llu (retry is unsupported under auto)\n", (unsigned long long)st.retry_unsupported);
-    printf("  committed positions of group analytics:\n");
-    for (int p = 0; p < 4; p++) {
-        int64_t off = -1;
-        if (cs_kafka_committed(svc.kafka, "analytics", TOPIC_PAGE_VIEWS, p, &off) == CS_OK)
-            printf("    %s/%d: %lld\n", TOPIC_PAGE_VIEWS, p, (long long)off);
-        else
-            printf("    %s/%d: %s\n", TOPIC_PAGE_VIEWS, p, cs_errmsg());
-    }
-    int ok = st.delivered == VIEWS && st.acked + st.retry_unsupported == VIEWS && pst.acked + pst.dropped == PAYOUTS;
+
+    cs_sub_stats pay, view, rec;
+    cs_sub_stats_get(svc.pay_out, &pay);
+    cs_sub_stats_get(svc.count_view, &view);
+    cs_sub_stats_get(svc.reconcile, &rec);
+    printf("\npay_out     payouts     Tracked, 4 workers, replies to %s\n", TOPIC_PAYOUTS_DONE);
+    printf("  paid %llu, dropped (0 cents) %llu, did not decode (dropped, logged) %llu, retried %llu (each came back "
+           "and was paid)\n",
+           (unsigned long long)pay.acked, (unsigned long long)(pay.dropped - pay.decode_failures),
+           (unsigned long long)pay.decode_failures,
+           (unsigned long long)pay.retried);
+    print_committed(svc.kafka, "payouts", TOPIC_PAYOUTS);
+    printf("count_view  page-views  Auto\n");
+    printf("  counted %llu, lost to store failures %llu (retry is unsupported under Auto)\n",
+           (unsigned long long)view.acked, (unsigned long long)view.retry_unsupported);
+    print_committed(svc.kafka, "analytics", TOPIC_PAGE_VIEWS);
+    printf("reconcile   statements  Tracked, batches of up to 500\n");
+    printf("  matched %llu, dropped (empty) %llu\n", (unsigned long long)rec.acked, (unsigned long long)rec.dropped);
+    print_committed(svc.kafka, "reconciliation", TOPIC_STATEMENTS);
+    printf("producer: unflushed records at stop %zu, publish failures %d\n", cs_kafka_unflushed_records(svc.kafka),
+           (int)publish_failures);
+
+    int ok = pay.acked + pay.dropped == PAYOUTS + 1 && pay.decode_failures == 1 && view.delivered == VIEWS &&
+             view.acked + view.retry_unsupported == VIEWS && rec.acked + rec.dropped == LINES && !publish_failures;
     cs_app_destroy(svc.app);
     return ok ? 0 : 1;
 }

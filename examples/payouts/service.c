@@ -40,6 +40,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err) err = cs_kafka_topic(k, TOPIC_PAGE_VIEWS, 4);
     if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS, 4);
     if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS_DONE, 4);
+    if (!err) err = cs_kafka_topic(k, TOPIC_STATEMENTS, 4);
     if (!err) err = cs_kafka_producer_config(k, "enable.idempotence", "true");
     if (!err) err = cs_kafka_flush_timeout_ms(k, 10000);
     if (!err && opt->tune) opt->tune(k);
@@ -47,11 +48,19 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     cs_sub *views = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAGE_VIEWS, count_view, opt->clients);
     if (!err && !views) err = CS_ERR_ARG;
     if (!err) err = cs_sub_group(views, "analytics");
+    if (!err) err = cs_sub_decode(views, &cs_codec_json, &page_view_type);
     cs_sub *payouts = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAYOUTS, pay_out, opt->clients);
     if (!err && !payouts) err = CS_ERR_ARG;
     if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default, "payouts" */
     if (!err) err = cs_sub_workers(payouts, 4);
     if (!err) err = cs_sub_reply(payouts, TOPIC_PAYOUTS_DONE, 5000); /* reply queue timeout 5 s */
+    if (!err) err = cs_sub_decode(payouts, &cs_codec_json, &payout_type);
+
+    cs_sub *lines = err ? NULL : cs_kafka_subscribe_batch(k, TOPIC_STATEMENTS, reconcile, 500, opt->clients);
+    if (!err && !lines) err = CS_ERR_ARG;
+    if (!err) err = cs_sub_group(lines, "reconciliation");
+    if (!err) err = cs_sub_commit(lines, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_decode(lines, &cs_codec_json, &statement_line_type);
     if (err) {
         cs_app_destroy(app);
         return err;
@@ -60,5 +69,6 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     out->kafka = k;
     out->count_view = views;
     out->pay_out = payouts;
+    out->reconcile = lines;
     return CS_OK;
 }

@@ -3,6 +3,7 @@
  *   pay_out     payouts     group "payouts"    Tracked, 4 workers: a failed bank call comes back;
  *                                              replies {"payout_id":N} to payouts.done
  *   count_view  page-views  group "analytics"  Auto: a failed store loses the view
+ *   reconcile   statements  group "reconciliation"  Tracked, batches of up to 500 lines
  *
  * The service is one function that builds the app, so that main.c runs it and
  * the tests run the same thing against their own cluster and clients. */
@@ -12,23 +13,20 @@
 #include <cstream.h>
 
 #include "clients.h"
+#include "payloads.h"
 
 #define TOPIC_PAGE_VIEWS "page-views"
 #define TOPIC_PAYOUTS "payouts"
 #define TOPIC_PAYOUTS_DONE "payouts.done"
 
-typedef struct payout {
-    uint64_t id;
-    uint64_t amount_cents;
-} payout;
-/* 0 if value is {"id":N,"amount_cents":M}. */
-int payout_parse(const void *value, size_t len, payout *out);
+#define TOPIC_STATEMENTS "statements"
 
 typedef struct payouts_service {
     cs_app *app;
     cs_kafka *kafka;
     cs_sub *count_view;
     cs_sub *pay_out;
+    cs_sub *reconcile;
 } payouts_service;
 
 typedef struct payouts_options {
@@ -45,5 +43,6 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out);
 /* The handlers, exposed for tests. */
 cs_outcome count_view(cs_delivery *d, void *user);
 cs_outcome pay_out(cs_delivery *d, void *user);
+cs_outcome reconcile(cs_delivery *const *lines, size_t n, cs_outcome *outcomes, void *user);
 
 #endif

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cstream/codec.h"
 #include "cstream/error.h"
 
 #ifdef __cplusplus
@@ -71,6 +72,13 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
  * its offset stays open, so the committed position waits for it. A stop
  * during the delay leaves it uncommitted: it is read again after a restart. */
 cs_outcome cs_retry_after(cs_delivery *d, int delay_ms);
+
+/* The decoded value of a subscription with cs_sub_decode (NULL otherwise);
+ * it lives as long as the delivery. */
+const void *cs_delivery_decoded(const cs_delivery *d);
+/* Sets the reply to `value` encoded with `codec` as `type`. */
+cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type,
+                                 const void *value);
 
 /* Settles a delivery the handler returned CS_PENDING for (any thread).
  * CS_ERR_STALE if its partition was revoked or the subscription closed in the

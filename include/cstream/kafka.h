@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cstream/app.h"
+#include "cstream/codec.h"
 #include "cstream/delivery.h"
 
 #ifdef __cplusplus
@@ -77,6 +78,13 @@ cs_err cs_sub_start_at(cs_sub *s, cs_start where);
 cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
 /* Handler threads (default 1). Records of one partition go to one lane, in order. */
 cs_err cs_sub_workers(cs_sub *s, int n);
+/* Typed payloads: every record is decoded with `codec` into a value of `type`
+ * before the handler runs; the handler reads it with cs_delivery_decoded()
+ * (the raw bytes stay available). A record that does not decode is never
+ * handed to the handler: it is counted (decode_failures), logged with its
+ * topic, partition, offset and the failing field, and dropped. */
+cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
+
 /* Which lane (worker) a record goes to; a lane runs its records in order.
  * CS_LANES_BY_PARTITION (default): one partition's records go to one lane.
  * CS_LANES_BY_KEY: records with the same key go to one lane (per-key order),
@@ -128,6 +136,7 @@ typedef struct cs_sub_stats {
     uint64_t commits;           /* successful explicit commits (Tracked) */
     uint64_t commit_failures;   /* failed explicit commits (retried on the next tick) */
     uint64_t pauses;            /* partitions paused at max_open */
+    uint64_t decode_failures;   /* records that did not decode (cs_sub_decode): dropped, logged */
 } cs_sub_stats;
 void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
 

@@ -76,7 +76,38 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
     return CS_OK;
 }
 
+const void *cs_delivery_decoded(const cs_delivery *d) { return d->decoded; }
+
+cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type, const void *value) {
+    if (!d || !codec || !type || !value) return cs__fail(CS_ERR_ARG, "cs_delivery_reply_encoded: missing argument");
+    char *buf = NULL;
+    size_t len = 0;
+    cs_err err = codec->encode(codec, type, value, &buf, &len);
+    if (err) return err;
+    err = cs_delivery_reply(d, NULL, 0, buf, len);
+    free(buf);
+    return err;
+}
+
+cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type) {
+    if (d->decoded) return CS_OK; /* decoded on an earlier attempt */
+    void *out = type->size <= sizeof d->decoded_inline ? (void *)d->decoded_inline.bytes : malloc(type->size);
+    if (!out) return cs__fail(CS_ERR_NOMEM, "decode %s/%d@%lld: out of memory", d->topic, (int)d->partition, (long long)d->offset);
+    cs_err err = codec->decode(codec, type, d->value, d->value ? d->value_len : 0, out);
+    if (err) {
+        if (out != d->decoded_inline.bytes) free(out);
+        return err;
+    }
+    d->decoded = out;
+    d->decoded_type = type;
+    return CS_OK;
+}
+
 void cs__delivery_free(cs_delivery *d) {
+    if (d->decoded) {
+        cs_value_free(d->decoded_type, d->decoded);
+        if (d->decoded != d->decoded_inline.bytes) free(d->decoded);
+    }
     free(d->reply_buf);
     if (d->msg) d->part->ops->release(d->msg);
     cs__part_unref(d->part);

@@ -6,8 +6,10 @@
 #define CS_CORE_DELIVERY_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "cstream/codec.h"
 #include "cstream/delivery.h"
 #include "partition.h"
 
@@ -32,11 +34,22 @@ struct cs_delivery {
     cs_delivery *next; /* lane queue or in-flight list */
     cs_delivery *prev; /* in-flight list */
 
+    /* the decoded value (cs_sub_decode); small values live in the delivery */
+    void *decoded;
+    const cs_type *decoded_type;
+    union {
+        max_align_t align;
+        unsigned char bytes[64];
+    } decoded_inline;
+
     /* the handler's reply (cs_delivery_reply), published when acked */
     char *reply_buf; /* key bytes then value bytes */
     size_t reply_key_len, reply_value_len;
     bool reply_key_null, reply_value_null;
 };
+
+/* Decodes d's value once (kept across attempts); on failure cs_errmsg() names the field. */
+cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type);
 
 /* Producer side: the reply of a gated delivery was delivered (ok) or not. */
 void cs__delivery_reply_done(cs_delivery *d, bool ok);

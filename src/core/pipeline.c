@@ -36,7 +36,7 @@ typedef struct lane {
     int64_t run_started_ms; /* 0: idle */
     bool run_reported;
 
-    _Atomic uint64_t delivered, acked, dropped, retried, retry_unsupported, stale, slow;
+    _Atomic uint64_t delivered, acked, dropped, retried, retry_unsupported, stale, slow, decode_failures;
 } lane;
 
 struct cs_pipeline {
@@ -67,6 +67,7 @@ struct cs_pipeline {
     _Atomic int64_t drain_deadline_ms; /* 0: none */
     _Atomic uint64_t commits, commit_failures, pauses;
     cs_ratelimit retry_warning;
+    cs_ratelimit decode_warning;
 };
 
 static void *worker_main(void *arg);
@@ -606,6 +607,22 @@ static bool admit(cs_pipeline *p, cs_delivery *d) {
     return run;
 }
 
+/* Typed subscriptions: a record that does not decode never reaches the
+ * handler; it is counted, logged and dropped. Returns false then. */
+static bool decode_or_drop(lane *l, cs_delivery *d) {
+    cs_pipeline *p = l->pipe;
+    if (!p->cfg.type || cs__delivery_decode(d, p->cfg.codec, p->cfg.type) == CS_OK) return true;
+    atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
+        CS_LOG_WARN("record does not decode, dropped topic=%s partition=%d offset=%lld type=%s reason=\"%s\" "
+                    "similar_since_last=%llu",
+                    d->topic, (int)d->partition, (long long)d->offset, p->cfg.type->name, cs_errmsg(),
+                    (unsigned long long)skipped);
+    settle(d, CS_DROP);
+    return false;
+}
+
 static void start_attempt(lane *l, cs_delivery *d) {
     d->attempt++;
     free(d->reply_buf); /* a reply belongs to the attempt that set it */
@@ -615,6 +632,7 @@ static void start_attempt(lane *l, cs_delivery *d) {
 
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
+    if (!decode_or_drop(l, d)) return;
     bool watch = p->cfg.handler_time_limit_ms > 0;
     start_attempt(l, d);
     if (watch) watch_start(l, d);
@@ -627,7 +645,7 @@ static void run_batch(lane *l, size_t n) {
     cs_pipeline *p = l->pipe;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
-        if (admit(p, l->batch[i])) l->batch[kept++] = l->batch[i];
+        if (admit(p, l->batch[i]) && decode_or_drop(l, l->batch[i])) l->batch[kept++] = l->batch[i];
     if (kept == 0) return;
     for (size_t i = 0; i < kept; i++) {
         start_attempt(l, l->batch[i]);
@@ -779,6 +797,7 @@ void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out) {
         out->retry_unsupported += atomic_load(&l->retry_unsupported);
         out->stale += atomic_load(&l->stale);
         out->slow_handlers += atomic_load(&l->slow);
+        out->decode_failures += atomic_load(&l->decode_failures);
     }
     out->commits = atomic_load(&p->commits);
     out->commit_failures = atomic_load(&p->commit_failures);

@@ -26,6 +26,8 @@ typedef struct cs_pipeline_config {
     cs_handler_fn handler;  /* one of handler, batch_handler */
     cs_batch_fn batch_handler;
     size_t max_batch;
+    const cs_codec *codec; /* with type: decode before the handler runs */
+    const cs_type *type;
     void *user;
     bool tracked;
     bool lanes_by_key;

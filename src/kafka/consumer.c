@@ -403,6 +403,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .handler = s->handler,
         .batch_handler = s->batch_handler,
         .max_batch = s->max_batch,
+        .codec = s->codec,
+        .type = s->type,
         .user = s->user,
         .tracked = c->tracked,
         .lanes_by_key = s->lanes == CS_LANES_BY_KEY,

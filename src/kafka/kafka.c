@@ -250,6 +250,17 @@ cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms) {
     return set_int(s, "cs_sub_handler_time_limit_ms", s ? &s->handler_time_limit_ms : NULL, ms, 0, 86400000);
 }
 
+cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type) {
+    cs_err err = sub_configurable(s, "cs_sub_decode");
+    if (err) return err;
+    if (!codec || !type) return cs__fail(CS_ERR_ARG, "cs_sub_decode(%s): codec and type are required", s->name);
+    err = cs_type_check(type);
+    if (err) return err;
+    s->codec = codec;
+    s->type = type;
+    return CS_OK;
+}
+
 cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key) {
     cs_err err = sub_configurable(s, "cs_sub_lanes");
     if (err) return err;

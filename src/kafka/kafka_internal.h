@@ -62,6 +62,8 @@ struct cs_sub {
     cs_handler_fn handler; /* one of handler, batch_handler */
     cs_batch_fn batch_handler;
     size_t max_batch;
+    const cs_codec *codec;
+    const cs_type *type;
     void *user;
     char *group;
     cs_kvlist config;

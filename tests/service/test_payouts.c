@@ -68,6 +68,7 @@ static void payout_comes_back_and_is_paid_view_does_not(void **state) {
     CST_OK(cs_test_topic_create(cst_cluster, TOPIC_PAYOUTS, 4));
     CST_OK(cs_test_topic_create(cst_cluster, TOPIC_PAYOUTS_DONE, 4));
     CST_OK(cs_test_topic_create(cst_cluster, TOPIC_PAGE_VIEWS, 4));
+    CST_OK(cs_test_topic_create(cst_cluster, TOPIC_STATEMENTS, 4));
     clients cl;
     payouts_options opt = {.brokers = cs_test_cluster_brokers(cst_cluster), .clients = &cl, .tune = test_timings};
     payouts_service svc;
@@ -87,7 +88,7 @@ static void payout_comes_back_and_is_paid_view_does_not(void **state) {
     pthread_mutex_unlock(&cl.counters.flaky.lock);
 
     publish(svc.kafka, TOPIC_PAYOUTS, "{\"id\":7,\"amount_cents\":1250}");
-    publish(svc.kafka, TOPIC_PAGE_VIEWS, "/pricing");
+    publish(svc.kafka, TOPIC_PAGE_VIEWS, "{\"page\":\"/pricing\"}");
     svc_wait w = {&svc, &cl};
     assert_true(cst_wait(payout_paid, &w, 30000));
     assert_true(cst_wait(view_handled, &w, 30000));
@@ -111,20 +112,63 @@ static void payout_comes_back_and_is_paid_view_does_not(void **state) {
     cs_app_destroy(svc.app);
 }
 
-static void zero_payout_is_dropped(void **state) {
+typedef struct line_wait {
+    payouts_service *svc;
+    uint64_t n;
+} line_wait;
+
+static bool lines_settled(void *arg) {
+    line_wait *w = arg;
+    cs_sub_stats st;
+    cs_sub_stats_get(w->svc->reconcile, &st);
+    return st.acked + st.dropped >= w->n;
+}
+
+static bool payouts_settled(void *arg) {
+    line_wait *w = arg;
+    cs_sub_stats st;
+    cs_sub_stats_get(w->svc->pay_out, &st);
+    return st.acked + st.dropped + st.decode_failures >= w->n;
+}
+
+/* Statement lines in batches: the empty one is dropped, the others matched;
+ * a payout that does not decode never reaches pay_out, is counted and dropped,
+ * and the zero payout is dropped by the handler. */
+static void reconcile_and_bad_input(void **state) {
     (void)state;
-    payout p;
-    assert_int_equal(payout_parse("{\"id\":3,\"amount_cents\":0}", 26, &p), 0);
-    assert_int_equal(p.id, 3);
-    assert_int_equal(p.amount_cents, 0);
-    assert_int_equal(payout_parse("{\"id\":x}", 8, &p), -1);
-    assert_int_equal(payout_parse(NULL, 0, &p), -1);
+    clients cl;
+    payouts_options opt = {.brokers = cs_test_cluster_brokers(cst_cluster), .clients = &cl, .tune = test_timings};
+    payouts_service svc;
+    CST_OK(payouts_service_new(&opt, &svc));
+    CST_OK(cs_app_start(svc.app));
+    publish(svc.kafka, TOPIC_STATEMENTS, "{\"payout_id\":1,\"amount_cents\":100}");
+    publish(svc.kafka, TOPIC_STATEMENTS, "{\"payout_id\":2,\"amount_cents\":0}");
+    publish(svc.kafka, TOPIC_STATEMENTS, "{\"payout_id\":3,\"amount_cents\":300}");
+    publish(svc.kafka, TOPIC_PAYOUTS, "{\"id\":\"seven\"}");          /* wrong type */
+    publish(svc.kafka, TOPIC_PAYOUTS, "{\"id\":8,\"amount_cents\":0}"); /* zero: dropped */
+    cs_record tombstone = {.topic = TOPIC_PAYOUTS, .partition = -1, .key = "9", .key_len = 1};
+    CST_OK(cs_publish(svc.kafka, &tombstone, NULL));
+    line_wait lines = {&svc, 3}, pays = {&svc, 3};
+    assert_true(cst_wait(lines_settled, &lines, 30000));
+    assert_true(cst_wait(payouts_settled, &pays, 30000));
+    cs_sub_stats rec, pay;
+    cs_sub_stats_get(svc.reconcile, &rec);
+    cs_sub_stats_get(svc.pay_out, &pay);
+    assert_int_equal(rec.acked, 2);
+    assert_int_equal(rec.dropped, 1);
+    assert_int_equal(ledger_matched(&cl.ledger), 2);
+    assert_int_equal(pay.decode_failures, 2); /* the wrong type and the tombstone */
+    assert_int_equal(pay.dropped, 1 + 2);     /* the zero payout, and both undecodable ones */
+    assert_int_equal(pay.delivered, 1);       /* only the zero payout reached the handler */
+    assert_int_equal(bank_paid(&cl.bank), 0);
+    CST_OK(cs_app_stop(svc.app));
+    cs_app_destroy(svc.app);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(zero_payout_is_dropped),
         cmocka_unit_test(payout_comes_back_and_is_paid_view_does_not),
+        cmocka_unit_test(reconcile_and_bad_input),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
