@@ -25,8 +25,20 @@ static void close_clients(cs_app *app, void *user) {
     clients_close(h->clients);
 }
 
+static void name(char *out, size_t size, const char *prefix, const char *base) {
+    snprintf(out, size, "%s%s", prefix ? prefix : "", base);
+}
+
 cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     memset(out, 0, sizeof *out);
+    payouts_names *n = &out->names;
+    name(n->payouts, sizeof n->payouts, opt->prefix, TOPIC_PAYOUTS);
+    name(n->payouts_done, sizeof n->payouts_done, opt->prefix, TOPIC_PAYOUTS_DONE);
+    name(n->page_views, sizeof n->page_views, opt->prefix, TOPIC_PAGE_VIEWS);
+    name(n->statements, sizeof n->statements, opt->prefix, TOPIC_STATEMENTS);
+    name(n->group, sizeof n->group, opt->prefix, "payouts");
+    name(n->analytics, sizeof n->analytics, opt->prefix, "analytics");
+    name(n->reconciliation, sizeof n->reconciliation, opt->prefix, "reconciliation");
     hooks.clients = opt->clients;
     hooks.counters_fail_every = opt->counters_fail_every;
     hooks.bank_fail_every = opt->bank_fail_every;
@@ -36,29 +48,29 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     cs_err err = cs_app_add_kafka(app, k);
     if (!err) err = cs_app_on_startup(app, open_clients, &hooks);
     if (!err) err = cs_app_on_shutdown(app, close_clients, &hooks);
-    if (!err) err = cs_kafka_default_group(k, "payouts");
-    if (!err) err = cs_kafka_topic(k, TOPIC_PAGE_VIEWS, 4);
-    if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS, 4);
-    if (!err) err = cs_kafka_topic(k, TOPIC_PAYOUTS_DONE, 4);
-    if (!err) err = cs_kafka_topic(k, TOPIC_STATEMENTS, 4);
+    if (!err) err = cs_kafka_default_group(k, n->group);
+    if (!err) err = cs_kafka_topic(k, n->page_views, 4);
+    if (!err) err = cs_kafka_topic(k, n->payouts, 4);
+    if (!err) err = cs_kafka_topic(k, n->payouts_done, 4);
+    if (!err) err = cs_kafka_topic(k, n->statements, 4);
     if (!err) err = cs_kafka_producer_config(k, "enable.idempotence", "true");
     if (!err) err = cs_kafka_flush_timeout_ms(k, 10000);
     if (!err && opt->tune) opt->tune(k);
 
-    cs_sub *views = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAGE_VIEWS, count_view, opt->clients);
+    cs_sub *views = err ? NULL : cs_kafka_subscribe(k, n->page_views, count_view, opt->clients);
     if (!err && !views) err = CS_ERR_ARG;
-    if (!err) err = cs_sub_group(views, "analytics");
+    if (!err) err = cs_sub_group(views, n->analytics);
     if (!err) err = cs_sub_decode(views, &cs_codec_json, &page_view_type);
-    cs_sub *payouts = err ? NULL : cs_kafka_subscribe(k, TOPIC_PAYOUTS, pay_out, opt->clients);
+    cs_sub *payouts = err ? NULL : cs_kafka_subscribe(k, n->payouts, pay_out, opt->clients);
     if (!err && !payouts) err = CS_ERR_ARG;
-    if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default, "payouts" */
+    if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default */
     if (!err) err = cs_sub_workers(payouts, 4);
-    if (!err) err = cs_sub_reply(payouts, TOPIC_PAYOUTS_DONE, 5000); /* reply queue timeout 5 s */
+    if (!err) err = cs_sub_reply(payouts, n->payouts_done, 5000); /* reply queue timeout 5 s */
     if (!err) err = cs_sub_decode(payouts, &cs_codec_json, &payout_type);
 
-    cs_sub *lines = err ? NULL : cs_kafka_subscribe_batch(k, TOPIC_STATEMENTS, reconcile, 500, opt->clients);
+    cs_sub *lines = err ? NULL : cs_kafka_subscribe_batch(k, n->statements, reconcile, 500, opt->clients);
     if (!err && !lines) err = CS_ERR_ARG;
-    if (!err) err = cs_sub_group(lines, "reconciliation");
+    if (!err) err = cs_sub_group(lines, n->reconciliation);
     if (!err) err = cs_sub_commit(lines, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_decode(lines, &cs_codec_json, &statement_line_type);
     if (err) {

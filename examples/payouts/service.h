@@ -21,7 +21,14 @@
 
 #define TOPIC_STATEMENTS "statements"
 
+/* Topic and group names; a prefix keeps test runs on a shared cluster apart. */
+typedef struct payouts_names {
+    char payouts[96], payouts_done[96], page_views[96], statements[96];
+    char group[96], analytics[96], reconciliation[96];
+} payouts_names;
+
 typedef struct payouts_service {
+    payouts_names names;
     cs_app *app;
     cs_kafka *kafka;
     cs_sub *count_view;
@@ -35,6 +42,7 @@ typedef struct payouts_options {
     uint64_t counters_fail_every; /* the start-up hook's failure pattern for the store */
     uint64_t bank_fail_every;     /* ... and for the bank */
     void (*tune)(cs_kafka *k);    /* tests: extra broker properties (may be NULL) */
+    const char *prefix;           /* tests: prefixes every topic and group name (may be NULL) */
 } payouts_options;
 
 /* Builds the app (not started). */
