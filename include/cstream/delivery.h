@@ -65,6 +65,13 @@ int cs_delivery_attempt(const cs_delivery *d);
  * cs_sub_reply). Key and value are copied; either may be NULL. */
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len);
 
+/* Why the handler drops or retries this record (printf-style); it goes into
+ * the dead-letter record's cstream.dlq.reason header and the logs. It belongs
+ * to the current attempt. */
+cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The reason set on this attempt, or NULL. */
+const char *cs_delivery_reason(const cs_delivery *d);
+
 /* A retry that comes back after `delay_ms` (Tracked): return it from the
  * handler (or pass it to cs_delivery_settle). The lane keeps running other
  * records meanwhile, so later records of the same lane may run before the

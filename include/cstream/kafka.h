@@ -78,6 +78,21 @@ cs_err cs_sub_start_at(cs_sub *s, cs_start where);
 cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
 /* Handler threads (default 1). Records of one partition go to one lane, in order. */
 cs_err cs_sub_workers(cs_sub *s, int n);
+/* Retries and dead letters (Tracked). The handler runs at most `n` times for
+ * one record (the first delivery is attempt 1; 0, the default, means no cap).
+ * When the last attempt asks for a retry, the record goes to the dead-letter
+ * topic if the subscription has one (and is settled once the cluster accepted
+ * it; if that publish fails the record stays open and is tried again), else it
+ * is dropped with a warning and counted (exhausted). */
+cs_err cs_sub_max_attempts(cs_sub *s, int n);
+/* Dead-letter topic (must exist at start-up). A dead-letter record keeps the
+ * original key, value and headers and adds provenance headers:
+ *   cstream.dlq.topic, cstream.dlq.partition, cstream.dlq.offset,
+ *   cstream.dlq.timestamp (ms, -1 if none), cstream.dlq.group,
+ *   cstream.dlq.attempts, cstream.dlq.reason
+ * Under Tracked, records that do not decode (cs_sub_decode) go there too. */
+cs_err cs_sub_dead_letter(cs_sub *s, const char *topic);
+
 /* Typed payloads: every record is decoded with `codec` into a value of `type`
  * before the handler runs; the handler reads it with cs_delivery_decoded()
  * (the raw bytes stay available). A record that does not decode is never
@@ -136,7 +151,9 @@ typedef struct cs_sub_stats {
     uint64_t commits;           /* successful explicit commits (Tracked) */
     uint64_t commit_failures;   /* failed explicit commits (retried on the next tick) */
     uint64_t pauses;            /* partitions paused at max_open */
-    uint64_t decode_failures;   /* records that did not decode (cs_sub_decode): dropped, logged */
+    uint64_t decode_failures;   /* records that did not decode (cs_sub_decode) */
+    uint64_t dead_lettered;     /* records the dead-letter topic accepted */
+    uint64_t exhausted;         /* records dropped at max_attempts without a dead-letter topic */
 } cs_sub_stats;
 void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
 

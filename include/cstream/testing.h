@@ -36,6 +36,10 @@ void cs_test_unique_name(char *buf, size_t size, const char *prefix);
  * refused) or brings it back. CS_ERR_UNSUPPORTED on an external cluster. */
 cs_err cs_test_cluster_set_down(cs_test_cluster *c, int down);
 
+/* Embedded cluster only: makes the topic answer with a Kafka error code (0
+ * clears it), e.g. 3 (UNKNOWN_TOPIC_OR_PARTITION): publishes to it fail. */
+cs_err cs_test_topic_set_error(cs_test_cluster *c, const char *topic, int kafka_error);
+
 cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions);
 
 /* Publishes one record and waits for its delivery report. partition -1: any.

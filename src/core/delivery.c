@@ -1,6 +1,8 @@
 /* delivery.c — the public accessors of cs_delivery and its release.
  * Accessors read fields the fetch thread wrote before the hand-over (the lane
  * lock orders them), so they need no lock. */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +80,22 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
 
 const void *cs_delivery_decoded(const cs_delivery *d) { return d->decoded; }
 
+cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) {
+    if (!d || !fmt) return cs__fail(CS_ERR_ARG, "cs_delivery_set_reason: missing argument");
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    char *copy = strdup(buf);
+    if (!copy) return cs__fail(CS_ERR_NOMEM, "cs_delivery_set_reason: out of memory");
+    free(d->reason);
+    d->reason = copy;
+    return CS_OK;
+}
+
+const char *cs_delivery_reason(const cs_delivery *d) { return d->reason; }
+
 cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type, const void *value) {
     if (!d || !codec || !type || !value) return cs__fail(CS_ERR_ARG, "cs_delivery_reply_encoded: missing argument");
     char *buf = NULL;
@@ -109,6 +127,7 @@ void cs__delivery_free(cs_delivery *d) {
         if (d->decoded != d->decoded_inline.bytes) free(d->decoded);
     }
     free(d->reply_buf);
+    free(d->reason);
     if (d->msg) d->part->ops->release(d->msg);
     cs__part_unref(d->part);
     free(d);

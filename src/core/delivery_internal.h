@@ -31,6 +31,7 @@ struct cs_delivery {
     int lane;
     bool alone;        /* a retried record: it runs in a batch of its own */
     int64_t retry_at_ms; /* cs_retry_after: when it may run again (0: at once) */
+    char *reason;        /* cs_delivery_set_reason, for this attempt */
     cs_delivery *next; /* lane queue or in-flight list */
     cs_delivery *prev; /* in-flight list */
 
@@ -50,6 +51,9 @@ struct cs_delivery {
 
 /* Decodes d's value once (kept across attempts); on failure cs_errmsg() names the field. */
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type);
+
+/* Producer side: the dead-letter record of d was accepted (ok) or not. */
+void cs__delivery_dead_letter_done(cs_delivery *d, bool ok);
 
 /* Producer side: the reply of a gated delivery was delivered (ok) or not. */
 void cs__delivery_reply_done(cs_delivery *d, bool ok);

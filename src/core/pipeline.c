@@ -10,6 +10,8 @@
 #include "pipeline.h"
 
 #include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +39,7 @@ typedef struct lane {
     bool run_reported;
 
     _Atomic uint64_t delivered, acked, dropped, retried, retry_unsupported, stale, slow, decode_failures;
+    _Atomic uint64_t dead_lettered, exhausted;
 } lane;
 
 struct cs_pipeline {
@@ -68,6 +71,7 @@ struct cs_pipeline {
     _Atomic uint64_t commits, commit_failures, pauses;
     cs_ratelimit retry_warning;
     cs_ratelimit decode_warning;
+    cs_ratelimit exhausted_warning;
 };
 
 static void *worker_main(void *arg);
@@ -534,29 +538,89 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     return CS_OK;
 }
 
-/* An ack with a reply publishes the reply first. Under Tracked the reply
- * gates the source: its delivery report settles it (ack if delivered, retry if
- * not); a reply that cannot even be queued is a retry at once. */
-static cs_err settle_or_reply(cs_delivery *d, cs_outcome outcome) {
-    if (outcome != CS_ACK || !d->reply_buf) return settle(d, outcome);
+/* What a settlement may need from the pipeline, read under the partition
+ * lock: once the lock is released the pipeline may be closing, so only these
+ * copies are used (the callbacks and their args outlive the pipeline). */
+typedef struct outlet {
+    bool current; /* d belongs to the partition's current epoch of a live pipeline */
+    bool tracked;
+    int max_attempts;
+    int (*send_reply)(void *, cs_delivery *, bool, const void *, size_t, const void *, size_t);
+    void *reply_arg;
+    int (*send_dead_letter)(void *, cs_delivery *, const char *);
+    void *dead_letter_arg;
+} outlet;
+
+static outlet outlet_of(cs_delivery *d) {
+    outlet o = {0};
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
     cs_pipeline *p = part->pipe;
-    bool current = p && d->epoch == part->epoch && !atomic_load(&p->crashed);
-    int (*send)(void *, cs_delivery *, bool, const void *, size_t, const void *, size_t) =
-        current ? p->cfg.send_reply : NULL;
-    void *arg = current ? p->cfg.reply_arg : NULL;
-    bool gate = current && p->cfg.tracked;
+    o.current = p && d->epoch == part->epoch && !atomic_load(&p->crashed);
+    if (o.current) {
+        o.tracked = p->cfg.tracked;
+        o.max_attempts = p->cfg.max_attempts;
+        o.send_reply = p->cfg.send_reply;
+        o.reply_arg = p->cfg.reply_arg;
+        o.send_dead_letter = p->cfg.send_dead_letter;
+        o.dead_letter_arg = p->cfg.dead_letter_arg;
+    }
     pthread_mutex_unlock(&part->lock);
+    return o;
+}
+
+/* Adds to one of d's lane counters if its pipeline still runs. */
+static void count(cs_delivery *d, size_t counter_offset) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (part->pipe)
+        atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&part->pipe->lanes[d->lane] + counter_offset), 1,
+                                  memory_order_relaxed);
+    pthread_mutex_unlock(&part->lock);
+}
+
+static bool attempts_exhausted(const outlet *o, const cs_delivery *d) {
+    return o->current && o->tracked && o->max_attempts > 0 && d->attempt >= o->max_attempts;
+}
+
+/* The record has had its last attempt (or does not decode): to the dead-letter
+ * topic, whose report settles it, else dropped with a warning. */
+static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
+    if (o->send_dead_letter) {
+        if (o->send_dead_letter(o->dead_letter_arg, d, why) == 0) return CS_OK; /* the report settles it */
+        return settle(d, CS_RETRY); /* not even queued: it stays open and comes back */
+    }
+    count(d, offsetof(lane, exhausted));
+    CS_LOG_WARN("record dropped after its last attempt (no dead-letter topic) topic=%s partition=%d offset=%lld "
+                "attempts=%d reason=\"%s\"",
+                d->topic, (int)d->partition, (long long)d->offset, d->attempt, why ? why : "");
+    return settle(d, CS_DROP);
+}
+
+void cs__delivery_dead_letter_done(cs_delivery *d, bool ok) {
+    if (ok) count(d, offsetof(lane, dead_lettered));
+    settle(d, ok ? CS_DROP : CS_RETRY); /* not accepted: it stays open and is tried again */
+}
+
+/* An ack with a reply publishes the reply first. Under Tracked the reply
+ * gates the source: its delivery report settles it (ack if delivered, retry if
+ * not); a reply that cannot even be queued is a retry at once. A retry after
+ * the last allowed attempt gives the record up instead. */
+static cs_err settle_or_reply(cs_delivery *d, cs_outcome outcome) {
+    bool reply = outcome == CS_ACK && d->reply_buf;
+    if (!reply && outcome != CS_RETRY) return settle(d, outcome);
+    outlet o = outlet_of(d);
+    if (outcome == CS_RETRY) return attempts_exhausted(&o, d) ? give_up(d, &o, d->reason) : settle(d, outcome);
     char *buf = d->reply_buf; /* ours now: d may be settled and freed once a gated reply is queued */
     d->reply_buf = NULL;
-    if (!send) {
+    bool gate = o.current && o.tracked;
+    if (!o.send_reply) {
         free(buf);
         return settle(d, outcome);
     }
     const char *key = d->reply_key_null ? NULL : buf;
     const char *value = d->reply_value_null ? NULL : buf + d->reply_key_len;
-    int rc = send(arg, d, gate, key, d->reply_key_len, value, d->reply_value_len);
+    int rc = o.send_reply(o.reply_arg, d, gate, key, d->reply_key_len, value, d->reply_value_len);
     free(buf);
     if (!gate) return settle(d, outcome);
     return rc == 0 ? CS_OK : settle(d, CS_RETRY);
@@ -613,6 +677,13 @@ static bool decode_or_drop(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
     if (!p->cfg.type || cs__delivery_decode(d, p->cfg.codec, p->cfg.type) == CS_OK) return true;
     atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
+    if (p->cfg.tracked && p->cfg.send_dead_letter) {
+        char why[600];
+        snprintf(why, sizeof why, "does not decode as %s: %s", p->cfg.type->name, cs_errmsg());
+        outlet o = outlet_of(d);
+        give_up(d, &o, why);
+        return false;
+    }
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
         CS_LOG_WARN("record does not decode, dropped topic=%s partition=%d offset=%lld type=%s reason=\"%s\" "
@@ -625,14 +696,25 @@ static bool decode_or_drop(lane *l, cs_delivery *d) {
 
 static void start_attempt(lane *l, cs_delivery *d) {
     d->attempt++;
+    free(d->reason); /* a reason belongs to the attempt that set it */
+    d->reason = NULL;
     free(d->reply_buf); /* a reply belongs to the attempt that set it */
     d->reply_buf = NULL;
     atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
 }
 
+/* A record that already had its last attempt (its dead-letter publish failed,
+ * or its count came from an earlier owner) goes straight to giving up. */
+static bool exhausted_at_admission(cs_pipeline *p, cs_delivery *d) {
+    if (!p->cfg.tracked || p->cfg.max_attempts <= 0 || d->attempt < p->cfg.max_attempts) return false;
+    outlet o = outlet_of(d);
+    give_up(d, &o, d->reason ? d->reason : "attempts exhausted");
+    return true;
+}
+
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
-    if (!decode_or_drop(l, d)) return;
+    if (!decode_or_drop(l, d) || exhausted_at_admission(p, d)) return;
     bool watch = p->cfg.handler_time_limit_ms > 0;
     start_attempt(l, d);
     if (watch) watch_start(l, d);
@@ -645,7 +727,8 @@ static void run_batch(lane *l, size_t n) {
     cs_pipeline *p = l->pipe;
     size_t kept = 0;
     for (size_t i = 0; i < n; i++)
-        if (admit(p, l->batch[i]) && decode_or_drop(l, l->batch[i])) l->batch[kept++] = l->batch[i];
+        if (admit(p, l->batch[i]) && decode_or_drop(l, l->batch[i]) && !exhausted_at_admission(p, l->batch[i]))
+            l->batch[kept++] = l->batch[i];
     if (kept == 0) return;
     for (size_t i = 0; i < kept; i++) {
         start_attempt(l, l->batch[i]);
@@ -798,6 +881,8 @@ void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out) {
         out->stale += atomic_load(&l->stale);
         out->slow_handlers += atomic_load(&l->slow);
         out->decode_failures += atomic_load(&l->decode_failures);
+        out->dead_lettered += atomic_load(&l->dead_lettered);
+        out->exhausted += atomic_load(&l->exhausted);
     }
     out->commits = atomic_load(&p->commits);
     out->commit_failures = atomic_load(&p->commit_failures);

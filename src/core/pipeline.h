@@ -45,6 +45,12 @@ typedef struct cs_pipeline_config {
     int (*send_reply)(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
                       size_t value_len);
     void *reply_arg;
+    /* Tracked: handler runs per record (0: no cap). */
+    int max_attempts;
+    /* Publishes d to the dead-letter topic (NULL: none); its report settles d
+     * through cs__delivery_dead_letter_done. 0 if queued. No lock held. */
+    int (*send_dead_letter)(void *arg, cs_delivery *d, const char *reason);
+    void *dead_letter_arg;
 } cs_pipeline_config;
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);

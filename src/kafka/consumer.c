@@ -415,6 +415,9 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .wake_arg = c,
         .send_reply = s->reply_topic ? cs__kafka_send_reply : NULL,
         .reply_arg = s,
+        .max_attempts = s->max_attempts,
+        .send_dead_letter = s->dead_letter ? cs__kafka_send_dead_letter : NULL,
+        .dead_letter_arg = s,
     };
     c->pipe = cs__pipeline_new(&pc);
     if (!c->pipe) {

@@ -64,6 +64,11 @@ cs_err cs__embedded_set_down(cs_embedded *e, bool down) {
     return CS_OK;
 }
 
+cs_err cs__embedded_topic_error(cs_embedded *e, const char *topic, int kafka_error) {
+    rd_kafka_mock_topic_set_error(e->mock, topic, (rd_kafka_resp_err_t)kafka_error);
+    return CS_OK;
+}
+
 void cs__embedded_destroy(cs_embedded *e) {
     if (!e) return;
     rd_kafka_mock_cluster_destroy(e->mock);

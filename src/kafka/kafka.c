@@ -38,6 +38,7 @@ static void sub_free(cs_sub *s) {
     free(s->name);
     free(s->group);
     free(s->reply_topic);
+    free(s->dead_letter);
     cs__kvlist_free(&s->config);
     free(s);
 }
@@ -287,6 +288,17 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
     return replace_string(&s->reply_topic, topic, "cs_sub_reply");
 }
 
+cs_err cs_sub_max_attempts(cs_sub *s, int n) {
+    return set_int(s, "cs_sub_max_attempts", s ? &s->max_attempts : NULL, n, 0, 1000000);
+}
+
+cs_err cs_sub_dead_letter(cs_sub *s, const char *topic) {
+    cs_err err = sub_configurable(s, "cs_sub_dead_letter");
+    if (err) return err;
+    if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_dead_letter(%s): topic is empty", s->name);
+    return replace_string(&s->dead_letter, topic, "cs_sub_dead_letter");
+}
+
 cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user) {
     cs_err err = sub_configurable(s, "cs_sub_on_assign");
     if (err) return err;
@@ -341,7 +353,8 @@ static cs_err start_embedded(cs_kafka *k) {
  * otherwise let the consumer wait silently for a topic that never comes. */
 static cs_err check_topics(cs_kafka *k, cs_app *app) {
     size_t n = k->n_topics;
-    for (size_t i = 0; i < k->n_subs; i++) n += k->subs[i]->n_topics + (k->subs[i]->reply_topic ? 1 : 0);
+    for (size_t i = 0; i < k->n_subs; i++)
+        n += k->subs[i]->n_topics + (k->subs[i]->reply_topic ? 1 : 0) + (k->subs[i]->dead_letter ? 1 : 0);
     char **names = calloc(n ? n : 1, sizeof *names);
     if (!names) return cs__fail(CS_ERR_NOMEM, "topic check: out of memory");
     size_t j = 0;
@@ -349,6 +362,7 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     for (size_t i = 0; i < k->n_subs; i++) {
         for (size_t t = 0; t < k->subs[i]->n_topics; t++) names[j++] = k->subs[i]->topics[t];
         if (k->subs[i]->reply_topic) names[j++] = k->subs[i]->reply_topic;
+        if (k->subs[i]->dead_letter) names[j++] = k->subs[i]->dead_letter;
     }
 
     char reason[512];
@@ -517,5 +531,44 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
                              : cs__fail(CS_ERR_STATE, "reply to %s: the producer is closed", s->reply_topic);
     pthread_rwlock_unlock(&k->producer_lock);
     if (err) CS_LOG_WARN("reply not queued subscription=%s topic=%s reason=\"%s\"", s->name, s->reply_topic, cs_errmsg());
+    return err ? -1 : 0;
+}
+
+/* The dead-letter record: the original key, value and headers, plus the
+ * provenance headers documented in cstream/kafka.h. */
+int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
+    cs_sub *s = arg;
+    cs_kafka *k = s->k;
+    size_t n_orig = cs_delivery_header_count(d);
+    cs_header *h = calloc(n_orig + 7, sizeof *h);
+    if (!h) return -1;
+    size_t n = 0;
+    for (size_t i = 0; i < n_orig; i++, n++)
+        cs_delivery_header(d, i, &h[n].name, &h[n].value, &h[n].len);
+    char partition[16], offset[24], timestamp[24], attempts[16];
+    snprintf(partition, sizeof partition, "%d", (int)cs_delivery_partition(d));
+    snprintf(offset, sizeof offset, "%lld", (long long)cs_delivery_offset(d));
+    snprintf(timestamp, sizeof timestamp, "%lld", (long long)cs_delivery_timestamp(d));
+    snprintf(attempts, sizeof attempts, "%d", cs_delivery_attempt(d));
+    const char *group = s->group ? s->group : k->default_group;
+    const char *why = reason ? reason : "";
+    h[n++] = (cs_header){"cstream.dlq.topic", cs_delivery_topic(d), strlen(cs_delivery_topic(d))};
+    h[n++] = (cs_header){"cstream.dlq.partition", partition, strlen(partition)};
+    h[n++] = (cs_header){"cstream.dlq.offset", offset, strlen(offset)};
+    h[n++] = (cs_header){"cstream.dlq.timestamp", timestamp, strlen(timestamp)};
+    h[n++] = (cs_header){"cstream.dlq.group", group, strlen(group)};
+    h[n++] = (cs_header){"cstream.dlq.attempts", attempts, strlen(attempts)};
+    h[n++] = (cs_header){"cstream.dlq.reason", why, strlen(why)};
+    cs_record r = {.topic = s->dead_letter, .partition = -1, .headers = h, .n_headers = n};
+    r.key = cs_delivery_key(d, &r.key_len);
+    r.value = cs_delivery_value(d, &r.value_len);
+    pthread_rwlock_rdlock(&k->producer_lock);
+    cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms)
+                             : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
+    pthread_rwlock_unlock(&k->producer_lock);
+    free(h);
+    if (err)
+        CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s reason=\"%s\"",
+                    s->name, s->dead_letter, cs_errmsg());
     return err ? -1 : 0;
 }

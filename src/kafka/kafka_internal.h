@@ -35,6 +35,7 @@ cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions);
 void cs__embedded_destroy(cs_embedded *e);
 /* Disconnects the (single) broker and refuses connections, or lets them in again. */
 cs_err cs__embedded_set_down(cs_embedded *e, bool down);
+cs_err cs__embedded_topic_error(cs_embedded *e, const char *topic, int kafka_error);
 
 typedef struct cs_consumer cs_consumer;
 typedef struct cs_producer cs_producer;
@@ -48,6 +49,8 @@ typedef struct cs_publish_wait cs_publish_wait;
 cs_err cs__publish_start(cs_producer *p, const cs_record *r, cs_publish_wait **out);
 cs_err cs__publish_finish(cs_publish_wait *w, const char *topic, cs_published *out);
 cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish_fn fn, void *opaque);
+/* Dead-letter record of `source`: its report settles the source. */
+cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms);
 /* gated_source NULL: fire and forget (Auto); else its report settles the source. */
 cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated_source, int queue_timeout_ms);
 /* Waits up to timeout_ms for every record to be delivered; returns how many were not. */
@@ -78,6 +81,8 @@ struct cs_sub {
     cs_partitions_fn on_assign, on_revoke;
     void *on_assign_user, *on_revoke_user;
     char *reply_topic; /* cs_sub_reply, or NULL */
+    char *dead_letter; /* cs_sub_dead_letter, or NULL */
+    int max_attempts;
     int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
@@ -117,6 +122,9 @@ cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, 
 /* The pipeline's reply hook for a subscription (arg: the cs_sub). */
 int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
                          size_t value_len);
+
+/* The pipeline's dead-letter hook for a subscription (arg: the cs_sub). */
+int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason);
 
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);

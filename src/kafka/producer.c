@@ -32,7 +32,7 @@ struct cs_producer {
 };
 
 /* What a delivery report completes; the per-message opaque. */
-typedef enum outgoing_kind { OUT_WAIT, OUT_CALLBACK, OUT_REPLY_GATED, OUT_REPLY_FREE } outgoing_kind;
+typedef enum outgoing_kind { OUT_WAIT, OUT_CALLBACK, OUT_REPLY_GATED, OUT_REPLY_FREE, OUT_DEAD_LETTER } outgoing_kind;
 typedef struct outgoing {
     outgoing_kind kind;
     /* OUT_WAIT: the publisher waits on the outgoing's own lock and condition,
@@ -66,6 +66,12 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         cs_published where = {m->partition, m->offset};
         if (m->err) cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
         o->fn(m->err ? NULL : &where, m->err ? CS_ERR_KAFKA : CS_OK, o->opaque);
+        free(o);
+    } else if (o && o->kind == OUT_DEAD_LETTER) {
+        if (m->err)
+            CS_LOG_WARN("dead-letter record not accepted, its source stays open topic=%s error=\"%s\"",
+                        rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+        cs__delivery_dead_letter_done(o->source, m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
         free(o);
     } else if (o) {
         if (m->err) {
@@ -248,6 +254,16 @@ cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated
     if (!o) return cs__fail(CS_ERR_NOMEM, "reply to %s: out of memory", r->topic);
     o->kind = gated_source ? OUT_REPLY_GATED : OUT_REPLY_FREE;
     o->source = gated_source;
+    cs_err err = enqueue(p, r, o, queue_timeout_ms);
+    if (err) free(o);
+    return err;
+}
+
+cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms) {
+    outgoing *o = calloc(1, sizeof *o);
+    if (!o) return cs__fail(CS_ERR_NOMEM, "dead letter to %s: out of memory", r->topic);
+    o->kind = OUT_DEAD_LETTER;
+    o->source = source;
     cs_err err = enqueue(p, r, o, queue_timeout_ms);
     if (err) free(o);
     return err;

@@ -100,6 +100,12 @@ cs_err cs_test_cluster_set_down(cs_test_cluster *c, int down) {
     return cs__embedded_set_down(c->embedded, down != 0);
 }
 
+cs_err cs_test_topic_set_error(cs_test_cluster *c, const char *topic, int kafka_error) {
+    if (!c->embedded)
+        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_set_error: only the embedded cluster injects errors here");
+    return cs__embedded_topic_error(c->embedded, topic, kafka_error);
+}
+
 cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
     cs_kafka *k = cs_kafka_new(c->brokers);
     if (!k) return NULL;
