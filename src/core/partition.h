@@ -16,8 +16,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attempts_meta.h"
 #include "source.h"
 #include "tracker.h"
+
+/* Attempt counts kept per partition from the committed metadata. */
+#define CS_PRIOR_MAX 64
 
 typedef struct cs_delivery cs_delivery;
 typedef struct cs_pipeline cs_pipeline;
@@ -41,6 +45,14 @@ typedef struct cs_part {
     bool paused;            /* fetching paused at max_open (fetch thread's view) */
     bool dirty;             /* a settlement moved the tracker since the last commit */
     int64_t last_committed; /* position last sent in a commit this epoch, -1 none */
+    char last_meta[CS_META_MAX]; /* its attempts metadata */
+    /* attempt counts of open records from the committed metadata (assign),
+     * ascending; prior_next walks them as the offsets are fetched */
+    int64_t prior_off[CS_PRIOR_MAX];
+    uint32_t prior_att[CS_PRIOR_MAX];
+    size_t n_prior, prior_next;
+    int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
+    size_t suspect_left; /* records that still commit their attempt before running */
 } cs_part;
 
 cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,

@@ -240,6 +240,10 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     part->paused = false;
     part->dirty = false;
     part->last_committed = -1;
+    part->last_meta[0] = '\0';
+    part->n_prior = part->prior_next = 0;
+    part->max_fetched = -1;
+    part->suspect_left = 0;
     if (part->tracker) cs_tracker_reset(part->tracker);
     pthread_mutex_unlock(&part->lock);
 }
@@ -297,26 +301,72 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
     pthread_mutex_unlock(&part->lock);
 }
 
-int64_t cs__part_position_to_commit(cs_part *part) {
-    int64_t pos = -1;
+/* Called with part->lock held: the position and metadata to commit now. */
+static void commit_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+    int64_t offsets[CS_PRIOR_MAX];
+    uint32_t attempts[CS_PRIOR_MAX];
+    *pos = cs_tracker_position(part->tracker);
+    if (*pos < 0) *pos = part->last_committed; /* nothing fetched yet this epoch */
+    size_t n = cs_tracker_open_attempts(part->tracker, offsets, attempts, CS_PRIOR_MAX);
+    /* Counts from the committed metadata of records not fetched yet. */
+    for (size_t i = part->prior_next; i < part->n_prior && n < CS_PRIOR_MAX; i++) {
+        if (part->prior_off[i] <= part->max_fetched) continue;
+        offsets[n] = part->prior_off[i];
+        attempts[n++] = part->prior_att[i];
+    }
+    cs__meta_encode(meta, cap, clean && part->n_inflight == 0, offsets, attempts, n);
+}
+
+bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+    bool send = false;
     pthread_mutex_lock(&part->lock);
-    if (part->tracker && part->dirty) {
-        int64_t t = cs_tracker_position(part->tracker);
-        if (t >= 0 && t != part->last_committed) pos = t;
+    /* A clean commit is sent even without news: it tells the next owner that
+     * the record at the position was not being run when this one left. */
+    if (part->tracker && (part->dirty || clean)) {
+        commit_state_locked(part, clean, pos, meta, cap);
+        send = *pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0);
         part->dirty = false;
     }
     pthread_mutex_unlock(&part->lock);
-    return pos;
+    return send;
 }
 
-void cs__part_commit_done(cs_part *part, int64_t position, bool ok) {
+void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok) {
     pthread_mutex_lock(&part->lock);
     if (ok) {
-        if (position > part->last_committed) part->last_committed = position;
+        if (position >= part->last_committed) {
+            part->last_committed = position;
+            snprintf(part->last_meta, sizeof part->last_meta, "%s", meta ? meta : "");
+        }
     } else {
         part->dirty = true; /* the next tick sends it again */
     }
     pthread_mutex_unlock(&part->lock);
+}
+
+void cs__part_set_prior(cs_part *part, int64_t committed, const char *meta, const int64_t *offsets,
+                        const uint32_t *attempts, size_t n, bool suspect) {
+    pthread_mutex_lock(&part->lock);
+    /* The previous owner held at most max_open records past its position. */
+    /* Only a cap needs the count to be exact across crashes. */
+    part->suspect_left = suspect && part->pipe && part->pipe->cfg.max_attempts > 0 ? part->pipe->cfg.max_open : 0;
+    if (n > CS_PRIOR_MAX) n = CS_PRIOR_MAX;
+    memcpy(part->prior_off, offsets, n * sizeof *offsets);
+    memcpy(part->prior_att, attempts, n * sizeof *attempts);
+    part->n_prior = n;
+    part->prior_next = 0;
+    part->last_committed = committed;
+    snprintf(part->last_meta, sizeof part->last_meta, "%s", meta ? meta : "");
+    pthread_mutex_unlock(&part->lock);
+}
+
+/* Called with part->lock held: the attempts an earlier owner counted for this
+ * offset (0 if none). Offsets arrive in increasing order. */
+static int prior_attempts(cs_part *part, int64_t offset) {
+    while (part->prior_next < part->n_prior && part->prior_off[part->prior_next] < offset) part->prior_next++;
+    if (part->prior_next < part->n_prior && part->prior_off[part->prior_next] == offset)
+        return (int)part->prior_att[part->prior_next];
+    return 0;
 }
 
 static size_t resume_mark(const cs_pipeline *p) { return p->cfg.max_open / 2; }
@@ -448,6 +498,8 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
         cs__delivery_free(d);
         return false;
     }
+    if (part->tracker) d->attempt = prior_attempts(part, d->offset);
+    part->max_fetched = d->offset;
     part->held++;
     if (!part->paused && part_load(part) >= p->cfg.max_open) pause = part->paused = true;
     pthread_mutex_unlock(&part->lock);
@@ -663,11 +715,28 @@ static void watch_stop(lane *l) {
 /* Takes d into the in-flight list if it may run; else discards it. */
 static bool admit(cs_pipeline *p, cs_delivery *d) {
     cs_part *part = d->part;
+    bool precommit = false;
+    int64_t pos = -1;
+    char meta[CS_META_MAX];
     pthread_mutex_lock(&part->lock);
     bool run = runnable_locked(p, part, d);
     if (run) inflight_add(part, d);
+    if (run && part->tracker) {
+        /* The attempt about to start counts from now: it goes into the next
+         * commit's metadata, so that it survives a crash of this process. */
+        cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
+        part->dirty = true;
+        /* Right after an owner died, the record may be the one that killed
+         * it: its attempt is committed before it runs. */
+        if (part->suspect_left > 0 && p->cfg.precommit) {
+            part->suspect_left--;
+            commit_state_locked(part, false, &pos, meta, sizeof meta);
+            precommit = pos >= 0;
+        }
+    }
     pthread_mutex_unlock(&part->lock);
     if (!run) discard(d);
+    if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part, pos, meta);
     return run;
 }
 

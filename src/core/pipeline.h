@@ -51,6 +51,9 @@ typedef struct cs_pipeline_config {
      * through cs__delivery_dead_letter_done. 0 if queued. No lock held. */
     int (*send_dead_letter)(void *arg, cs_delivery *d, const char *reason);
     void *dead_letter_arg;
+    /* Tracked: commits a suspect record's attempt before it runs (sync). */
+    int (*precommit)(void *arg, cs_part *part, int64_t pos, const char *meta);
+    void *precommit_arg;
 } cs_pipeline_config;
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);
@@ -79,10 +82,16 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
  * deliveries lose their payload (the consumer is about to close). */
 void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_payloads);
 
-/* Tracked: position to commit if it moved since the last commit; -1 if none. */
-int64_t cs__part_position_to_commit(cs_part *part);
-/* Tracked: records the outcome of a commit of `position`. */
-void cs__part_commit_done(cs_part *part, int64_t position, bool ok);
+/* Tracked: what to commit if the position or the attempt counts changed since
+ * the last commit: *pos and meta (attempts_meta.h; `clean` when written by a
+ * graceful revoke or stop). False if there is nothing new. */
+bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap);
+/* Tracked: records the outcome of a commit of `position` with `meta`. */
+void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok);
+/* Fetch thread, at assign (Tracked): the attempt counts read from the
+ * committed metadata, ascending; and what was committed. */
+void cs__part_set_prior(cs_part *part, int64_t committed, const char *meta, const int64_t *offsets,
+                        const uint32_t *attempts, size_t n, bool suspect);
 /* Fetch thread, at revoke: clears the paused flag; true if it was set (the
  * caller resumes the partition so that a later assignment starts unpaused). */
 bool cs__part_clear_paused(cs_part *part);

@@ -27,6 +27,7 @@
 
 typedef struct cs_tracker_entry {
     int64_t offset;
+    uint32_t attempts; /* handler runs so far (the caller's count) */
     bool settled;
 } cs_tracker_entry;
 
@@ -125,6 +126,7 @@ int cs_tracker_delivered(cs_tracker *t, int64_t offset, uint64_t *seq)
     uint64_t new_seq = t->next_seq;
     cs_tracker_entry *e = entry_for_seq(t, new_seq);
     e->offset = offset;
+    e->attempts = 0;
     e->settled = false;
     t->next_seq = new_seq + 1;
     t->open++;
@@ -172,4 +174,24 @@ size_t cs_tracker_open_count(const cs_tracker *t)
 size_t cs_tracker_span(const cs_tracker *t)
 {
     return (size_t)(t->next_seq - t->base_seq);
+}
+
+int cs_tracker_set_attempts(cs_tracker *t, uint64_t seq, uint32_t attempts)
+{
+    if (!seq_is_in_ring(t, seq)) return -1;
+    entry_for_seq(t, seq)->attempts = attempts;
+    return 0;
+}
+
+size_t cs_tracker_open_attempts(const cs_tracker *t, int64_t *offsets, uint32_t *attempts, size_t max)
+{
+    size_t n = 0;
+    for (uint64_t seq = t->base_seq; seq != t->next_seq && n < max; seq++) {
+        const cs_tracker_entry *e = entry_for_seq(t, seq);
+        if (e->settled || e->attempts == 0) continue;
+        offsets[n] = e->offset;
+        attempts[n] = e->attempts;
+        n++;
+    }
+    return n;
 }

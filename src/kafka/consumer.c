@@ -39,6 +39,7 @@ struct cs_consumer {
     int64_t next_commit_ms;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
+    pthread_mutex_t commit_lock; /* orders async commits with suspect-record commits */
     char who[256];
 };
 
@@ -101,7 +102,9 @@ static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafk
         const rd_kafka_topic_partition_t *e = &offsets->elems[i];
         rd_kafka_resp_err_t perr = err ? err : e->err;
         cs_part *part = part_of(c, e->topic, e->partition);
-        if (part) cs__part_commit_done(part, e->offset, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
+        char meta[CS_META_MAX];
+        snprintf(meta, sizeof meta, "%.*s", e->metadata ? (int)e->metadata_size : 0, e->metadata ? (const char *)e->metadata : "");
+        if (part) cs__part_commit_done(part, e->offset, meta, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
         uint64_t skipped = 0;
         if (perr && cs__ratelimit_allow(&c->commit_warning, 2000, &skipped))
             CS_LOG_WARN("commit failed, retried on the next tick subscription=%s topic=%s partition=%d "
@@ -130,8 +133,10 @@ static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
     if (err) CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
 }
 
-/* Commits the partitions in `only` (all known ones if NULL) whose position
- * moved. Async on the timer; sync on revoke and close. */
+/* Commits the partitions in `only` (all known ones if NULL) whose position or
+ * attempt counts changed, the counts in the offset metadata (only an explicit
+ * commit keeps metadata in librdkafka 2.0.2). Async on the timer; sync, and
+ * marked clean, on revoke and close. */
 static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
@@ -142,15 +147,24 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
     }
     for (int i = 0; only && i < only->cnt; i++) {
         cs_part *part = part_of(c, only->elems[i].topic, only->elems[i].partition);
-        int64_t pos = part ? cs__part_position_to_commit(part) : -1;
-        if (pos >= 0) rd_kafka_topic_partition_list_add(l, part->topic, part->partition)->offset = pos;
+        int64_t pos;
+        char meta[CS_META_MAX];
+        if (!part || !cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
+        rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
+        e->offset = pos;
+        e->metadata = strdup(meta); /* freed with the list */
+        e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
     if (all) rd_kafka_topic_partition_list_destroy(all);
-    if (l->cnt > 0) {
-        /* The result comes to on_commit_result: served by this call when sync,
-         * else by the fetch loop's poll of the consumer queue. */
-        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, sync ? NULL : c->queue, on_commit_result, c);
-        if (err && !sync) commit_result(c, err, l);
+    if (l->cnt > 0 && sync) {
+        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, NULL, on_commit_result, c); /* serves the result */
+        (void)err;
+    } else if (l->cnt > 0) {
+        /* The result comes to on_commit_result through the fetch loop's poll. */
+        pthread_mutex_lock(&c->commit_lock); /* in order with the suspect records' commits */
+        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_commit_result, c);
+        pthread_mutex_unlock(&c->commit_lock);
+        if (err) commit_result(c, err, l);
     }
     rd_kafka_topic_partition_list_destroy(l);
 }
@@ -170,6 +184,72 @@ static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_
     free(ids);
 }
 
+/* Tracked, at assign: the attempt counts the previous owner committed. If it
+ * did not leave cleanly (or the group has no position yet), it may have died
+ * running one of the first records: those records are "suspect", and each of
+ * them has its attempt committed before it runs (see cs__part_set_prior). */
+static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t *l) {
+    rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(l);
+    rd_kafka_resp_err_t err = rd_kafka_committed(c->rk, committed, 10000);
+    for (int i = 0; i < committed->cnt; i++) {
+        rd_kafka_topic_partition_t *e = &committed->elems[i];
+        cs_part *part = part_of(c, e->topic, e->partition);
+        if (!part) continue;
+        int64_t offs[CS_PRIOR_MAX];
+        uint32_t atts[CS_PRIOR_MAX];
+        size_t n = 0;
+        bool clean = false;
+        if (!err && !e->err && e->offset >= 0)
+            cs__meta_decode(e->metadata, e->metadata_size, &clean, offs, atts, CS_PRIOR_MAX, &n);
+        else
+            clean = false; /* no position (or not readable): the first records are suspect */
+        char meta[CS_META_MAX];
+        cs__meta_encode(meta, sizeof meta, clean, offs, atts, n);
+        cs__part_set_prior(part, e->offset >= 0 ? e->offset : -1, meta, offs, atts, n, !clean);
+        if (!clean)
+            CS_LOG_INFO("previous owner did not stop cleanly: attempts of the first records are committed before "
+                        "they run subscription=%s topic=%s partition=%d committed=%lld",
+                        c->sub->name, e->topic, (int)e->partition, (long long)e->offset);
+    }
+    if (err)
+        CS_LOG_WARN("attempt counts not read, they restart from zero subscription=%s error=\"%s\"", c->sub->name,
+                    rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(committed);
+}
+
+/* The pipeline's hook for suspect records: commits `pos` with `meta` before
+ * the record runs. Serialised with the timer's commits (commit_lock), so that
+ * a position never goes backwards on the wire. Any thread. */
+static int precommit(void *arg, cs_part *part, int64_t pos, const char *meta) {
+    cs_consumer *c = arg;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
+    e->offset = pos;
+    e->metadata = strdup(meta);
+    e->metadata_size = e->metadata ? strlen(meta) : 0;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
+    pthread_mutex_lock(&c->commit_lock);
+    rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
+    pthread_mutex_unlock(&c->commit_lock);
+    if (!err) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 10000);
+        if (!ev) err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        else {
+            err = rd_kafka_event_error(ev);
+            const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
+            if (!err && res && res->cnt) err = res->elems[0].err;
+            rd_kafka_event_destroy(ev);
+        }
+    }
+    rd_kafka_queue_destroy(q);
+    cs__part_commit_done(part, pos, meta, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        CS_LOG_WARN("attempt not committed before its run subscription=%s topic=%s partition=%d error=\"%s\"",
+                    c->sub->name, part->topic, (int)part->partition, rd_kafka_err2str(err));
+    return err ? -1 : 0;
+}
+
 static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l, bool cooperative) {
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
@@ -178,6 +258,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
                     c->sub->group ? c->sub->group : c->sub->k->default_group, l->elems[i].topic,
                     (int)l->elems[i].partition);
     }
+    if (c->tracked) load_attempts(c, l);
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_assign(c->rk, l);
         if (e) {
@@ -368,6 +449,7 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
 }
 
 static void consumer_free(cs_consumer *c) {
+    pthread_mutex_destroy(&c->commit_lock);
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     if (c->rk) rd_kafka_destroy(c->rk);
     cs__pipeline_destroy(c->pipe);
@@ -380,6 +462,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->sub = s;
     c->app = app;
     c->tracked = s->mode == CS_COMMIT_TRACKED;
+    pthread_mutex_init(&c->commit_lock, NULL);
     snprintf(c->who, sizeof c->who, "subscription %s", s->name);
 
     rd_kafka_conf_t *conf = NULL;
@@ -418,6 +501,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .max_attempts = s->max_attempts,
         .send_dead_letter = s->dead_letter ? cs__kafka_send_dead_letter : NULL,
         .dead_letter_arg = s,
+        .precommit = precommit,
+        .precommit_arg = c,
     };
     c->pipe = cs__pipeline_new(&pc);
     if (!c->pipe) {
