@@ -54,7 +54,7 @@ static bool all_settled(payouts_service *svc) {
     cs_sub_stats_get(svc->pay_out, &pay);
     cs_sub_stats_get(svc->count_view, &view);
     cs_sub_stats_get(svc->reconcile, &rec);
-    return pay.acked + pay.dropped >= PAYOUTS + 1 && view.delivered >= VIEWS &&
+    return pay.acked + pay.dropped >= PAYOUTS + 2 && view.delivered >= VIEWS &&
            rec.acked + rec.dropped >= LINES;
 }
 
@@ -66,7 +66,8 @@ int main(void) {
         fprintf(stderr, "payouts: %s\n", cs_errmsg());
         return 1;
     }
-    printf("payouts: seeding %d payouts (every 50th of 0 cents, plus one that does not decode), %d page views and "
+    printf("payouts: seeding %d payouts (every 50th of 0 cents, plus one that does not decode and one the bank always refuses), "
+           "%d page views and "
            "%d statement lines on %s\n",
            PAYOUTS, VIEWS, LINES, cs_kafka_bootstrap(svc.kafka));
     static const char *pages[] = {"/home", "/pricing", "/docs", "/signup"};
@@ -76,6 +77,8 @@ int main(void) {
     }
     cs_record bad = {.topic = TOPIC_PAYOUTS, .partition = 0, .value = "{\"id\":\"seven\"}", .value_len = 14};
     cs_publish(svc.kafka, &bad, NULL);
+    payout huge = {.id = PAYOUTS + 1, .amount_cents = 2 * BANK_LIMIT_CENTS};
+    seed(svc.kafka, TOPIC_PAYOUTS, &payout_type, &huge, huge.id);
     for (uint64_t i = 0; i < VIEWS; i++) {
         page_view v = {.page = (char *)pages[i % 4]};
         seed(svc.kafka, TOPIC_PAGE_VIEWS, &page_view_type, &v, i % 97);
@@ -92,11 +95,12 @@ int main(void) {
     cs_sub_stats_get(svc.count_view, &view);
     cs_sub_stats_get(svc.reconcile, &rec);
     printf("\npay_out     payouts     Tracked, 4 workers, replies to %s\n", TOPIC_PAYOUTS_DONE);
-    printf("  paid %llu, dropped (0 cents) %llu, did not decode (dropped, logged) %llu, retried %llu (each came back "
-           "and was paid)\n",
-           (unsigned long long)pay.acked, (unsigned long long)(pay.dropped - pay.decode_failures),
+    printf("  paid %llu, dropped (0 cents) %llu, did not decode %llu, retried %llu\n",
+           (unsigned long long)pay.acked, (unsigned long long)(pay.dropped - pay.dead_lettered),
            (unsigned long long)pay.decode_failures,
            (unsigned long long)pay.retried);
+    printf("  dead-lettered to %s: %llu (the one the bank refused 5 times, and the one that does not decode)\n",
+           TOPIC_PAYOUTS_DLQ, (unsigned long long)pay.dead_lettered);
     print_committed(svc.kafka, "payouts", TOPIC_PAYOUTS);
     printf("count_view  page-views  Auto\n");
     printf("  counted %llu, lost to store failures %llu (retry is unsupported under Auto)\n",
@@ -108,7 +112,7 @@ int main(void) {
     printf("producer: unflushed records at stop %zu, publish failures %d\n", cs_kafka_unflushed_records(svc.kafka),
            (int)publish_failures);
 
-    int ok = pay.acked + pay.dropped == PAYOUTS + 1 && pay.decode_failures == 1 && view.delivered == VIEWS &&
+    int ok = pay.acked + pay.dropped == PAYOUTS + 2 && pay.decode_failures == 1 && pay.dead_lettered == 2 && view.delivered == VIEWS &&
              view.acked + view.retry_unsupported == VIEWS && rec.acked + rec.dropped == LINES && !publish_failures;
     cs_app_destroy(svc.app);
     return ok ? 0 : 1;

@@ -12,7 +12,14 @@ cs_outcome pay_out(cs_delivery *d, void *user) {
     clients *c = user;
     const payout *p = cs_delivery_decoded(d);
     if (p->amount_cents == 0) return CS_DROP;
-    if (bank_pay(&c->bank, p->id, p->amount_cents) != 0) return CS_RETRY; /* the payout comes back */
+    if (p->amount_cents > BANK_LIMIT_CENTS) { /* refused every time: after 5 attempts, the dead-letter topic */
+        cs_delivery_set_reason(d, "amount %llu above the bank's limit", (unsigned long long)p->amount_cents);
+        return CS_RETRY;
+    }
+    if (bank_pay(&c->bank, p->id, p->amount_cents) != 0) {
+        cs_delivery_set_reason(d, "bank unavailable");
+        return CS_RETRY; /* the payout comes back */
+    }
     paid done = {.payout_id = p->id};
     if (cs_delivery_reply_encoded(d, &cs_codec_json, &paid_type, &done) != CS_OK) return CS_RETRY;
     return CS_ACK;

@@ -34,6 +34,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     payouts_names *n = &out->names;
     name(n->payouts, sizeof n->payouts, opt->prefix, TOPIC_PAYOUTS);
     name(n->payouts_done, sizeof n->payouts_done, opt->prefix, TOPIC_PAYOUTS_DONE);
+    name(n->payouts_dlq, sizeof n->payouts_dlq, opt->prefix, TOPIC_PAYOUTS_DLQ);
     name(n->page_views, sizeof n->page_views, opt->prefix, TOPIC_PAGE_VIEWS);
     name(n->statements, sizeof n->statements, opt->prefix, TOPIC_STATEMENTS);
     name(n->group, sizeof n->group, opt->prefix, "payouts");
@@ -52,6 +53,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err) err = cs_kafka_topic(k, n->page_views, 4);
     if (!err) err = cs_kafka_topic(k, n->payouts, 4);
     if (!err) err = cs_kafka_topic(k, n->payouts_done, 4);
+    if (!err) err = cs_kafka_topic(k, n->payouts_dlq, 1);
     if (!err) err = cs_kafka_topic(k, n->statements, 4);
     if (!err) err = cs_kafka_producer_config(k, "enable.idempotence", "true");
     if (!err) err = cs_kafka_flush_timeout_ms(k, 10000);
@@ -65,6 +67,9 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err && !payouts) err = CS_ERR_ARG;
     if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default */
     if (!err) err = cs_sub_workers(payouts, 4);
+    if (!err) err = cs_sub_lanes(payouts, CS_LANES_BY_KEY); /* per-payout order, payouts in parallel */
+    if (!err) err = cs_sub_max_attempts(payouts, 5);
+    if (!err) err = cs_sub_dead_letter(payouts, n->payouts_dlq);
     if (!err) err = cs_sub_reply(payouts, n->payouts_done, 5000); /* reply queue timeout 5 s */
     if (!err) err = cs_sub_decode(payouts, &cs_codec_json, &payout_type);
 

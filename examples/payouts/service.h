@@ -1,7 +1,8 @@
 /* service.h — the payouts service, assembled from its handlers.
  *
  *   pay_out     payouts     group "payouts"    Tracked, 4 workers: a failed bank call comes back;
- *                                              replies {"payout_id":N} to payouts.done
+ *                                              replies {"payout_id":N} to payouts.done;
+ *                                              lanes by key, 5 attempts, then payouts.dlq
  *   count_view  page-views  group "analytics"  Auto: a failed store loses the view
  *   reconcile   statements  group "reconciliation"  Tracked, batches of up to 500 lines
  *
@@ -18,12 +19,15 @@
 #define TOPIC_PAGE_VIEWS "page-views"
 #define TOPIC_PAYOUTS "payouts"
 #define TOPIC_PAYOUTS_DONE "payouts.done"
+#define TOPIC_PAYOUTS_DLQ "payouts.dlq"
+/* The bank refuses payouts above this amount every time: they end in the dead-letter topic. */
+#define BANK_LIMIT_CENTS 10000000
 
 #define TOPIC_STATEMENTS "statements"
 
 /* Topic and group names; a prefix keeps test runs on a shared cluster apart. */
 typedef struct payouts_names {
-    char payouts[96], payouts_done[96], page_views[96], statements[96];
+    char payouts[96], payouts_done[96], payouts_dlq[96], page_views[96], statements[96];
     char group[96], analytics[96], reconciliation[96];
 } payouts_names;
 

@@ -51,6 +51,7 @@ static void new_service(clients *cl, payouts_service *svc) {
     CST_OK(payouts_service_new(&opt, svc));
     CST_OK(cs_test_topic_create(cst_cluster, svc->names.payouts, 4));
     CST_OK(cs_test_topic_create(cst_cluster, svc->names.payouts_done, 4));
+    CST_OK(cs_test_topic_create(cst_cluster, svc->names.payouts_dlq, 1));
     CST_OK(cs_test_topic_create(cst_cluster, svc->names.page_views, 4));
     CST_OK(cs_test_topic_create(cst_cluster, svc->names.statements, 4));
 }
@@ -166,7 +167,8 @@ static void reconcile_and_bad_input(void **state) {
     assert_int_equal(rec.dropped, 1);
     assert_int_equal(ledger_matched(&cl.ledger), 2);
     assert_int_equal(pay.decode_failures, 2); /* the wrong type and the tombstone */
-    assert_int_equal(pay.dropped, 1 + 2);     /* the zero payout, and both undecodable ones */
+    assert_int_equal(pay.dead_lettered, 2);   /* Tracked with a dead-letter topic: they go there */
+    assert_int_equal(pay.dropped, 1 + 2);     /* the zero payout, and both dead-lettered ones (settled) */
     assert_int_equal(pay.delivered, 1);       /* only the zero payout reached the handler */
     assert_int_equal(bank_paid(&cl.bank), 0);
     CST_OK(cs_app_stop(svc.app));
