@@ -3,7 +3,7 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev openjdk-17-jre-headless maven
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven
 
 .PHONY: all deps build run test test-embedded proof test-asan test-tsan clean install
 
@@ -48,10 +48,25 @@ proof: build
 test-asan:
 	$(MAKE) test-embedded BUILD=build-asan BUILD_TYPE=Debug SANITIZE=address,undefined
 test-tsan:
-	$(MAKE) test-embedded BUILD=build-tsan BUILD_TYPE=Debug SANITIZE=thread
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp" \
+	  $(MAKE) test-embedded BUILD=build-tsan BUILD_TYPE=Debug SANITIZE=thread
 
 install: build
 	cmake --install $(BUILD)
 
 clean:
 	rm -rf build build-asan build-tsan
+
+# The benchmark harness (bench/, docs/benchmarks.md): builds bench/ against
+# $(BUILD), installs the peers (RustStream via cargo, FastStream and matplotlib
+# in bench/peers/.venv), runs every contender on the real broker and the
+# embedded cluster, then writes bench/results/*.json and docs/benchmarks.png.
+.PHONY: bench
+bench: build
+	cmake -S bench -B bench/build -DCSTREAM_BUILD_DIR=$(CURDIR)/$(BUILD) >/dev/null && cmake --build bench/build
+	cd bench/peers/ruststream && cargo build --release
+	[ -x bench/peers/.venv/bin/python ] || python3 -m venv bench/peers/.venv
+	bench/peers/.venv/bin/pip install -q 'faststream[kafka]' matplotlib
+	bench/peers/.venv/bin/python bench/run.py --cluster real --out bench/results/real.json
+	bench/peers/.venv/bin/python bench/run.py --cluster embedded --out bench/results/embedded.json
+	bench/peers/.venv/bin/python bench/report.py bench/results/real.json bench/results/embedded.json

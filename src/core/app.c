@@ -254,3 +254,12 @@ void cs_app_destroy(cs_app *app) {
     free(app->version);
     free(app);
 }
+
+/* ---- operations surface: the brokers, for cs_app_main (cli.c) ---------------- */
+size_t cs__app_n_brokers(const cs_app *app) { return app->n_brokers; }
+
+const cs_broker_ops *cs__app_broker(const cs_app *app, size_t i, void **impl) {
+    if (i >= app->n_brokers) return NULL;
+    *impl = app->brokers[i].impl;
+    return app->brokers[i].ops;
+}

@@ -5,6 +5,30 @@
 
 #include "cstream/app.h"
 
+/* ---- operations surface (cs_app_main, /metrics, /readyz, AsyncAPI) ---------- */
+#include <stddef.h>
+#include "cstream/codec.h"
+#include "cstream/kafka.h"
+
+/* What the operations surface knows of one subscription. Strings and arrays
+ * are borrowed from the broker (valid until it is destroyed). */
+typedef struct cs_broker_sub_desc {
+    const char *name;            /* topics joined by ',' */
+    char *const *topics;
+    size_t n_topics;
+    const char *group;           /* its group, else the broker's default group (may be NULL) */
+    const char *reply_topic;     /* NULL: none */
+    const char *dead_letter;     /* NULL: none */
+    const cs_codec *codec;       /* cs_sub_decode, or NULL */
+    const cs_type *type;
+    int tracked;                 /* CS_COMMIT_TRACKED */
+    int batch;                   /* a batch handler */
+    int workers;
+    int max_attempts;
+    cs_sub *sub;                 /* for cs_sub_stats_get */
+} cs_broker_sub_desc;
+/* ---- end operations surface ---------------------------------------------------- */
+
 typedef struct cs_broker_ops {
     const char *kind;
     cs_err (*start)(void *impl, cs_app *app); /* on failure leaves nothing running */
@@ -12,6 +36,21 @@ typedef struct cs_broker_ops {
     void (*crash)(void *impl);                /* tests: stop without closing or committing */
     void (*destroy)(void *impl);
     int (*idle)(void *impl);                  /* tests: nothing queued or in flight, lag 0 */
+
+    /* ---- operations surface: optional (NULL: this broker has none) ---------- */
+    /* Before start: replaces the bootstrap servers (NULL or "": the embedded cluster). */
+    cs_err (*set_bootstrap)(void *impl, const char *servers);
+    const char *(*bootstrap)(void *impl);   /* NULL before start on the embedded cluster */
+    size_t (*n_topics)(void *impl);         /* declared topics (cs_kafka_topic) */
+    const char *(*topic)(void *impl, size_t i, int *partitions);
+    size_t (*n_subs)(void *impl);
+    void (*describe_sub)(void *impl, size_t i, cs_broker_sub_desc *out);
+    /* While running: every subscription has at least one partition assigned. */
+    int (*ready)(void *impl);
+    /* A new broker (not added to any app) with the same client properties (and,
+     * on the embedded cluster, the declared topics) but no subscriptions, on
+     * `servers` (NULL: this broker's). For one-shot tools such as `publish`. */
+    cs_kafka *(*publisher)(void *impl, const char *servers);
 } cs_broker_ops;
 
 cs_err cs__app_add_broker(cs_app *app, const cs_broker_ops *ops, void *impl);
@@ -21,5 +60,9 @@ int cs__app_started(const cs_app *app);
 /* Tests: crash every broker (destroy without closing), skip the shutdown hook. */
 void cs__app_crash(cs_app *app);
 int cs__app_idle(cs_app *app);
+
+/* ---- operations surface: the app's brokers, for cs_app_main (app.c) ---------- */
+size_t cs__app_n_brokers(const cs_app *app);
+const cs_broker_ops *cs__app_broker(const cs_app *app, size_t i, void **impl);
 
 #endif

@@ -32,4 +32,15 @@ bool cs__ratelimit_allow(cs_ratelimit *rl, int64_t interval_ms, uint64_t *suppre
 
 int64_t cs__now_ms(void); /* monotonic clock */
 
+/* ---- operations surface: log format and level parsing (cs_app_main) ---------- */
+#include <stddef.h>
+#include "cstream/main.h"
+/* "error"|"warn"|"info"|"debug" (any case); -1 if s is none of them. */
+int cs__log_level_parse(const char *s);
+/* "text"|"json"; -1 otherwise. */
+int cs__log_format_parse(const char *s);
+/* Writes the JSON form of one text log line body ("message key=value ...")
+ * into out (NUL-terminated, truncated at size); returns the length written. */
+size_t cs__log_json_line(char *out, size_t size, const char *ts, const char *level, const char *body);
+
 #endif

@@ -76,7 +76,8 @@ struct cs_pipeline {
 
 static void *worker_main(void *arg);
 static void *delay_main(void *arg);
-static void lane_push_head(struct lane *l, cs_delivery *d);
+static bool lane_push_head(struct lane *l, cs_delivery *d);
+static void discard(cs_delivery *d);
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
     cs_pipeline *p = calloc(1, sizeof *p);
@@ -139,15 +140,21 @@ static void lane_push_tail(lane *l, cs_delivery *d) {
     pthread_mutex_unlock(&l->lock);
 }
 
-/* A retry goes to the head: it runs before anything fetched after it. */
-static void lane_push_head(lane *l, cs_delivery *d) {
+/* A retry goes to the head: it runs before anything fetched after it. False
+ * (nothing done) once the lane is stopping: its worker may be gone. */
+static bool lane_push_head(lane *l, cs_delivery *d) {
     pthread_mutex_lock(&l->lock);
+    if (l->stop) {
+        pthread_mutex_unlock(&l->lock);
+        return false;
+    }
     d->next = l->head;
     l->head = d;
     if (!l->tail) l->tail = d;
     l->queued++;
     pthread_cond_signal(&l->ready);
     pthread_mutex_unlock(&l->lock);
+    return true;
 }
 
 /* Blocks for the next batch: the head plus what is queued behind it, at most
@@ -317,6 +324,17 @@ static void commit_state_locked(cs_part *part, bool clean, int64_t *pos, char *m
     cs__meta_encode(meta, cap, clean && part->n_inflight == 0, offsets, attempts, n);
 }
 
+bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap) {
+    pthread_mutex_lock(&part->lock);
+    bool send = part->tracker != NULL;
+    if (send) {
+        commit_state_locked(part, false, pos, meta, cap);
+        send = *pos >= 0;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return send;
+}
+
 bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
     bool send = false;
     pthread_mutex_lock(&part->lock);
@@ -460,7 +478,7 @@ static void *delay_main(void *arg) {
         cs_delivery *d = delay_pop(p);
         pthread_mutex_unlock(&p->delay_lock);
         d->retry_at_ms = 0;
-        lane_push_head(&p->lanes[d->lane], d); /* alone is already set */
+        if (!lane_push_head(&p->lanes[d->lane], d)) discard(d); /* stopping: it stays open */
         pthread_mutex_lock(&p->delay_lock);
     }
     pthread_mutex_unlock(&p->delay_lock);
@@ -498,7 +516,11 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
         cs__delivery_free(d);
         return false;
     }
-    if (part->tracker) d->attempt = prior_attempts(part, d->offset);
+    if (part->tracker) {
+        d->attempt = prior_attempts(part, d->offset);
+        /* Keep an earlier owner's count in the metadata until the record runs. */
+        if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
+    }
     part->max_fetched = d->offset;
     part->held++;
     if (!part->paused && part_load(part) >= p->cfg.max_open) pause = part->paused = true;
@@ -554,8 +576,11 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
         }
         part->held--;
         break;
-    case CS_RETRY:
     default:
+        CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld outcome=%d",
+                   d->topic, (int)d->partition, (long long)d->offset, (int)outcome);
+        /* fall through */
+    case CS_RETRY:
         if (!part->tracker) {
             atomic_fetch_add_explicit(&l->retry_unsupported, 1, memory_order_relaxed);
             warn = true;
@@ -564,18 +589,25 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
             d->alone = true; /* in batch mode it comes back on its own */
             keep = true;     /* it stays open and held */
-            bool delayed = false;
+            bool queued = false;
             if (d->retry_at_ms > cs__now_ms()) {
                 pthread_mutex_lock(&p->delay_lock);
-                delayed = delay_push(p, d);
+                queued = !p->delay_stop && delay_push(p, d);
                 pthread_mutex_unlock(&p->delay_lock);
             }
-            if (!delayed) lane_push_head(l, d);
+            if (!queued && !lane_push_head(l, d)) {
+                /* The lane stopped meanwhile: going away after all. */
+                keep = false;
+                part->held--;
+                part->assigned = false;
+            }
         } else {
             /* Going away: the record stays open, so it is read again by the
-             * next owner of the partition. */
+             * next owner of the partition. Nothing behind it in the partition
+             * may run before it, so the partition hands out nothing more. */
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
             part->held--;
+            part->assigned = false;
         }
         break;
     }
@@ -638,6 +670,7 @@ static bool attempts_exhausted(const outlet *o, const cs_delivery *d) {
 /* The record has had its last attempt (or does not decode): to the dead-letter
  * topic, whose report settles it, else dropped with a warning. */
 static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
+    if (!o->current) return settle(d, CS_RETRY); /* revoked or closing meanwhile: stale, read again */
     if (o->send_dead_letter) {
         if (o->send_dead_letter(o->dead_letter_arg, d, why) == 0) return CS_OK; /* the report settles it */
         return settle(d, CS_RETRY); /* not even queued: it stays open and comes back */
@@ -716,12 +749,11 @@ static void watch_stop(lane *l) {
 static bool admit(cs_pipeline *p, cs_delivery *d) {
     cs_part *part = d->part;
     bool precommit = false;
-    int64_t pos = -1;
-    char meta[CS_META_MAX];
     pthread_mutex_lock(&part->lock);
     bool run = runnable_locked(p, part, d);
     if (run) inflight_add(part, d);
-    if (run && part->tracker) {
+    bool exhausted = p->cfg.max_attempts > 0 && d->attempt >= p->cfg.max_attempts; /* it will not run */
+    if (run && part->tracker && !exhausted) {
         /* The attempt about to start counts from now: it goes into the next
          * commit's metadata, so that it survives a crash of this process. */
         cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
@@ -730,13 +762,12 @@ static bool admit(cs_pipeline *p, cs_delivery *d) {
          * it: its attempt is committed before it runs. */
         if (part->suspect_left > 0 && p->cfg.precommit) {
             part->suspect_left--;
-            commit_state_locked(part, false, &pos, meta, sizeof meta);
-            precommit = pos >= 0;
+            precommit = true;
         }
     }
     pthread_mutex_unlock(&part->lock);
     if (!run) discard(d);
-    if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part, pos, meta);
+    if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
     return run;
 }
 
@@ -745,7 +776,8 @@ static bool admit(cs_pipeline *p, cs_delivery *d) {
 static bool decode_or_drop(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
     if (!p->cfg.type || cs__delivery_decode(d, p->cfg.codec, p->cfg.type) == CS_OK) return true;
-    atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
+    if (!d->decode_failed) atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
+    d->decode_failed = true; /* counted once, though a failed dead-letter publish brings it back */
     if (p->cfg.tracked && p->cfg.send_dead_letter) {
         char why[600];
         snprintf(why, sizeof why, "does not decode as %s: %s", p->cfg.type->name, cs_errmsg());
@@ -807,10 +839,15 @@ static void run_batch(lane *l, size_t n) {
     if (watch) watch_start(l, l->batch[0]);
     cs_outcome all = p->cfg.batch_handler(l->batch, kept, l->outcomes, p->cfg.user);
     if (watch) watch_stop(l);
-    /* Backwards, so that several retries reach the lane's head in fetch order. */
+    /* Acks, drops (and their replies) in fetch order; then retries backwards,
+     * so that they reach the lane's head in fetch order. */
+    for (size_t i = 0; i < kept; i++) {
+        cs_outcome o = all == CS_EACH ? l->outcomes[i] : all;
+        if (o != CS_PENDING && o != CS_RETRY) settle_or_reply(l->batch[i], o);
+    }
     for (size_t i = kept; i-- > 0;) {
         cs_outcome o = all == CS_EACH ? l->outcomes[i] : all;
-        if (o != CS_PENDING) settle_or_reply(l->batch[i], o);
+        if (o == CS_RETRY) settle_or_reply(l->batch[i], o);
     }
 }
 
@@ -857,7 +894,14 @@ static void stop_delays(cs_pipeline *p) {
     if (p->delay_started) pthread_join(p->delay_thread, NULL);
     p->delay_started = false;
     /* Still waiting: they stay open (uncommitted) and are read again later. */
-    while (p->n_delayed) discard(delay_pop(p));
+    pthread_mutex_lock(&p->delay_lock);
+    while (p->n_delayed) {
+        cs_delivery *d = delay_pop(p);
+        pthread_mutex_unlock(&p->delay_lock);
+        discard(d);
+        pthread_mutex_lock(&p->delay_lock);
+    }
+    pthread_mutex_unlock(&p->delay_lock);
 }
 
 static void stop_and_join(cs_pipeline *p) {

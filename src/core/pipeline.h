@@ -52,7 +52,7 @@ typedef struct cs_pipeline_config {
     int (*send_dead_letter)(void *arg, cs_delivery *d, const char *reason);
     void *dead_letter_arg;
     /* Tracked: commits a suspect record's attempt before it runs (sync). */
-    int (*precommit)(void *arg, cs_part *part, int64_t pos, const char *meta);
+    int (*precommit)(void *arg, cs_part *part);
     void *precommit_arg;
 } cs_pipeline_config;
 
@@ -86,6 +86,9 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
  * the last commit: *pos and meta (attempts_meta.h; `clean` when written by a
  * graceful revoke or stop). False if there is nothing new. */
 bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap);
+/* Tracked: the state to commit right now (a suspect record's attempt); false
+ * if there is no position yet. Callers hold the consumer's commit lock. */
+bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap);
 /* Tracked: records the outcome of a commit of `position` with `meta`. */
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok);
 /* Fetch thread, at assign (Tracked): the attempt counts read from the

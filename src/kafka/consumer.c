@@ -139,6 +139,10 @@ static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
  * marked clean, on revoke and close. */
 static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
+    /* Taking the states and enqueueing them is one step under commit_lock
+     * (lock order: commit_lock, then partition), so that commits reach the
+     * wire in the order their states were taken. */
+    pthread_mutex_lock(&c->commit_lock);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
     rd_kafka_topic_partition_list_t *all = NULL;
     if (!only) {
@@ -161,11 +165,10 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
         (void)err;
     } else if (l->cnt > 0) {
         /* The result comes to on_commit_result through the fetch loop's poll. */
-        pthread_mutex_lock(&c->commit_lock); /* in order with the suspect records' commits */
         rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_commit_result, c);
-        pthread_mutex_unlock(&c->commit_lock);
         if (err) commit_result(c, err, l);
     }
+    pthread_mutex_unlock(&c->commit_lock);
     rd_kafka_topic_partition_list_destroy(l);
 }
 
@@ -190,6 +193,7 @@ static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_
  * them has its attempt committed before it runs (see cs__part_set_prior). */
 static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t *l) {
     rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(l);
+    rd_kafka_topic_partition_list_t *running = rd_kafka_topic_partition_list_new(l->cnt);
     rd_kafka_resp_err_t err = rd_kafka_committed(c->rk, committed, 10000);
     for (int i = 0; i < committed->cnt; i++) {
         rd_kafka_topic_partition_t *e = &committed->elems[i];
@@ -206,6 +210,15 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         char meta[CS_META_MAX];
         cs__meta_encode(meta, sizeof meta, clean, offs, atts, n);
         cs__part_set_prior(part, e->offset >= 0 ? e->offset : -1, meta, offs, atts, n, !clean);
+        if (clean && e->offset >= 0 && c->sub->max_attempts > 0) {
+            /* This owner now runs the partition: say so at once (c=0), or a
+             * crash before its first commit would look like a clean leave. */
+            cs__meta_encode(meta, sizeof meta, false, offs, atts, n);
+            rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_add(running, e->topic, e->partition);
+            r->offset = e->offset;
+            r->metadata = strdup(meta);
+            r->metadata_size = r->metadata ? strlen(meta) : 0;
+        }
         if (!clean)
             CS_LOG_INFO("previous owner did not stop cleanly: attempts of the first records are committed before "
                         "they run subscription=%s topic=%s partition=%d committed=%lld",
@@ -214,21 +227,39 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
     if (err)
         CS_LOG_WARN("attempt counts not read, they restart from zero subscription=%s error=\"%s\"", c->sub->name,
                     rd_kafka_err2str(err));
+    if (running->cnt > 0) {
+        pthread_mutex_lock(&c->commit_lock);
+        rd_kafka_resp_err_t cerr = rd_kafka_commit(c->rk, running, 0);
+        pthread_mutex_unlock(&c->commit_lock);
+        if (cerr)
+            CS_LOG_WARN("could not mark the partitions as running, a crash before the first commit may not count "
+                        "an attempt subscription=%s error=\"%s\"",
+                        c->sub->name, rd_kafka_err2str(cerr));
+    }
+    rd_kafka_topic_partition_list_destroy(running);
     rd_kafka_topic_partition_list_destroy(committed);
 }
 
 /* The pipeline's hook for suspect records: commits `pos` with `meta` before
  * the record runs. Serialised with the timer's commits (commit_lock), so that
  * a position never goes backwards on the wire. Any thread. */
-static int precommit(void *arg, cs_part *part, int64_t pos, const char *meta) {
+static int precommit(void *arg, cs_part *part) {
     cs_consumer *c = arg;
+    int64_t pos;
+    char meta[CS_META_MAX];
+    /* The state is taken under commit_lock, so that no older state can be
+     * enqueued after this one (and this one after no newer one). */
+    pthread_mutex_lock(&c->commit_lock);
+    if (!cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
+        pthread_mutex_unlock(&c->commit_lock);
+        return 0;
+    }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
     e->offset = pos;
     e->metadata = strdup(meta);
     e->metadata_size = e->metadata ? strlen(meta) : 0;
     rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
-    pthread_mutex_lock(&c->commit_lock);
     rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
     pthread_mutex_unlock(&c->commit_lock);
     if (!err) {
@@ -290,7 +321,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
                             "subscription=%s topic=%s partition=%d open=%zu",
                             c->sub->name, part->topic, (int)part->partition, left);
         }
-        commit_positions(c, l, true);
+        if (!c->closing) commit_positions(c, l, true); /* at close, the close committed already */
     } else {
         CS_LOG_WARN("assignment lost: nothing is committed for the lost partitions subscription=%s",
                     c->sub->name);
@@ -299,7 +330,9 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
         cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
         if (!part) continue;
         if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
-        cs__pipeline_release_partition(c->pipe, part, c->closing);
+        /* Payloads of deliveries still pending are released now: the
+         * consumer may close before their holders settle them. */
+        cs__pipeline_release_partition(c->pipe, part, true);
         CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, part->topic,
                     (int)part->partition);
     }

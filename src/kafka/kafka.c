@@ -33,6 +33,7 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
 }
 
 static void sub_free(cs_sub *s) {
+    if (s->k) pthread_mutex_destroy(&s->stats_lock); /* initialised once the sub was filled in */
     for (size_t i = 0; i < s->n_topics; i++) free(s->topics[i]);
     free(s->topics);
     free(s->name);
@@ -161,6 +162,7 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
         if (i) strcat(s->name, ",");
         strcat(s->name, topics[i]);
     }
+    pthread_mutex_init(&s->stats_lock, NULL);
     s->k = k;
     s->handler = handler;
     s->batch_handler = batch_handler;
@@ -316,8 +318,11 @@ cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user) {
 }
 
 void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out) {
+    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
+    pthread_mutex_lock(&m->stats_lock);
     if (s->consumer) cs__consumer_stats(s->consumer, out);
     else *out = s->final_stats;
+    pthread_mutex_unlock(&m->stats_lock);
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
@@ -407,8 +412,10 @@ static void stop_everything(cs_kafka *k) {
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
         if (!s->consumer) continue;
+        pthread_mutex_lock(&s->stats_lock); /* readers of the stats wait for the close */
         cs__consumer_close(s->consumer, &s->final_stats);
         s->consumer = NULL;
+        pthread_mutex_unlock(&s->stats_lock);
     }
     retire_producer(k);
 }
@@ -427,7 +434,13 @@ static cs_err kafka_start(void *impl, cs_app *app) {
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);
     if (!err) err = check_topics(k, app);
     if (!err) err = cs__producer_start(k, app, &k->producer);
-    for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__consumer_start(k->subs[i], app, &k->subs[i]->consumer);
+    for (size_t i = 0; !err && i < k->n_subs; i++) {
+        cs_consumer *c = NULL;
+        err = cs__consumer_start(k->subs[i], app, &c);
+        pthread_mutex_lock(&k->subs[i]->stats_lock);
+        k->subs[i]->consumer = c;
+        pthread_mutex_unlock(&k->subs[i]->stats_lock);
+    }
     if (err) {
         char reason[1024];
         snprintf(reason, sizeof reason, "%s", cs_errmsg());
@@ -443,9 +456,11 @@ static void kafka_crash(void *impl) {
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
         if (!s->consumer) continue;
+        pthread_mutex_lock(&s->stats_lock);
         cs__consumer_stats(s->consumer, &s->final_stats);
         cs__consumer_crash(s->consumer);
         s->consumer = NULL;
+        pthread_mutex_unlock(&s->stats_lock);
     }
     retire_producer(k);
     k->started = false;
@@ -460,6 +475,83 @@ static int kafka_idle(void *impl) {
 
 static void kafka_destroy(void *impl) { cs_kafka_destroy(impl); }
 
+/* ---- operations surface (cs_app_main, /metrics, /readyz, AsyncAPI) ------------
+ * Read-only views of the configuration, plus the bootstrap override that
+ * cs_app_main applies before start. `ready` runs on the HTTP thread while the
+ * app runs (cli.c never calls it during start or stop). */
+static cs_err kafka_set_bootstrap(void *impl, const char *servers) {
+    cs_kafka *k = impl;
+    cs_err err = configurable(k, "--brokers");
+    if (err) return err;
+    if (k->cluster) return cs__fail(CS_ERR_STATE, "--brokers: the embedded cluster already runs");
+    char *copy = servers && *servers ? strdup(servers) : NULL;
+    if (servers && *servers && !copy) return cs__fail(CS_ERR_NOMEM, "--brokers: out of memory");
+    free(k->bootstrap);
+    k->bootstrap = copy;
+    k->embedded = copy == NULL;
+    return CS_OK;
+}
+
+static const char *kafka_bootstrap_op(void *impl) { return ((cs_kafka *)impl)->bootstrap; }
+static size_t kafka_n_topics(void *impl) { return ((cs_kafka *)impl)->n_topics; }
+static const char *kafka_topic_op(void *impl, size_t i, int *partitions) {
+    cs_kafka *k = impl;
+    if (partitions) *partitions = k->topics[i].partitions;
+    return k->topics[i].name;
+}
+static size_t kafka_n_subs(void *impl) { return ((cs_kafka *)impl)->n_subs; }
+
+static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
+    cs_kafka *k = impl;
+    cs_sub *s = k->subs[i];
+    *out = (cs_broker_sub_desc){
+        .name = s->name, .topics = s->topics, .n_topics = s->n_topics,
+        .group = s->group ? s->group : k->default_group, .reply_topic = s->reply_topic,
+        .dead_letter = s->dead_letter, .codec = s->codec, .type = s->type,
+        .tracked = s->mode == CS_COMMIT_TRACKED, .batch = s->batch_handler != NULL, .workers = s->workers,
+        .max_attempts = s->max_attempts, .sub = s};
+}
+
+static int kafka_ready(void *impl) {
+    cs_kafka *k = impl;
+    if (!k->started) return 0;
+    for (size_t i = 0; i < k->n_subs; i++) {
+        rd_kafka_t *rk = k->subs[i]->consumer ? cs__consumer_handle(k->subs[i]->consumer) : NULL;
+        rd_kafka_topic_partition_list_t *assigned = NULL;
+        if (!rk || rd_kafka_assignment(rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+        int n = assigned->cnt;
+        rd_kafka_topic_partition_list_destroy(assigned);
+        if (n == 0) return 0;
+    }
+    return 1;
+}
+
+static cs_err copy_kvlist(cs_kvlist *to, const cs_kvlist *from) {
+    cs_err err = CS_OK;
+    for (size_t i = 0; !err && i < from->n; i++) err = cs__kvlist_set(to, from->keys[i], from->values[i]);
+    return err;
+}
+
+static cs_kafka *kafka_publisher(void *impl, const char *servers) {
+    cs_kafka *k = impl;
+    cs_kafka *p = cs_kafka_new(servers ? servers : k->bootstrap);
+    if (!p) return NULL;
+    cs_err err = copy_kvlist(&p->config, &k->config);
+    if (!err) err = copy_kvlist(&p->producer_config, &k->producer_config);
+    /* The embedded cluster needs the declared topics created; a real one would
+     * only check that they exist, which a one-record publish does not need. */
+    for (size_t i = 0; !err && p->embedded && i < k->n_topics; i++)
+        err = cs_kafka_topic(p, k->topics[i].name, k->topics[i].partitions);
+    p->queue_timeout_ms = k->queue_timeout_ms;
+    p->flush_timeout_ms = k->flush_timeout_ms;
+    if (err) {
+        cs_kafka_destroy(p);
+        return NULL;
+    }
+    return p;
+}
+/* ---- end operations surface ------------------------------------------------------ */
+
 static const cs_broker_ops kafka_broker_ops = {
     .kind = "kafka",
     .start = kafka_start,
@@ -467,6 +559,15 @@ static const cs_broker_ops kafka_broker_ops = {
     .crash = kafka_crash,
     .destroy = kafka_destroy,
     .idle = kafka_idle,
+    /* operations surface */
+    .set_bootstrap = kafka_set_bootstrap,
+    .bootstrap = kafka_bootstrap_op,
+    .n_topics = kafka_n_topics,
+    .topic = kafka_topic_op,
+    .n_subs = kafka_n_subs,
+    .describe_sub = kafka_describe_sub,
+    .ready = kafka_ready,
+    .publisher = kafka_publisher,
 };
 
 rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) { return s && s->consumer ? cs__consumer_handle(s->consumer) : NULL; }

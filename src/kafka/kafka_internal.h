@@ -86,6 +86,7 @@ struct cs_sub {
     int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
+    pthread_mutex_t stats_lock; /* guards consumer (its replacement by NULL) and final_stats for readers */
 };
 
 typedef struct topic_decl {

@@ -1,0 +1,62 @@
+/* cstream/main.h — the operations surface: one command line for every service,
+ * and what it serves (AsyncAPI document, Prometheus metrics, health).
+ *
+ *     int main(int argc, char **argv) {
+ *         cs_app *app = build_my_service();
+ *         return cs_app_main(app, argc, argv);
+ *     }
+ *
+ * Commands (`SERVICE --help` prints the same):
+ *   run (default)   runs the app until SIGINT/SIGTERM (cs_app_run semantics)
+ *     --brokers LIST        bootstrap servers (else CSTREAM_BROKERS, else what
+ *                           the code gave cs_kafka_new, else the embedded cluster)
+ *     --log-level L         error|warn|info|debug (else CSTREAM_LOG_LEVEL)
+ *     --log-format F        text|json (else CSTREAM_LOG_FORMAT)
+ *     --http ADDR:PORT      serves /metrics, /healthz, /readyz (else CSTREAM_HTTP)
+ *   docs [--yaml]   prints the service's AsyncAPI 3.0 document
+ *   publish TOPIC [--key K] [--header k=v]... [--lines] [--partition N]
+ *                   sends stdin as one record (--lines: one per line) and
+ *                   prints "partition=P offset=O" per record from its delivery report
+ *   --help, --version
+ * Flags beat the environment, the environment beats the code. A wrong flag
+ * prints the usage on stderr and returns 2.
+ *
+ * cs_app_main takes ownership of the app (it destroys it) and returns the
+ * process exit status: 0 on success, 1 when the app or a command failed,
+ * 2 on a usage error. It never calls exit(). */
+#ifndef CSTREAM_MAIN_H
+#define CSTREAM_MAIN_H
+
+#include "cstream/app.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int cs_app_main(cs_app *app, int argc, char **argv);
+
+/* Log line format, process-wide (default text, or CSTREAM_LOG_FORMAT=text|json).
+ * json: one object per line {"ts":..,"level":..,"msg":.., then each key=value
+ * field of the line as a member} (integers as numbers, the rest as strings). */
+typedef enum cs_log_format { CS_LOG_TEXT = 0, CS_LOG_JSON } cs_log_format;
+void cs_log_set_format(cs_log_format format);
+
+/* The app's AsyncAPI 3.0 document (JSON, or YAML when yaml != 0): a channel per
+ * topic, a receive operation per subscribed topic, send operations for reply
+ * and dead-letter topics and for declared topics nothing in the app consumes,
+ * payload schemas from the subscriptions' field tables (cs_sub_decode), Kafka
+ * bindings (group id, client id, topic, partitions). Callable before start.
+ * The caller frees *out with free(). */
+cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
+
+/* The app's counters in the Prometheus text format (version 0.0.4): one series
+ * per subscription and counter of cs_sub_stats, labelled subscription and
+ * group, plus cstream_up. The caller frees *out with free(). Safe while the app
+ * runs only from the thread that drives its lifecycle or while it cannot stop
+ * (cs_app_main's HTTP server takes care of that). */
+cs_err cs_app_metrics(cs_app *app, char **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,450 @@
+/* cli.c — cs_app_main: the command line every service shares (run, docs,
+ * publish, --help, --version; see cstream/main.h) and, under `run --http`, the
+ * routes of the operations server (/metrics, /healthz, /readyz).
+ *
+ * Threads: the calling thread drives the lifecycle; a signal thread turns
+ * SIGINT/SIGTERM into a stop request; the HTTP thread answers requests. The
+ * HTTP thread reads subscriptions only under `ops.lock` while `ops.running`,
+ * and the lifecycle thread clears `running` under that lock before it stops
+ * the app, so no request ever reads a consumer that is being closed.
+ * Never calls exit(): it returns the process status. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "broker.h"
+#include "cstream/main.h"
+#include "cstream/publish.h"
+#include "error.h"
+#include "http.h"
+#include "log.h"
+
+#ifndef CSTREAM_VERSION
+#define CSTREAM_VERSION "0.1.0"
+#endif
+
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+static void usage(FILE *f, const char *prog) {
+    fprintf(f,
+            "usage: %s [run] [--brokers LIST] [--log-level error|warn|info|debug] [--log-format text|json]\n"
+            "          [--http ADDR:PORT]\n"
+            "       %s docs [--yaml] [--brokers LIST]\n"
+            "       %s publish TOPIC [--key K] [--header NAME=VALUE]... [--partition N] [--lines]\n"
+            "          [--brokers LIST] [--log-level L] [--log-format F]\n"
+            "       %s --help | --version\n"
+            "\n"
+            "commands:\n"
+            "  run       run the service until SIGINT or SIGTERM (the default)\n"
+            "  docs      print the service's AsyncAPI 3.0 document (JSON; --yaml for YAML)\n"
+            "  publish   send stdin to TOPIC as one record (--lines: one record per line) and print\n"
+            "            partition=P offset=O from each delivery report\n"
+            "\n"
+            "options (flags beat the environment, the environment beats the code):\n"
+            "  --brokers LIST     bootstrap servers (CSTREAM_BROKERS; none: the embedded cluster)\n"
+            "  --log-level L      error|warn|info|debug (CSTREAM_LOG_LEVEL)\n"
+            "  --log-format F     text|json (CSTREAM_LOG_FORMAT)\n"
+            "  --http ADDR:PORT   serve /metrics, /healthz and /readyz (CSTREAM_HTTP)\n",
+            prog, prog, prog, prog);
+}
+
+/* ---- arguments ------------------------------------------------------------------ */
+
+typedef struct options {
+    const char *command;
+    const char *brokers, *log_level, *log_format, *http;
+    bool yaml, lines;
+    const char *topic, *key, *partition;
+    const char **headers;
+    size_t n_headers;
+} options;
+
+/* "--name value" or "--name=value": the value, advancing *i; NULL if not this flag. */
+static const char *flag_value(int argc, char **argv, int *i, const char *name, bool *missing) {
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n)) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n]) return NULL;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
+}
+
+/* 0: parsed; 1: --help or --version answered; 2: usage error (printed). */
+static int parse(int argc, char **argv, const char *prog, const cs_app *app, options *o) {
+    int i = 1;
+    o->command = "run";
+    if (argc > 1 && argv[1][0] != '-') {
+        o->command = argv[1];
+        i = 2;
+        if (strcmp(o->command, "run") && strcmp(o->command, "docs") && strcmp(o->command, "publish")) {
+            fprintf(stderr, "%s: unknown command \"%s\"\n", prog, o->command);
+            usage(stderr, prog);
+            return 2;
+        }
+    }
+    bool publish = !strcmp(o->command, "publish"), docs = !strcmp(o->command, "docs");
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v;
+        bool missing = false;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout, prog);
+            return 1;
+        }
+        if (!strcmp(a, "--version")) {
+            printf("%s %s (cstream %s)\n", cs_app_name(app), cs_app_version(app), CSTREAM_VERSION);
+            return 1;
+        }
+        if ((v = flag_value(argc, argv, &i, "--brokers", &missing))) o->brokers = v;
+        else if (!docs && (v = flag_value(argc, argv, &i, "--log-level", &missing))) o->log_level = v;
+        else if (!docs && (v = flag_value(argc, argv, &i, "--log-format", &missing))) o->log_format = v;
+        else if (!docs && !publish && (v = flag_value(argc, argv, &i, "--http", &missing))) o->http = v;
+        else if (docs && !strcmp(a, "--yaml")) o->yaml = true;
+        else if (publish && !strcmp(a, "--lines")) o->lines = true;
+        else if (publish && (v = flag_value(argc, argv, &i, "--key", &missing))) o->key = v;
+        else if (publish && (v = flag_value(argc, argv, &i, "--partition", &missing))) o->partition = v;
+        else if (publish && (v = flag_value(argc, argv, &i, "--header", &missing))) {
+            if (!strchr(v, '=')) {
+                fprintf(stderr, "%s: --header %s: expected NAME=VALUE\n", prog, v);
+                return 2;
+            }
+            const char **grown = realloc(o->headers, (o->n_headers + 1) * sizeof *grown);
+            if (!grown) return 2;
+            o->headers = grown;
+            o->headers[o->n_headers++] = v;
+        } else if (publish && a[0] != '-' && !o->topic) o->topic = a;
+        else {
+            if (missing) fprintf(stderr, "%s: %s needs a value\n", prog, a);
+            else fprintf(stderr, "%s: unknown %s \"%s\" for %s\n", prog, a[0] == '-' ? "option" : "argument", a,
+                         o->command);
+            usage(stderr, prog);
+            return 2;
+        }
+        if (missing) {
+            fprintf(stderr, "%s: %s needs a value\n", prog, a);
+            usage(stderr, prog);
+            return 2;
+        }
+    }
+    if (publish && !o->topic) {
+        fprintf(stderr, "%s: publish needs a TOPIC\n", prog);
+        usage(stderr, prog);
+        return 2;
+    }
+    return 0;
+}
+
+static const char *flag_or_env(const char *flag, const char *env) {
+    if (flag) return flag;
+    const char *v = getenv(env);
+    return v && *v ? v : NULL;
+}
+
+/* Log level and format: flag, else environment, else what the code set. */
+static int apply_logging(const options *o, const char *prog) {
+    const char *level = flag_or_env(o->log_level, "CSTREAM_LOG_LEVEL");
+    if (level) {
+        int l = cs__log_level_parse(level);
+        if (l < 0) {
+            fprintf(stderr, "%s: log level \"%s\" is not one of error|warn|info|debug\n", prog, level);
+            return 2;
+        }
+        cs_log_set_level((cs_log_level)l);
+    }
+    const char *format = flag_or_env(o->log_format, "CSTREAM_LOG_FORMAT");
+    if (format) {
+        int f = cs__log_format_parse(format);
+        if (f < 0) {
+            fprintf(stderr, "%s: log format \"%s\" is not one of text|json\n", prog, format);
+            return 2;
+        }
+        cs_log_set_format((cs_log_format)f);
+    }
+    return 0;
+}
+
+/* Brokers: flag, else CSTREAM_BROKERS, else what the code gave cs_kafka_new. */
+static int apply_brokers(cs_app *app, const options *o, const char *prog) {
+    const char *servers = flag_or_env(o->brokers, "CSTREAM_BROKERS");
+    if (!servers) return 0;
+    for (size_t i = 0; i < cs__app_n_brokers(app); i++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(app, i, &impl);
+        if (ops->set_bootstrap && ops->set_bootstrap(impl, servers) != CS_OK) {
+            fprintf(stderr, "%s: %s\n", prog, cs_errmsg());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- run ----------------------------------------------------------------------------- */
+
+typedef struct ops_state {
+    cs_app *app;
+    pthread_mutex_t lock;
+    bool running; /* started and not stopping: subscriptions may be read */
+    _Atomic bool done;
+    sigset_t signals;
+} ops_state;
+
+static int all_ready(ops_state *s) {
+    if (!s->running) return 0;
+    for (size_t i = 0; i < cs__app_n_brokers(s->app); i++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(s->app, i, &impl);
+        if (ops->ready && !ops->ready(impl)) return 0;
+    }
+    return 1;
+}
+
+static int route(void *ctx, const char *path, char **body, const char **type) {
+    ops_state *s = ctx;
+    if (!strcmp(path, "/healthz") || !strcmp(path, "/livez")) {
+        *body = strdup("ok\n");
+        return 200;
+    }
+    if (!strcmp(path, "/readyz")) {
+        pthread_mutex_lock(&s->lock);
+        int ready = all_ready(s);
+        pthread_mutex_unlock(&s->lock);
+        *body = strdup(ready ? "ready\n" : "not ready\n");
+        return ready ? 200 : 503;
+    }
+    if (!strcmp(path, "/metrics")) {
+        pthread_mutex_lock(&s->lock);
+        cs_err err = s->running ? cs_app_metrics(s->app, body) : CS_ERR_STATE;
+        pthread_mutex_unlock(&s->lock);
+        *type = "text/plain; version=0.0.4; charset=utf-8";
+        if (err) {
+            *body = strdup(err == CS_ERR_STATE ? "the app is not running\n" : "metrics failed\n");
+            return 503;
+        }
+        return 200;
+    }
+    *body = strdup("not found (try /metrics, /healthz, /readyz)\n");
+    return 404;
+}
+
+/* Turns SIGINT/SIGTERM (blocked in every thread) into a stop request. */
+static void *signal_thread(void *arg) {
+    ops_state *s = arg;
+    while (!atomic_load(&s->done)) {
+        struct timespec tick = {0, 100 * 1000000L};
+        int sig = sigtimedwait(&s->signals, NULL, &tick);
+        if (sig > 0) {
+            CS_LOG_INFO("signal received, stopping gracefully app=%s signal=%s", cs_app_name(s->app),
+                        sig == SIGINT ? "SIGINT" : "SIGTERM");
+            cs_app_request_stop(s->app);
+        }
+    }
+    return NULL;
+}
+
+static int cmd_run(cs_app *app, const options *o, const char *prog) {
+    ops_state s = {.app = app};
+    pthread_mutex_init(&s.lock, NULL);
+    sigemptyset(&s.signals);
+    sigaddset(&s.signals, SIGINT);
+    sigaddset(&s.signals, SIGTERM);
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &s.signals, &old); /* before any thread starts: they inherit it */
+
+    int status = EXIT_OK;
+    cs_http *http = NULL;
+    const char *addr = flag_or_env(o->http, "CSTREAM_HTTP");
+    if (addr) {
+        int port = 0;
+        if (cs__http_start(addr, route, &s, &http, &port) != CS_OK) {
+            fprintf(stderr, "%s: %s\n", prog, cs_errmsg());
+            pthread_sigmask(SIG_SETMASK, &old, NULL);
+            pthread_mutex_destroy(&s.lock);
+            return EXIT_FAILED;
+        }
+        CS_LOG_INFO("http listening app=%s addr=%s port=%d paths=/metrics,/healthz,/readyz", cs_app_name(app), addr,
+                    port);
+    }
+    pthread_t sig_thread;
+    bool sig_started = pthread_create(&sig_thread, NULL, signal_thread, &s) == 0;
+    if (cs_app_start(app) != CS_OK) {
+        fprintf(stderr, "%s: %s\n", prog, cs_errmsg());
+        status = EXIT_FAILED;
+    } else {
+        pthread_mutex_lock(&s.lock);
+        s.running = true;
+        pthread_mutex_unlock(&s.lock);
+        cs_err err = cs_app_wait(app);
+        pthread_mutex_lock(&s.lock);
+        s.running = false; /* from here on no request reads the subscriptions */
+        pthread_mutex_unlock(&s.lock);
+        cs_err stop_err = cs_app_stop(app);
+        if (err == CS_OK) err = stop_err;
+        if (err) {
+            fprintf(stderr, "%s: %s\n", prog, cs_errmsg());
+            status = EXIT_FAILED;
+        }
+    }
+    atomic_store(&s.done, true);
+    if (sig_started) pthread_join(sig_thread, NULL);
+    cs__http_stop(http);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_mutex_destroy(&s.lock);
+    return status;
+}
+
+/* ---- docs ------------------------------------------------------------------------------ */
+
+static int cmd_docs(cs_app *app, const options *o, const char *prog) {
+    char *doc = NULL;
+    if (cs_app_asyncapi(app, o->yaml, &doc) != CS_OK) {
+        fprintf(stderr, "%s docs: %s\n", prog, cs_errmsg());
+        return EXIT_FAILED;
+    }
+    fputs(doc, stdout);
+    free(doc);
+    return fflush(stdout) == 0 ? EXIT_OK : EXIT_FAILED;
+}
+
+/* ---- publish ------------------------------------------------------------------------------ */
+
+static char *read_all(FILE *f, size_t *len) {
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+        if (n == cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                return NULL;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static int publish_one(cs_kafka *k, cs_record *r, const char *prog) {
+    cs_published where;
+    if (cs_publish(k, r, &where) != CS_OK) {
+        fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
+        return EXIT_FAILED;
+    }
+    printf("partition=%d offset=%lld\n", (int)where.partition, (long long)where.offset);
+    fflush(stdout);
+    return EXIT_OK;
+}
+
+static int cmd_publish(cs_app *app, const options *o, const char *prog) {
+    void *impl = NULL;
+    const cs_broker_ops *ops = cs__app_n_brokers(app) ? cs__app_broker(app, 0, &impl) : NULL;
+    if (!ops || !ops->publisher) {
+        fprintf(stderr, "%s publish: the app has no Kafka broker\n", prog);
+        return EXIT_FAILED;
+    }
+    int32_t partition = -1;
+    if (o->partition) {
+        char *end;
+        long p = strtol(o->partition, &end, 10);
+        if (*end || p < 0 || p > INT32_MAX) {
+            fprintf(stderr, "%s publish: --partition %s is not a partition number\n", prog, o->partition);
+            return EXIT_USAGE;
+        }
+        partition = (int32_t)p;
+    }
+    size_t len = 0;
+    char *input = read_all(stdin, &len);
+    if (!input) {
+        fprintf(stderr, "%s publish: cannot read stdin: %s\n", prog, strerror(errno));
+        return EXIT_FAILED;
+    }
+    cs_header *headers = calloc(o->n_headers ? o->n_headers : 1, sizeof *headers);
+    char **names = calloc(o->n_headers ? o->n_headers : 1, sizeof *names);
+    for (size_t i = 0; headers && names && i < o->n_headers; i++) {
+        const char *eq = strchr(o->headers[i], '=');
+        names[i] = strndup(o->headers[i], (size_t)(eq - o->headers[i]));
+        headers[i] = (cs_header){names[i], eq + 1, strlen(eq + 1)};
+    }
+    /* A broker of its own: the same client properties and declared topics,
+     * no subscriptions (publishing must not join the service's groups). */
+    cs_app *tool = cs_app_new(cs_app_name(app), cs_app_version(app));
+    cs_kafka *k = ops->publisher(impl, flag_or_env(o->brokers, "CSTREAM_BROKERS"));
+    int status = EXIT_FAILED;
+    bool added = tool && k && cs_app_add_kafka(tool, k) == CS_OK;
+    if (!added) cs_kafka_destroy(k); /* the app owns it once added */
+    if (!added || !headers || !names) {
+        fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
+    } else if (cs_app_start(tool) != CS_OK) {
+        fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
+    } else {
+        cs_record r = {.topic = o->topic, .partition = partition, .key = o->key, .key_len = o->key ? strlen(o->key) : 0,
+                       .headers = headers, .n_headers = o->n_headers};
+        status = EXIT_OK;
+        if (!o->lines) {
+            r.value = input;
+            r.value_len = len;
+            status = publish_one(k, &r, prog);
+        } else {
+            for (char *line = input; status == EXIT_OK && line < input + len;) {
+                char *nl = memchr(line, '\n', (size_t)(input + len - line));
+                size_t ll = nl ? (size_t)(nl - line) : (size_t)(input + len - line);
+                if (ll && line[ll - 1] == '\r') ll--;
+                r.value = line;
+                r.value_len = ll;
+                status = publish_one(k, &r, prog);
+                line = nl ? nl + 1 : input + len;
+            }
+        }
+        if (cs_app_stop(tool) != CS_OK && status == EXIT_OK) status = EXIT_FAILED;
+    }
+    cs_app_destroy(tool);
+    for (size_t i = 0; names && i < o->n_headers; i++) free(names[i]);
+    free(names);
+    free(headers);
+    free(input);
+    return status;
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+int cs_app_main(cs_app *app, int argc, char **argv) {
+    const char *prog = argc > 0 && argv[0] ? strrchr(argv[0], '/') : NULL;
+    prog = prog ? prog + 1 : (argc > 0 && argv[0] ? argv[0] : "service");
+    if (!app) {
+        fprintf(stderr, "%s: %s\n", prog, cs_errmsg());
+        return EXIT_FAILED;
+    }
+    options o = {0};
+    int status = parse(argc, argv, prog, app, &o);
+    if (status == 1) status = EXIT_OK; /* --help, --version */
+    else if (status == 0) {
+        bool docs = !strcmp(o.command, "docs");
+        status = docs ? 0 : apply_logging(&o, prog);
+        if (!status) status = apply_brokers(app, &o, prog);
+        if (!status) {
+            if (docs) status = cmd_docs(app, &o, prog);
+            else if (!strcmp(o.command, "publish")) status = cmd_publish(app, &o, prog);
+            else status = cmd_run(app, &o, prog);
+        }
+    }
+    free(o.headers);
+    cs_app_destroy(app);
+    return status;
+}

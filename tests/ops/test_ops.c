@@ -1,0 +1,485 @@
+/* test_ops.c — the operations surface, end to end: tests/support/ops_service
+ * (main = cs_app_main) runs as a child process.
+ *   - --help, --version, a wrong flag or command (usage, exit 2);
+ *   - docs: the AsyncAPI 3.0 document, JSON and YAML, validated by the AsyncAPI
+ *     project's parser (node tests/asyncapi/validate.mjs; fails if node is missing);
+ *   - run --http: /healthz, /readyz (ready once assigned), /metrics counting a
+ *     handled record, --log-format json (every stderr line a JSON object with
+ *     ts, level, msg and the fields), SIGTERM exits 0;
+ *   - precedence: --brokers beats CSTREAM_BROKERS beats the code's servers;
+ *     --log-level beats CSTREAM_LOG_LEVEL;
+ *   - publish: stdin as one record, or one per line, with partition and offset
+ *     from the delivery report, checked against the topic's end offsets. */
+#define _POSIX_C_SOURCE 200809L
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <yajl/yajl_tree.h>
+
+#include "cstest.h"
+
+#ifndef OPS_SERVICE
+#error "OPS_SERVICE must name the ops_service executable"
+#endif
+#ifndef ASYNCAPI_VALIDATE
+#error "ASYNCAPI_VALIDATE must name tests/asyncapi/validate.mjs"
+#endif
+#ifndef NODE_EXE
+#define NODE_EXE "node"
+#endif
+
+extern char **environ;
+
+static char tmpdir[256];
+
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void path_of(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", tmpdir, name); }
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text ? text : "", f);
+    fclose(f);
+}
+
+/* The whole file, NUL-terminated (the caller frees). */
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return strdup("");
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Starts argv with the environment minus CSTREAM_* and OPS_*, plus `env`
+ * (NULL-terminated "K=V"), stdin from the text, stdout/stderr to files. */
+static pid_t spawn(const char *const *argv, const char *const *env, const char *stdin_text, const char *out,
+                   const char *err) {
+    char in[300];
+    path_of(in, sizeof in, "stdin");
+    write_file(in, stdin_text);
+    size_t n = 0;
+    while (environ[n]) n++;
+    const char **envp = calloc(n + 16, sizeof *envp);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "CSTREAM_", 8) && strncmp(environ[i], "OPS_", 4)) envp[j++] = environ[i];
+    for (size_t i = 0; env && env[i]; i++) envp[j++] = env[i];
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, in, O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, (char *const *)envp);
+    posix_spawn_file_actions_destroy(&fa);
+    free(envp);
+    if (rc) fail_msg("posix_spawn %s: %s", argv[0], strerror(rc));
+    return pid;
+}
+
+/* Exit status, or fails after timeout (the child is killed). */
+static int wait_exit(pid_t pid, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    for (;;) {
+        int status;
+        pid_t r = waitpid(pid, &status, WNOHANG);
+        if (r == pid) {
+            if (!WIFEXITED(status)) fail_msg("child %d did not exit normally (status %d)", (int)pid, status);
+            return WEXITSTATUS(status);
+        }
+        if (now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("child %d did not exit within %d ms", (int)pid, timeout_ms);
+        }
+        usleep(20 * 1000);
+    }
+}
+
+/* Runs to completion; *out and *err get the output (caller frees). */
+static int run(const char *const *argv, const char *const *env, const char *stdin_text, char **out, char **err) {
+    char o[300], e[300];
+    path_of(o, sizeof o, "out");
+    path_of(e, sizeof e, "err");
+    int status = wait_exit(spawn(argv, env, stdin_text, o, e), 120000);
+    *out = read_file(o);
+    *err = read_file(e);
+    return status;
+}
+
+/* A plain HTTP/1.0 GET on 127.0.0.1:port: the status (0 if no answer); *body (may be NULL) the body. */
+static int http_get(int port, const char *path, char **body) {
+    if (body) *body = NULL;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+        close(fd);
+        return 0;
+    }
+    char req[256];
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+    if (write(fd, req, (size_t)n) != n) {
+        close(fd);
+        return 0;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *resp = malloc(cap);
+    ssize_t got;
+    while ((got = read(fd, resp + len, cap - len - 1)) > 0) {
+        len += (size_t)got;
+        if (len + 1 == cap) resp = realloc(resp, cap *= 2);
+    }
+    resp[len] = '\0';
+    close(fd);
+    int status = 0;
+    sscanf(resp, "HTTP/1.%*d %d", &status);
+    char *b = strstr(resp, "\r\n\r\n");
+    if (body) *body = strdup(b ? b + 4 : "");
+    free(resp);
+    return status;
+}
+
+/* ---- command line ---------------------------------------------------------- */
+
+static void test_help_version_usage(void **state) {
+    (void)state;
+    char *out, *err;
+    const char *help[] = {OPS_SERVICE, "--help", NULL};
+    assert_int_equal(run(help, NULL, NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "usage: ops_service"));
+    assert_non_null(strstr(out, "publish TOPIC"));
+    free(out), free(err);
+
+    const char *version[] = {OPS_SERVICE, "--version", NULL};
+    assert_int_equal(run(version, NULL, NULL, &out, &err), 0);
+    assert_string_equal(out, "orders-svc 1.2.3 (cstream " CSTREAM_VERSION ")\n");
+    free(out), free(err);
+
+    const char *bad_flag[] = {OPS_SERVICE, "run", "--brokerz", "x", NULL};
+    assert_int_equal(run(bad_flag, NULL, NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "unknown option \"--brokerz\""));
+    assert_non_null(strstr(err, "usage:"));
+    assert_string_equal(out, "");
+    free(out), free(err);
+
+    const char *bad_cmd[] = {OPS_SERVICE, "frobnicate", NULL};
+    assert_int_equal(run(bad_cmd, NULL, NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "unknown command \"frobnicate\""));
+    free(out), free(err);
+
+    const char *no_value[] = {OPS_SERVICE, "--http", NULL};
+    assert_int_equal(run(no_value, NULL, NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "--http needs a value"));
+    free(out), free(err);
+
+    const char *bad_level[] = {OPS_SERVICE, "--log-level", "loud", NULL};
+    assert_int_equal(run(bad_level, NULL, NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "log level \"loud\""));
+    free(out), free(err);
+
+    const char *publish_no_topic[] = {OPS_SERVICE, "publish", NULL};
+    assert_int_equal(run(publish_no_topic, NULL, NULL, &out, &err), 2);
+    assert_non_null(strstr(err, "publish needs a TOPIC"));
+    free(out), free(err);
+}
+
+/* ---- docs: AsyncAPI, validated by the AsyncAPI parser -------------------------- */
+
+static void validate(const char *file, const char *expect) {
+    const char *argv[] = {NODE_EXE, ASYNCAPI_VALIDATE, file, expect, NULL};
+    char o[300], e[300];
+    path_of(o, sizeof o, "node.out");
+    path_of(e, sizeof e, "node.err");
+    if (access(NODE_EXE, X_OK)) fail_msg("node (%s) is missing: the AsyncAPI check cannot run", NODE_EXE);
+    int status = wait_exit(spawn(argv, NULL, NULL, o, e), 120000);
+    char *out = read_file(o), *err = read_file(e);
+    if (status != 0) fail_msg("AsyncAPI parser rejected %s (exit %d):\n%s%s", file, status, out, err);
+    assert_non_null(strstr(out, "VALID"));
+    free(out), free(err);
+}
+
+static void test_docs_asyncapi(void **state) {
+    (void)state;
+    char *out, *err;
+    const char *env[] = {"OPS_PREFIX=shop.", NULL};
+    const char *json[] = {OPS_SERVICE, "docs", "--brokers", "kafka-1:9092,kafka-2:9092", NULL};
+    assert_int_equal(run(json, env, NULL, &out, &err), 0);
+    assert_string_equal(err, "");
+    yajl_val doc = yajl_tree_parse(out, NULL, 0);
+    assert_non_null(doc);
+    const char *version_path[] = {"asyncapi", NULL};
+    assert_string_equal(YAJL_GET_STRING(yajl_tree_get(doc, version_path, yajl_t_string)), "3.0.0");
+    const char *host_path[] = {"servers", "kafka", "host", NULL};
+    assert_string_equal(YAJL_GET_STRING(yajl_tree_get(doc, host_path, yajl_t_string)), "kafka-1:9092");
+    const char *client_path[] = {"operations", "receive.shop.orders", "bindings", "kafka", "clientId", "enum", NULL};
+    assert_non_null(yajl_tree_get(doc, client_path, yajl_t_array));
+    const char *partitions_path[] = {"channels", "shop.invoices", "bindings", "kafka", "partitions", NULL};
+    assert_int_equal(YAJL_GET_INTEGER(yajl_tree_get(doc, partitions_path, yajl_t_number)), 3);
+    const char *req_path[] = {"components", "schemas", "order", "required", NULL};
+    yajl_val req = yajl_tree_get(doc, req_path, yajl_t_array);
+    assert_non_null(req);
+    assert_int_equal(req->u.array.len, 2); /* id, amount_cents */
+    yajl_tree_free(doc);
+
+    char file[300];
+    path_of(file, sizeof file, "asyncapi.json");
+    write_file(file, out);
+    free(out), free(err);
+    const char *expect =
+        "{\"receive\":{\"shop.orders\":[\"id\",\"amount_cents\",\"urgent\",\"currency\",\"lines\",\"weight\"],"
+        "\"shop.audit\":[]},\"send\":[\"shop.orders.done\",\"shop.orders.dlq\",\"shop.invoices\"],"
+        "\"groups\":{\"shop.orders\":\"shop.orders-svc\",\"shop.audit\":\"shop.audit-svc\"}}";
+    validate(file, expect);
+
+    const char *yaml[] = {OPS_SERVICE, "docs", "--yaml", NULL};
+    assert_int_equal(run(yaml, env, NULL, &out, &err), 0);
+    assert_non_null(strstr(out, "\"asyncapi\": \"3.0.0\"\n"));
+    path_of(file, sizeof file, "asyncapi.yaml");
+    write_file(file, out);
+    free(out), free(err);
+    validate(file, expect);
+}
+
+/* ---- run --http: health, readiness, metrics, JSON logs --------------------------- */
+
+typedef struct child {
+    pid_t pid;
+    char err_path[300], out_path[300];
+    int port;
+} child;
+
+/* Starts `run --http 127.0.0.1:0 ...` and waits for the "http listening" log line. */
+static void start_service(child *c, const char *const *extra_argv, const char *const *env) {
+    const char *argv[16] = {OPS_SERVICE, "run", "--http", "127.0.0.1:0"};
+    size_t n = 4;
+    for (size_t i = 0; extra_argv && extra_argv[i]; i++) argv[n++] = extra_argv[i];
+    argv[n] = NULL;
+    path_of(c->out_path, sizeof c->out_path, "service.out");
+    path_of(c->err_path, sizeof c->err_path, "service.err");
+    c->pid = spawn(argv, env, NULL, c->out_path, c->err_path);
+    c->port = 0;
+    for (int64_t deadline = now_ms() + 30000; !c->port && now_ms() < deadline; usleep(20 * 1000)) {
+        char *log = read_file(c->err_path);
+        const char *p = strstr(log, "\"port\":");
+        if (p) c->port = atoi(p + 7);
+        else if ((p = strstr(log, "http listening")) && (p = strstr(p, "port="))) c->port = atoi(p + 5);
+        free(log);
+    }
+    if (!c->port) fail_msg("the service did not report its HTTP port");
+}
+
+static void wait_ready(const child *c, int timeout_ms) {
+    int64_t deadline = now_ms() + timeout_ms;
+    int status = 0;
+    while ((status = http_get(c->port, "/readyz", NULL)) != 200 && now_ms() < deadline) usleep(50 * 1000);
+    if (status != 200) {
+        char *log = read_file(c->err_path);
+        fail_msg("/readyz stayed %d; service log:\n%s", status, log);
+    }
+}
+
+static int stop_service(child *c) {
+    kill(c->pid, SIGTERM);
+    return wait_exit(c->pid, 60000);
+}
+
+/* The value of the series `name{subscription="sub"...}` in a metrics body, or -1. */
+static long long metric(const char *body, const char *name, const char *sub) {
+    char prefix[512];
+    snprintf(prefix, sizeof prefix, "%s{subscription=\"%s\"", name, sub);
+    const char *p = strstr(body, prefix);
+    if (!p) return -1;
+    p = strchr(p, '}');
+    return p ? atoll(p + 1) : -1;
+}
+
+static void test_run_http_metrics_json_logs(void **state) {
+    (void)state;
+    char prefix[64], orders[128], env_prefix[128], env_brokers[512];
+    cs_test_unique_name(prefix, sizeof prefix, "ops");
+    strcat(prefix, ".");
+    snprintf(orders, sizeof orders, "%sorders", prefix);
+    const char *topics[] = {"orders", "orders.done", "orders.dlq", "audit", "invoices"};
+    int parts[] = {2, 2, 1, 1, 3};
+    for (int i = 0; i < 5; i++) {
+        char t[128];
+        snprintf(t, sizeof t, "%s%s", prefix, topics[i]);
+        CST_OK(cs_test_topic_create(cst_cluster, t, parts[i]));
+    }
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    /* env beats code: the code's servers are unreachable, CSTREAM_BROKERS is the cluster. */
+    const char *env[] = {env_prefix, env_brokers, "OPS_CODE_BROKERS=127.0.0.1:1", "CSTREAM_LOG_LEVEL=error", NULL};
+    const char *extra[] = {"--log-format", "json", "--log-level", "info", NULL};
+    child c;
+    start_service(&c, extra, env);
+
+    char *body = NULL;
+    assert_int_equal(http_get(c.port, "/healthz", &body), 200);
+    assert_string_equal(body, "ok\n");
+    free(body);
+    assert_int_equal(http_get(c.port, "/nope", NULL), 404);
+    wait_ready(&c, 60000);
+
+    const char *order = "{\"id\":7,\"amount_cents\":1250,\"currency\":\"EUR\",\"lines\":[{\"sku\":\"a\",\"quantity\":2}]}";
+    CST_OK(cs_test_produce(cst_cluster, orders, 0, "7", 1, order, strlen(order), NULL));
+    long long delivered = -1, acked = -1;
+    for (int64_t deadline = now_ms() + 30000; now_ms() < deadline; usleep(50 * 1000)) {
+        assert_int_equal(http_get(c.port, "/metrics", &body), 200);
+        delivered = metric(body, "cstream_subscription_delivered_total", orders);
+        acked = metric(body, "cstream_subscription_acked_total", orders);
+        if (acked == 1) break;
+        free(body);
+        body = NULL;
+    }
+    assert_int_equal(delivered, 1);
+    assert_int_equal(acked, 1);
+    assert_non_null(body);
+    char group_label[256];
+    snprintf(group_label, sizeof group_label, "{subscription=\"%s\",group=\"%sorders-svc\"}", orders, prefix);
+    assert_non_null(strstr(body, group_label));
+    assert_non_null(strstr(body, "# TYPE cstream_subscription_decode_failures_total counter"));
+    assert_non_null(strstr(body, "cstream_subscription_commit_failures_total{"));
+    assert_non_null(strstr(body, "cstream_subscription_pauses_total{"));
+    free(body);
+
+    assert_int_equal(stop_service(&c), 0);
+
+    /* --log-format json: every line one object with ts, level, msg; fields as members.
+     * --log-level info beat CSTREAM_LOG_LEVEL=error: info lines are there. */
+    char *log = read_file(c.err_path);
+    int lines = 0, info = 0, assigned = 0;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"), lines++) {
+        char why[256];
+        yajl_val v = yajl_tree_parse(line, why, sizeof why);
+        if (!v || !YAJL_IS_OBJECT(v)) fail_msg("log line is not a JSON object (%s): %s", why, line);
+        const char *ts[] = {"ts", NULL}, *level[] = {"level", NULL}, *msg[] = {"msg", NULL};
+        const char *partition[] = {"partition", NULL}, *topic[] = {"topic", NULL};
+        assert_non_null(yajl_tree_get(v, ts, yajl_t_string));
+        assert_non_null(yajl_tree_get(v, msg, yajl_t_string));
+        const char *lv = YAJL_GET_STRING(yajl_tree_get(v, level, yajl_t_string));
+        assert_non_null(lv);
+        if (!strcmp(lv, "info")) info++;
+        const char *m = YAJL_GET_STRING(yajl_tree_get(v, msg, yajl_t_string));
+        if (m && !strcmp(m, "partition assigned")) {
+            assert_non_null(yajl_tree_get(v, partition, yajl_t_number));
+            assert_non_null(yajl_tree_get(v, topic, yajl_t_string));
+            assigned++;
+        }
+        yajl_tree_free(v);
+    }
+    free(log);
+    assert_true(lines > 3);
+    assert_true(info > 0);
+    assert_true(assigned >= 1);
+}
+
+/* --brokers beats CSTREAM_BROKERS (which points nowhere here). */
+static void test_flag_beats_env(void **state) {
+    (void)state;
+    char prefix[64], env_prefix[128];
+    cs_test_unique_name(prefix, sizeof prefix, "opsflag");
+    strcat(prefix, ".");
+    const char *topics[] = {"orders", "orders.done", "orders.dlq", "audit", "invoices"};
+    for (int i = 0; i < 5; i++) {
+        char t[128];
+        snprintf(t, sizeof t, "%s%s", prefix, topics[i]);
+        CST_OK(cs_test_topic_create(cst_cluster, t, 1));
+    }
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    const char *env[] = {env_prefix, "CSTREAM_BROKERS=127.0.0.1:1", NULL};
+    const char *extra[] = {"--brokers", cs_test_cluster_brokers(cst_cluster), NULL};
+    child c;
+    start_service(&c, extra, env);
+    wait_ready(&c, 60000);
+    char *log = read_file(c.err_path);
+    assert_null(strstr(log, "\"level\"")); /* text format by default */
+    assert_non_null(strstr(log, "INFO"));
+    free(log);
+    assert_int_equal(stop_service(&c), 0);
+}
+
+/* ---- publish ------------------------------------------------------------------------ */
+
+static void test_publish(void **state) {
+    (void)state;
+    char prefix[64], invoices[128], env_prefix[128], env_brokers[512];
+    cs_test_unique_name(prefix, sizeof prefix, "opspub");
+    strcat(prefix, ".");
+    snprintf(invoices, sizeof invoices, "%sinvoices", prefix);
+    CST_OK(cs_test_topic_create(cst_cluster, invoices, 3));
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_prefix, env_brokers, "CSTREAM_LOG_LEVEL=error", NULL};
+
+    char *out, *err;
+    const char *one[] = {OPS_SERVICE, "publish", invoices, "--partition", "2", "--key", "inv-1", "--header",
+                         "source=cli", "--header", "trace=abc=def", NULL};
+    assert_int_equal(run(one, env, "{\"id\":1}\n{\"id\":2}\n", &out, &err), 0);
+    assert_string_equal(out, "partition=2 offset=0\n");
+    assert_null(strstr(err, "INFO")); /* CSTREAM_LOG_LEVEL=error applies without a flag */
+    free(out), free(err);
+    int64_t end = -1;
+    CST_OK(cs_test_end_offset(cst_cluster, invoices, 2, &end));
+    assert_int_equal(end, 1); /* both lines went as one record */
+
+    const char *lines[] = {OPS_SERVICE, "publish", invoices, "--lines", "--partition=1", "--log-level", "info", NULL};
+    assert_int_equal(run(lines, env, "a\nb\r\nc", &out, &err), 0);
+    assert_string_equal(out, "partition=1 offset=0\npartition=1 offset=1\npartition=1 offset=2\n");
+    assert_non_null(strstr(err, "INFO")); /* the flag beat CSTREAM_LOG_LEVEL=error */
+    free(out), free(err);
+    CST_OK(cs_test_end_offset(cst_cluster, invoices, 1, &end));
+    assert_int_equal(end, 3);
+
+    /* A topic that does not exist on a real cluster fails with a reason, exit 1. */
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        const char *missing[] = {OPS_SERVICE, "publish", "no-such-topic-ops", NULL};
+        assert_int_equal(run(missing, env, "x", &out, &err), 1);
+        free(out), free(err);
+    }
+    const char *bad_header[] = {OPS_SERVICE, "publish", invoices, "--header", "novalue", NULL};
+    assert_int_equal(run(bad_header, env, "x", &out, &err), 2);
+    assert_non_null(strstr(err, "expected NAME=VALUE"));
+    free(out), free(err);
+}
+
+static int setup(void **state) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/cstream-ops-XXXXXX");
+    if (!mkdtemp(tmpdir)) return -1;
+    return cst_cluster_setup(state);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_help_version_usage),
+        cmocka_unit_test(test_docs_asyncapi),
+        cmocka_unit_test(test_run_http_metrics_json_logs),
+        cmocka_unit_test(test_flag_beats_env),
+        cmocka_unit_test(test_publish),
+    };
+    return cmocka_run_group_tests(tests, setup, cst_cluster_teardown);
+}

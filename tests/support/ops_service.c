@@ -1,0 +1,99 @@
+/* ops_service.c — a small service whose main is cs_app_main, for
+ * tests/ops/test_ops.c: a typed Tracked subscription on <prefix>orders (JSON
+ * `order`, with a nested `line` array) that replies to <prefix>orders.done and
+ * dead-letters to <prefix>orders.dlq, an untyped Auto subscription on
+ * <prefix>audit, and a declared topic it publishes to, <prefix>invoices.
+ * OPS_PREFIX (environment) prefixes topics and groups so runs stay apart;
+ * OPS_CODE_BROKERS plays the bootstrap servers written in the code
+ * (cs_kafka_new's argument), for the precedence tests. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cstream.h"
+
+typedef struct line {
+    char *sku;
+    uint32_t quantity;
+} line;
+
+typedef struct order {
+    uint64_t id;
+    int64_t amount_cents;
+    bool urgent;
+    char currency[4];
+    line *lines;
+    size_t n_lines;
+    double weight;
+} order;
+
+static const cs_field line_fields[] = {
+    CS_FIELD_STRING(line, sku, CS_REQUIRED),
+    CS_FIELD_U32(line, quantity, CS_REQUIRED),
+};
+static CS_TYPE(line_type, line, line_fields);
+
+static const cs_field order_fields[] = {
+    CS_FIELD_U64(order, id, CS_REQUIRED),
+    CS_FIELD_I64(order, amount_cents, CS_REQUIRED),
+    CS_FIELD_BOOL(order, urgent, CS_OPTIONAL),
+    CS_FIELD_CHARS(order, currency, CS_OPTIONAL),
+    CS_FIELD_ARRAY_MAX(order, lines, n_lines, &line_type, 100, CS_OPTIONAL),
+    CS_FIELD_F64(order, weight, CS_OPTIONAL),
+};
+static CS_TYPE(order_type, order, order_fields);
+
+static cs_outcome handle_order(cs_delivery *d, void *user) {
+    (void)user;
+    const order *o = cs_delivery_decoded(d);
+    if (o && o->amount_cents < 0) return CS_RETRY; /* ends in the dead-letter topic */
+    char reply[64];
+    int n = snprintf(reply, sizeof reply, "{\"order_id\":%llu}", (unsigned long long)(o ? o->id : 0));
+    cs_delivery_reply(d, NULL, 0, reply, (size_t)n);
+    return CS_ACK;
+}
+
+static cs_outcome handle_audit(cs_delivery *d, void *user) {
+    (void)d, (void)user;
+    return CS_ACK;
+}
+
+int main(int argc, char **argv) {
+    const char *p = getenv("OPS_PREFIX") ? getenv("OPS_PREFIX") : "";
+    char orders[128], done[128], dlq[128], audit[128], invoices[128], group[128], audit_group[128];
+    snprintf(orders, sizeof orders, "%sorders", p);
+    snprintf(done, sizeof done, "%sorders.done", p);
+    snprintf(dlq, sizeof dlq, "%sorders.dlq", p);
+    snprintf(audit, sizeof audit, "%saudit", p);
+    snprintf(invoices, sizeof invoices, "%sinvoices", p);
+    snprintf(group, sizeof group, "%sorders-svc", p);
+    snprintf(audit_group, sizeof audit_group, "%saudit-svc", p);
+
+    cs_app *app = cs_app_new("orders-svc", "1.2.3");
+    cs_kafka *k = cs_kafka_new(getenv("OPS_CODE_BROKERS"));
+    if (!app || !k) return 1;
+    cs_err err = cs_app_add_kafka(app, k);
+    if (!err) err = cs_kafka_default_group(k, group);
+    if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
+    if (!err) err = cs_kafka_config(k, "session.timeout.ms", "6000");
+    if (!err) err = cs_kafka_topic(k, orders, 2);
+    if (!err) err = cs_kafka_topic(k, done, 2);
+    if (!err) err = cs_kafka_topic(k, dlq, 1);
+    if (!err) err = cs_kafka_topic(k, audit, 1);
+    if (!err) err = cs_kafka_topic(k, invoices, 3);
+    cs_sub *s = err ? NULL : cs_kafka_subscribe(k, orders, handle_order, NULL);
+    if (!s) err = err ? err : CS_ERR_ARG;
+    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_decode(s, &cs_codec_json, &order_type);
+    if (!err) err = cs_sub_reply(s, done, 5000);
+    if (!err) err = cs_sub_dead_letter(s, dlq);
+    if (!err) err = cs_sub_max_attempts(s, 2);
+    cs_sub *a = err ? NULL : cs_kafka_subscribe(k, audit, handle_audit, NULL);
+    if (!a) err = err ? err : CS_ERR_ARG;
+    if (!err) err = cs_sub_group(a, audit_group);
+    if (err) {
+        fprintf(stderr, "ops_service: %s\n", cs_errmsg());
+        cs_app_destroy(app);
+        return 1;
+    }
+    return cs_app_main(app, argc, argv);
+}
