@@ -38,6 +38,13 @@ static void prepare(setup *s, const char *prefix) {
 static pid_t spawn(const setup *s, const char *mode) {
     pid_t pid = fork();
     if (pid == 0) {
+        /* A stop signal sent before the service blocks it must wait for it
+         * (the mask survives exec), not kill it before main runs. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigprocmask(SIG_BLOCK, &stop, NULL);
         execl(ATTEMPTS_WORKER, ATTEMPTS_WORKER, s->topic, s->group, s->dlq, s->out, mode, (char *)NULL);
         _exit(127);
     }

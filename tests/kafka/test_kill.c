@@ -65,6 +65,13 @@ static size_t distinct_handled(run *r, size_t n) {
 static pid_t spawn(run *r) {
     pid_t pid = fork();
     if (pid == 0) {
+        /* A stop signal sent before the service blocks it must wait for it
+         * (the mask survives exec), not kill it before main runs. */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigprocmask(SIG_BLOCK, &stop, NULL);
         char workers[8];
         snprintf(workers, sizeof workers, "%d", WORKERS);
         execl(PAYOUT_WORKER, PAYOUT_WORKER, r->topic, r->group, r->out, workers, r->mode, (char *)NULL);
