@@ -969,6 +969,20 @@ void cs__pipeline_destroy(cs_pipeline *p) {
 
 /* ---- observation ---------------------------------------------------------- */
 
+int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition) {
+    int64_t next = -1;
+    pthread_mutex_lock(&p->parts_lock);
+    for (size_t i = 0; i < p->n_parts; i++) {
+        cs_part *part = p->parts[i];
+        if (part->partition != partition || strcmp(part->topic, topic)) continue;
+        pthread_mutex_lock(&part->lock);
+        if (part->assigned && part->max_fetched >= 0) next = part->max_fetched + 1;
+        pthread_mutex_unlock(&part->lock);
+    }
+    pthread_mutex_unlock(&p->parts_lock);
+    return next;
+}
+
 size_t cs__pipeline_busy(cs_pipeline *p) {
     size_t busy = 0;
     pthread_mutex_lock(&p->parts_lock);

@@ -108,6 +108,9 @@ size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms);
 /* Crash (tests): workers stop after their current handler; nothing settles. */
 void cs__pipeline_crash(cs_pipeline *p);
 
+/* Any thread: the offset after the last record dispatched for the partition
+ * in its current assignment, -1 if none. */
+int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition);
 /* Queued + running + pending across all partitions (for "idle"). */
 size_t cs__pipeline_busy(cs_pipeline *p);
 void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out);

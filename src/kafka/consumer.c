@@ -631,12 +631,16 @@ void cs__consumer_crash(cs_consumer *c) {
 
 /* Idle: an assignment, nothing queued or in flight, and every assigned
  * partition consumed up to its high watermark. Any thread (tests). */
+/* "Consumed" is what cstream dispatched (not librdkafka's position, which
+ * moves when poll returns a record the fetch thread has not handed out yet);
+ * the busy count is read last, so that a record dispatched after its offset
+ * was read is still seen as busy. */
 int cs__consumer_idle(cs_consumer *c) {
-    if (cs__pipeline_busy(c->pipe) != 0) return 0;
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
     int idle = assigned->cnt > 0;
-    if (idle && rd_kafka_position(c->rk, assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) idle = 0;
+    for (int i = 0; idle && i < assigned->cnt; i++)
+        assigned->elems[i].offset = cs__pipeline_next_offset(c->pipe, assigned->elems[i].topic, assigned->elems[i].partition);
     for (int i = 0; idle && i < assigned->cnt; i++) {
         rd_kafka_topic_partition_t *e = &assigned->elems[i];
         int64_t lo = 0, hi = 0;
@@ -654,7 +658,7 @@ int cs__consumer_idle(cs_consumer *c) {
         if (e->offset < hi) idle = 0;
     }
     rd_kafka_topic_partition_list_destroy(assigned);
-    return idle;
+    return idle && cs__pipeline_busy(c->pipe) == 0;
 }
 
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) { cs__pipeline_stats(c->pipe, out); }
