@@ -121,7 +121,9 @@ static void finish(run *r, pid_t child, size_t until) {
     kill(child, SIGTERM);
     int status;
     waitpid(child, &status, 0);
-    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("last worker stopped badly: %s %d", WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
 /* Prints the table; returns violations (records below a kill's committed
@@ -199,23 +201,29 @@ static void scale_out_survivors_take_over(void **state) {
     setup(&r, "tracked", 6, payouts_here());
     int kills = r.kills;
     for (int k = 0; k < kills; k++) {
-        /* Three members; one is killed mid-stream; the two others take over. */
+        /* Three members; once they made some progress one is killed, and the
+         * two others take over its partitions and make more. */
+        size_t before = distinct_handled(&r, read_lines(&r));
+        size_t step = ((size_t)r.payouts - before) / (size_t)(kills - k + 1);
+        if (step < 40) step = 40;
+        size_t at_kill = before + step / 2, at_end = before + step;
+        if (at_kill > (size_t)r.payouts) at_kill = (size_t)r.payouts;
+        if (at_end > (size_t)r.payouts) at_end = (size_t)r.payouts;
         pid_t members[3];
         for (int i = 0; i < 3; i++) members[i] = spawn(&r);
-        size_t before = read_lines(&r);
-        size_t share = ((size_t)r.payouts - (before < (size_t)r.payouts ? before : (size_t)r.payouts)) / (size_t)(kills + 1);
-        while (read_lines(&r) < before + share / 2) usleep(5 * 1000);
+        while (distinct_handled(&r, read_lines(&r)) < at_kill) usleep(5 * 1000);
         kill(members[k % 3], SIGKILL);
         waitpid(members[k % 3], NULL, 0);
         record_kill(&r, k);
-        /* The survivors handle more before this round ends. */
-        size_t at_kill = read_lines(&r);
-        while (read_lines(&r) < at_kill + share / 2 && distinct_handled(&r, read_lines(&r)) < (size_t)r.payouts)
-            usleep(5 * 1000);
+        while (distinct_handled(&r, read_lines(&r)) < at_end) usleep(5 * 1000);
         for (int i = 0; i < 3; i++) {
             if (i == k % 3) continue;
             kill(members[i], SIGTERM);
-            waitpid(members[i], NULL, 0);
+            int status;
+            waitpid(members[i], &status, 0);
+            if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                fail_msg("survivor stopped badly: %s %d", WIFEXITED(status) ? "exit" : "signal",
+                         WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
         }
     }
     finish(&r, spawn(&r), (size_t)r.payouts);
