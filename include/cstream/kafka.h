@@ -109,8 +109,12 @@ cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
 typedef enum cs_lane_key { CS_LANES_BY_PARTITION = 0, CS_LANES_BY_KEY } cs_lane_key;
 cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
 /* Records cstream holds per partition between fetch and settlement (queued,
- * running and, under Tracked, open). When a partition reaches it, fetching of
- * that partition pauses until it drains. Default 500. */
+ * running, pending) — under Tracked, the span of the commit tracker, from the
+ * lowest open record to the newest. When a partition reaches it, its fetching
+ * pauses until it drains to half. Default: 500 under Auto (the records handed
+ * to cstream are Auto's loss window, so keep it small), 10000 under Tracked
+ * (it only bounds memory; each pause makes librdkafka drop and refetch what it
+ * had prefetched, so a small cap costs throughput on busy partitions). */
 cs_err cs_sub_max_open(cs_sub *s, size_t n);
 /* Under Tracked: how often changed positions are committed (default 200 ms). */
 cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);

@@ -22,6 +22,8 @@
 
 /* Attempt counts kept per partition from the committed metadata. */
 #define CS_PRIOR_MAX 64
+/* Records that commit their attempt before running after an unclean owner change. */
+#define CS_SUSPECT_MAX 500
 
 typedef struct cs_delivery cs_delivery;
 typedef struct cs_pipeline cs_pipeline;

@@ -366,8 +366,12 @@ void cs__part_set_prior(cs_part *part, int64_t committed, const char *meta, cons
                         const uint32_t *attempts, size_t n, bool suspect) {
     pthread_mutex_lock(&part->lock);
     /* The previous owner held at most max_open records past its position. */
-    /* Only a cap needs the count to be exact across crashes. */
-    part->suspect_left = suspect && part->pipe && part->pipe->cfg.max_attempts > 0 ? part->pipe->cfg.max_open : 0;
+    /* Only a cap needs the count to be exact across crashes. The window is at
+     * most CS_SUSPECT_MAX records: each of them commits the position too, so a
+     * record that kills the process further out is reached as it moves up. */
+    size_t window = part->pipe ? part->pipe->cfg.max_open : 0;
+    if (window > CS_SUSPECT_MAX) window = CS_SUSPECT_MAX;
+    part->suspect_left = suspect && part->pipe && part->pipe->cfg.max_attempts > 0 ? window : 0;
     if (n > CS_PRIOR_MAX) n = CS_PRIOR_MAX;
     memcpy(part->prior_off, offsets, n * sizeof *offsets);
     memcpy(part->prior_att, attempts, n * sizeof *attempts);

@@ -525,7 +525,10 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .tracked = c->tracked,
         .lanes_by_key = s->lanes == CS_LANES_BY_KEY,
         .workers = s->workers,
-        .max_open = s->max_open,
+        /* Auto keeps its queue small (it is Auto's loss window); under Tracked
+         * the cap only bounds memory, and a small one costs a pause/resume
+         * cycle (librdkafka drops what it prefetched) every few hundred records. */
+        .max_open = s->max_open ? s->max_open : c->tracked ? 10000 : 500,
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = wake_fetch,
         .wake_arg = c,

@@ -170,7 +170,7 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->user = user;
     s->mode = CS_COMMIT_AUTO;
     s->workers = 1;
-    s->max_open = 500;
+    s->max_open = 0; /* the commit mode's default, see cs_sub_max_open */
     s->commit_interval_ms = 200;
     s->drain_timeout_ms = 10000;
     k->subs[k->n_subs++] = s;
