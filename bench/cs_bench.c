@@ -1,0 +1,422 @@
+/* bench/cs_bench.c — the C side of the benchmark harness (bench/run.py drives it).
+ *
+ *   cs_bench mock-host TOPIC:PARTITIONS...     hosts librdkafka's mock cluster (the embedded
+ *                                             cluster, via cstream/testing.h), creates the topics,
+ *                                             prints its bootstrap address, serves until stdin closes
+ *   cs_bench create-topic BROKERS TOPIC PARTITIONS   Admin API (cs_test_topic_create)
+ *   cs_bench produce BROKERS TOPIC PARTITIONS N      N records of 512 bytes of JSON, round-robin
+ *   cs_bench consume CONTENDER BROKERS TOPIC GROUP N [REPLY_TOPIC]
+ *
+ * Contenders: raw-batch (rd_kafka_consume_batch_queue), raw-poll (one rd_kafka_consumer_poll per
+ * record), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply.
+ * Every contender decodes each record with cs_json_decode into `payment` (the same yajl field-table
+ * decoder cstream uses), frees it, and marks its id in a bitmap; the run ends when every id 0..N-1
+ * was seen (a topic may hold more: ids >= N are decoded and ignored, so one topic serves rounds of
+ * any size up to its length; partitions are filled round-robin, so ids < N are each partition's head). consume prints one JSON line: records, distinct, duplicates, seconds (first record
+ * handled -> last record settled), records_per_s, allocs (in that window, when the malloc_count
+ * shim is preloaded), peak_rss_kb, total_seconds (including group join), valid. */
+#include <dlfcn.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include <librdkafka/rdkafka.h>
+
+#include <cstream.h>
+#include <cstream/testing.h>
+
+#include "bench_common.h"
+
+/* ---- shared consume state ----------------------------------------------- */
+
+static uint64_t g_n;
+static _Atomic uint64_t *g_seen;   /* bitmap of ids */
+static _Atomic uint64_t g_distinct, g_dups, g_bad;
+static _Atomic double g_t0, g_t_last;
+static _Atomic uint64_t g_allocs0, g_allocs1;
+static uint64_t (*g_malloc_count)(void);
+static bool g_wait_acked;          /* cs-reply: the end is when every source is acked */
+
+static void mark_first(void) {
+    double zero = 0;
+    double now = bench_now();
+    if (atomic_load_explicit(&g_t0, memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong(&g_t0, &zero, now) && g_malloc_count)
+        atomic_store(&g_allocs0, g_malloc_count());
+}
+
+/* Decodes one value and marks its id; the "work" every contender does per record. */
+static void handle_value(const void *value, size_t len) {
+    payment p;
+    mark_first();
+    if (cs_json_decode(&payment_type, value, len, &p) != CS_OK) {
+        atomic_fetch_add(&g_bad, 1);
+        return;
+    }
+    if (p.id >= g_n) { /* the topic holds more than this round reads */
+        cs_value_free(&payment_type, &p);
+        return;
+    }
+    uint64_t bit = 1ull << (p.id % 64);
+    uint64_t old = atomic_fetch_or_explicit(&g_seen[p.id / 64], bit, memory_order_relaxed);
+    cs_value_free(&payment_type, &p);
+    if (old & bit) {
+        atomic_fetch_add(&g_dups, 1);
+        return;
+    }
+    if (atomic_fetch_add(&g_distinct, 1) + 1 == g_n && !g_wait_acked) {
+        atomic_store(&g_t_last, bench_now());
+        if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
+    }
+}
+
+static bool all_seen(void) { return atomic_load(&g_distinct) >= g_n; }
+
+/* ---- raw librdkafka ------------------------------------------------------ */
+
+static rd_kafka_conf_t *common_conf(const char *brokers, const char *group, bool raw) {
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char err[512];
+    const char *kv[][2] = {
+        {"bootstrap.servers", brokers},
+        {"group.id", group},
+        {"auto.offset.reset", "earliest"},
+        {"session.timeout.ms", "6000"},
+        {"partition.assignment.strategy", "range"},
+        {raw ? "enable.auto.offset.store" : NULL, "false"},
+    };
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+        if (!kv[i][0]) continue;
+        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK) {
+            fprintf(stderr, "conf %s: %s\n", kv[i][0], err);
+            exit(2);
+        }
+    }
+    return conf;
+}
+
+static int consume_raw(const char *brokers, const char *topic, const char *group, bool batch,
+                       double idle_timeout_s) {
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, common_conf(brokers, group, true), err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "consumer: %s\n", err);
+        return 2;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *subs = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(subs, topic, RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t e = rd_kafka_subscribe(rk, subs);
+    rd_kafka_topic_partition_list_destroy(subs);
+    if (e) {
+        fprintf(stderr, "subscribe: %s\n", rd_kafka_err2str(e));
+        return 2;
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_get_consumer(rk);
+    enum { MAX_BATCH = 10000 };
+    rd_kafka_message_t **msgs = malloc(sizeof *msgs * MAX_BATCH);
+    double last_progress = bench_now();
+    uint64_t last_distinct = 0;
+    while (!all_seen()) {
+        ssize_t n;
+        if (batch) {
+            n = rd_kafka_consume_batch_queue(q, 100, msgs, MAX_BATCH);
+        } else {
+            msgs[0] = rd_kafka_consumer_poll(rk, 100);
+            n = msgs[0] ? 1 : 0;
+        }
+        for (ssize_t i = 0; i < n; i++) {
+            rd_kafka_message_t *m = msgs[i];
+            if (!m->err) {
+                handle_value(m->payload, m->len);
+                /* stores m->offset + 1 (next to read) for the auto-commit timer */
+                rd_kafka_offset_store(m->rkt, m->partition, m->offset);
+            } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                fprintf(stderr, "consume: %s\n", rd_kafka_message_errstr(m));
+            }
+            rd_kafka_message_destroy(m);
+        }
+        uint64_t d = atomic_load(&g_distinct);
+        if (d != last_distinct) {
+            last_distinct = d;
+            last_progress = bench_now();
+        } else if (bench_now() - last_progress > idle_timeout_s) {
+            fprintf(stderr, "no progress for %.0f s at %llu of %llu records\n", idle_timeout_s,
+                    (unsigned long long)d, (unsigned long long)g_n);
+            break;
+        }
+    }
+    free(msgs);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return 0;
+}
+
+/* ---- cstream ------------------------------------------------------------- */
+
+static cs_outcome cs_handle(cs_delivery *d, void *user) {
+    (void)user;
+    const payment *p = cs_delivery_decoded(d);
+    mark_first();
+    if (!p) {
+        atomic_fetch_add(&g_bad, 1);
+        return CS_ACK;
+    }
+    if (p->id >= g_n) return CS_ACK; /* the topic holds more than this round reads */
+    uint64_t bit = 1ull << (p->id % 64);
+    uint64_t old = atomic_fetch_or_explicit(&g_seen[p->id / 64], bit, memory_order_relaxed);
+    if (old & bit) {
+        atomic_fetch_add(&g_dups, 1);
+    } else if (atomic_fetch_add(&g_distinct, 1) + 1 == g_n && !g_wait_acked) {
+        atomic_store(&g_t_last, bench_now());
+        if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
+    }
+    return CS_ACK;
+}
+
+static cs_outcome cs_handle_reply(cs_delivery *d, void *user) {
+    const payment *p = cs_delivery_decoded(d);
+    if (p) {
+        char reply[64];
+        int len = snprintf(reply, sizeof reply, "{\"id\":%llu}", (unsigned long long)p->id);
+        cs_delivery_reply(d, NULL, 0, reply, (size_t)len);
+    }
+    return cs_handle(d, user);
+}
+
+static cs_outcome cs_handle_batch(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user) {
+    (void)outcomes;
+    for (size_t i = 0; i < n; i++) cs_handle(batch[i], user);
+    return CS_ACK;
+}
+
+static int consume_cstream(const char *contender, const char *brokers, const char *topic, const char *group,
+                           const char *reply_topic, double idle_timeout_s) {
+    cs_log_set_level(CS_LOG_WARN);
+    cs_app *app = cs_app_new("cs-bench", "0");
+    cs_kafka *k = cs_kafka_new(brokers);
+    if (!app || !k || cs_kafka_default_group(k, group) ||
+        cs_kafka_config(k, "session.timeout.ms", "6000") ||
+        cs_kafka_config(k, "partition.assignment.strategy", "range")) {
+        fprintf(stderr, "setup: %s\n", cs_errmsg());
+        return 2;
+    }
+    bool batch = strcmp(contender, "cs-batch-500") == 0;
+    bool reply = strcmp(contender, "cs-reply") == 0;
+    cs_sub *s = batch ? cs_kafka_subscribe_batch(k, topic, cs_handle_batch, 500, NULL)
+                      : cs_kafka_subscribe(k, topic, reply ? cs_handle_reply : cs_handle, NULL);
+    cs_commit_mode mode = strcmp(contender, "cs-auto") == 0 ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED;
+    int workers = strcmp(contender, "cs-tracked-4w") == 0 ? 4 : 1;
+    if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) || cs_sub_commit(s, mode) ||
+        cs_sub_workers(s, workers)) {
+        fprintf(stderr, "subscribe: %s\n", cs_errmsg());
+        return 2;
+    }
+    if (reply) {
+        g_wait_acked = true;
+        if (cs_sub_reply(s, reply_topic, 5000)) {
+            fprintf(stderr, "reply: %s\n", cs_errmsg());
+            return 2;
+        }
+    }
+    cs_app_add_kafka(app, k);
+    if (cs_app_start(app)) {
+        fprintf(stderr, "start: %s\n", cs_errmsg());
+        return 2;
+    }
+    double last_progress = bench_now();
+    uint64_t last = 0;
+    for (;;) {
+        usleep(200);
+        cs_sub_stats st;
+        cs_sub_stats_get(s, &st);
+        if (g_wait_acked && all_seen() && st.acked >= g_n) {
+            atomic_store(&g_t_last, bench_now());
+            if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
+            break;
+        }
+        if (!g_wait_acked && all_seen()) break;
+        uint64_t progress = atomic_load(&g_distinct) + st.acked;
+        if (progress != last) {
+            last = progress;
+            last_progress = bench_now();
+        } else if (bench_now() - last_progress > idle_timeout_s) {
+            fprintf(stderr, "no progress for %.0f s at %llu of %llu records (acked %llu)\n", idle_timeout_s,
+                    (unsigned long long)atomic_load(&g_distinct), (unsigned long long)g_n,
+                    (unsigned long long)st.acked);
+            break;
+        }
+    }
+    cs_app_stop(app);
+    cs_sub_stats st;
+    (void)st;
+    cs_app_destroy(app);
+    return 0;
+}
+
+/* ---- commands ------------------------------------------------------------ */
+
+static int cmd_consume(int argc, char **argv) {
+    if (argc < 7) {
+        fprintf(stderr, "usage: cs_bench consume CONTENDER BROKERS TOPIC GROUP N [REPLY_TOPIC]\n");
+        return 2;
+    }
+    const char *contender = argv[2], *brokers = argv[3], *topic = argv[4], *group = argv[5];
+    g_n = strtoull(argv[6], NULL, 10);
+    const char *reply_topic = argc > 7 ? argv[7] : NULL;
+    double idle = getenv("BENCH_IDLE_TIMEOUT_S") ? atof(getenv("BENCH_IDLE_TIMEOUT_S")) : 30;
+    g_seen = calloc(g_n / 64 + 1, sizeof *g_seen);
+    *(void **)&g_malloc_count = dlsym(RTLD_DEFAULT, "bench_malloc_count");
+    double start = bench_now();
+    int rc;
+    if (strcmp(contender, "raw-batch") == 0)
+        rc = consume_raw(brokers, topic, group, true, idle);
+    else if (strcmp(contender, "raw-poll") == 0)
+        rc = consume_raw(brokers, topic, group, false, idle);
+    else if (strncmp(contender, "cs-", 3) == 0)
+        rc = consume_cstream(contender, brokers, topic, group, reply_topic, idle);
+    else {
+        fprintf(stderr, "unknown contender %s\n", contender);
+        return 2;
+    }
+    double total = bench_now() - start;
+    if (rc) return rc;
+    double secs = atomic_load(&g_t_last) - atomic_load(&g_t0);
+    uint64_t distinct = atomic_load(&g_distinct);
+    bool valid = distinct == g_n && atomic_load(&g_bad) == 0 && atomic_load(&g_t_last) > 0;
+    printf("{\"contender\":\"%s\",\"records\":%llu,\"distinct\":%llu,\"duplicates\":%llu,\"bad\":%llu,"
+           "\"seconds\":%.6f,\"records_per_s\":%.1f,\"allocs\":%lld,\"peak_rss_kb\":%ld,"
+           "\"total_seconds\":%.3f,\"valid\":%s}\n",
+           contender, (unsigned long long)g_n, (unsigned long long)distinct,
+           (unsigned long long)atomic_load(&g_dups), (unsigned long long)atomic_load(&g_bad), valid ? secs : 0,
+           valid && secs > 0 ? (double)g_n / secs : 0,
+           g_malloc_count && valid ? (long long)(atomic_load(&g_allocs1) - atomic_load(&g_allocs0)) : -1LL,
+           bench_peak_rss_kb(), total, valid ? "true" : "false");
+    return valid ? 0 : 3;
+}
+
+static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    (void)rk;
+    if (m->err) {
+        fprintf(stderr, "delivery failed: %s\n", rd_kafka_err2str(m->err));
+        atomic_fetch_add((_Atomic uint64_t *)opaque, 1);
+    }
+}
+
+static int cmd_produce(int argc, char **argv) {
+    if (argc < 6) {
+        fprintf(stderr, "usage: cs_bench produce BROKERS TOPIC PARTITIONS N\n");
+        return 2;
+    }
+    const char *brokers = argv[2], *topic = argv[3];
+    int parts = atoi(argv[4]);
+    uint64_t n = strtoull(argv[5], NULL, 10);
+    static _Atomic uint64_t failed;
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof err) ||
+        rd_kafka_conf_set(conf, "linger.ms", "20", err, sizeof err) ||
+        rd_kafka_conf_set(conf, "queue.buffering.max.messages", "1000000", err, sizeof err)) {
+        fprintf(stderr, "producer conf: %s\n", err);
+        return 2;
+    }
+    rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
+    rd_kafka_conf_set_opaque(conf, (void *)&failed);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "producer: %s\n", err);
+        return 2;
+    }
+    char buf[BENCH_VALUE_SIZE + 1];
+    double t0 = bench_now();
+    for (uint64_t i = 0; i < n; i++) {
+        size_t len = bench_make_value(buf, i);
+        for (;;) {
+            rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                                      RD_KAFKA_V_PARTITION((int32_t)(i % (uint64_t)parts)),
+                                                      RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                                      RD_KAFKA_V_END);
+            if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+                rd_kafka_poll(rk, 10);
+                continue;
+            }
+            if (e) {
+                fprintf(stderr, "produce: %s\n", rd_kafka_err2str(e));
+                return 2;
+            }
+            break;
+        }
+        rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_flush(rk, 120000);
+    int left = rd_kafka_outq_len(rk);
+    rd_kafka_destroy(rk);
+    double secs = bench_now() - t0;
+    printf("{\"produced\":%llu,\"failed\":%llu,\"left\":%d,\"seconds\":%.3f}\n", (unsigned long long)n,
+           (unsigned long long)atomic_load(&failed), left, secs);
+    return failed || left ? 3 : 0;
+}
+
+static int cmd_create_topic(int argc, char **argv) {
+    if (argc < 5) return 2;
+    setenv("CSTREAM_BROKERS", argv[2], 1);
+    cs_test_cluster *c;
+    if (cs_test_cluster_new(&c) || cs_test_topic_create(c, argv[3], atoi(argv[4]))) {
+        fprintf(stderr, "create-topic: %s\n", cs_errmsg());
+        return 2;
+    }
+    cs_test_cluster_destroy(c);
+    return 0;
+}
+
+static int cmd_mock_host(int argc, char **argv) {
+    unsetenv("CSTREAM_BROKERS");
+    cs_log_set_level(CS_LOG_WARN);
+    cs_test_cluster *c;
+    if (cs_test_cluster_new(&c)) {
+        fprintf(stderr, "mock-host: %s\n", cs_errmsg());
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%s", argv[i]);
+        char *colon = strrchr(name, ':');
+        int parts = colon ? atoi(colon + 1) : 1;
+        if (colon) *colon = 0;
+        if (cs_test_topic_create(c, name, parts)) {
+            fprintf(stderr, "mock-host: topic %s: %s\n", name, cs_errmsg());
+            return 2;
+        }
+    }
+    printf("%s\n", cs_test_cluster_brokers(c));
+    fflush(stdout);
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        /* more topics on stdin: "TOPIC:PARTITIONS" */
+        line[strcspn(line, "\n")] = 0;
+        char *colon = strrchr(line, ':');
+        if (!colon) continue;
+        *colon = 0;
+        cs_err e = cs_test_topic_create(c, line, atoi(colon + 1));
+        printf("%s\n", e ? cs_errmsg() : "ok");
+        fflush(stdout);
+    }
+    cs_test_cluster_destroy(c);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    signal(SIGPIPE, SIG_IGN);
+    if (argc < 2) {
+        fprintf(stderr, "usage: cs_bench mock-host|create-topic|produce|consume ...\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "consume") == 0) return cmd_consume(argc, argv);
+    if (strcmp(argv[1], "produce") == 0) return cmd_produce(argc, argv);
+    if (strcmp(argv[1], "create-topic") == 0) return cmd_create_topic(argc, argv);
+    if (strcmp(argv[1], "mock-host") == 0) return cmd_mock_host(argc, argv);
+    fprintf(stderr, "unknown command %s\n", argv[1]);
+    return 2;
+}
