@@ -82,8 +82,8 @@ cs_err cs_sub_workers(cs_sub *s, int n);
  * one record (the first delivery is attempt 1; 0, the default, means no cap).
  * When the last attempt asks for a retry, the record goes to the dead-letter
  * topic if the subscription has one (and is settled once the cluster accepted
- * it; if that publish fails the record stays open and is tried again), else it
- * is dropped with a warning and counted (exhausted). */
+ * it; if that publish fails the record stays open and is tried again a second
+ * later), else it is dropped with a warning and counted (exhausted). */
 cs_err cs_sub_max_attempts(cs_sub *s, int n);
 /* Dead-letter topic (must exist at start-up). A dead-letter record keeps the
  * original key, value and headers and adds provenance headers:

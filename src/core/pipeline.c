@@ -626,6 +626,10 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     return CS_OK;
 }
 
+/* A dead-letter publish that failed is tried again after this long (the
+ * record stays open meanwhile), so a topic that refuses it does not spin. */
+#define DEAD_LETTER_BACKOFF_MS 1000
+
 /* What a settlement may need from the pipeline, read under the partition
  * lock: once the lock is released the pipeline may be closing, so only these
  * copies are used (the callbacks and their args outlive the pipeline). */
@@ -677,7 +681,8 @@ static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
     if (!o->current) return settle(d, CS_RETRY); /* revoked or closing meanwhile: stale, read again */
     if (o->send_dead_letter) {
         if (o->send_dead_letter(o->dead_letter_arg, d, why) == 0) return CS_OK; /* the report settles it */
-        return settle(d, CS_RETRY); /* not even queued: it stays open and comes back */
+        d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS; /* not even queued: open, tried again later */
+        return settle(d, CS_RETRY);
     }
     count(d, offsetof(lane, exhausted));
     CS_LOG_WARN("record dropped after its last attempt (no dead-letter topic) topic=%s partition=%d offset=%lld "
@@ -688,7 +693,8 @@ static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
 
 void cs__delivery_dead_letter_done(cs_delivery *d, bool ok) {
     if (ok) count(d, offsetof(lane, dead_lettered));
-    settle(d, ok ? CS_DROP : CS_RETRY); /* not accepted: it stays open and is tried again */
+    else d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS; /* not accepted: open, tried again later */
+    settle(d, ok ? CS_DROP : CS_RETRY);
 }
 
 /* An ack with a reply publishes the reply first. Under Tracked the reply
