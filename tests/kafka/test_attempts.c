@@ -36,27 +36,9 @@ static void prepare(setup *s, const char *prefix) {
 }
 
 static pid_t spawn(const setup *s, const char *mode) {
-    /* Stop signals blocked across fork and exec: a SIGTERM sent right after
-     * spawning waits for the service instead of killing it before main. */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, &old);
-    pid_t pid = fork();
-    if (pid != 0) sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid == 0) {
-        /* A stop signal sent before the service blocks it must wait for it
-         * (the mask survives exec), not kill it before main runs. */
-        sigset_t stop;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGINT);
-        sigprocmask(SIG_BLOCK, &stop, NULL);
-        execl(ATTEMPTS_WORKER, ATTEMPTS_WORKER, s->topic, s->group, s->dlq, s->out, mode, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    char *const argv[] = {ATTEMPTS_WORKER, (char *)s->topic, (char *)s->group, (char *)s->dlq, (char *)s->out,
+                          (char *)mode, NULL};
+    return cst_spawn(ATTEMPTS_WORKER, argv);
 }
 
 /* The attempt numbers of the poison record's runs, in order. */

@@ -63,30 +63,10 @@ static size_t distinct_handled(run *r, size_t n) {
 }
 
 static pid_t spawn(run *r) {
-    /* Stop signals are blocked across fork and exec (the mask survives both),
-     * so a SIGTERM sent right after spawning waits for the service to take it
-     * instead of killing the child before main runs. */
-    sigset_t stop, old;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGTERM);
-    sigaddset(&stop, SIGINT);
-    sigprocmask(SIG_BLOCK, &stop, &old);
-    pid_t pid = fork();
-    if (pid != 0) sigprocmask(SIG_SETMASK, &old, NULL);
-    if (pid == 0) {
-        /* A stop signal sent before the service blocks it must wait for it
-         * (the mask survives exec), not kill it before main runs. */
-        sigset_t stop;
-        sigemptyset(&stop);
-        sigaddset(&stop, SIGTERM);
-        sigaddset(&stop, SIGINT);
-        sigprocmask(SIG_BLOCK, &stop, NULL);
-        char workers[8];
-        snprintf(workers, sizeof workers, "%d", WORKERS);
-        execl(PAYOUT_WORKER, PAYOUT_WORKER, r->topic, r->group, r->out, workers, r->mode, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    char workers[8];
+    snprintf(workers, sizeof workers, "%d", WORKERS);
+    char *const argv[] = {PAYOUT_WORKER, r->topic, r->group, r->out, workers, (char *)r->mode, NULL};
+    return cst_spawn(PAYOUT_WORKER, argv);
 }
 
 /* Committed positions first, then the lines written so far: in the scale-out

@@ -3,6 +3,7 @@
 #include "cstest.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -88,6 +89,21 @@ bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms) {
         if (elapsed >= timeout_ms) return false;
         usleep(10 * 1000);
     }
+}
+
+pid_t cst_spawn(const char *path, char *const argv[]) {
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigprocmask(SIG_BLOCK, &stop, &old);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(path, argv);
+        _exit(127);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return pid;
 }
 
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size) {

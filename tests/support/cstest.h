@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <cmocka.h>
 
 #include "cstream.h"
@@ -36,6 +37,12 @@ size_t cst_seen_total(cst_seen *s);
 
 /* Polls pred every 10 ms until true or timeout: true if it became true. */
 bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* Starts `path` with argv (NULL-terminated, argv[0] included) in a child
+ * process. SIGTERM and SIGINT are blocked across fork and exec (the mask
+ * survives both), so a stop signal sent right after spawning waits for the
+ * service to take it instead of killing the child before its main runs. */
+pid_t cst_spawn(const char *path, char *const argv[]);
 
 /* A fresh topic with n partitions and a fresh group name. */
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size);
