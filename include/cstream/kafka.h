@@ -32,6 +32,13 @@ typedef enum cs_commit_mode {
     /* Precise at-least-once: the committed position is the lowest record still
      * open; retry brings the record back before anything fetched after it. */
     CS_COMMIT_TRACKED,
+    /* Exactly-once consume-transform-produce: settles like Tracked, and the
+     * outputs of the handlers (replies, cs_delivery_publish, dead letters)
+     * and the consumed positions commit together in one Kafka transaction per
+     * window, so a read_committed consumer of the outputs sees each of them
+     * exactly once, across crashes. Needs an instance id
+     * (cs_kafka_instance_id). See docs/transactions.md. */
+    CS_COMMIT_TRANSACTIONAL,
 } cs_commit_mode;
 
 /* Where a group without a committed offset starts. */
@@ -48,6 +55,12 @@ cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
 /* A librdkafka property for the producer only (enable.idempotence, acks,
  * linger.ms, compression.type, ...). */
 cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
+/* The stable identity of this service instance (e.g. a StatefulSet pod name),
+ * else CSTREAM_INSTANCE_ID from the environment. Transactional subscriptions
+ * need one: their transactional.id is "<app>.<group>.<topics>.<instance id>",
+ * so instances with different ids never fence each other, and a restarted
+ * instance (same id) fences the zombie it replaces. */
+cs_err cs_kafka_instance_id(cs_kafka *k, const char *id);
 /* Declares a topic the service uses. On the embedded cluster it is created with
  * `partitions` partitions at start-up; on a real cluster it must exist. */
 cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions);
@@ -116,8 +129,18 @@ cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
  * (it only bounds memory; each pause makes librdkafka drop and refetch what it
  * had prefetched, so a small cap costs throughput on busy partitions). */
 cs_err cs_sub_max_open(cs_sub *s, size_t n);
-/* Under Tracked: how often changed positions are committed (default 200 ms). */
+/* Under Tracked: how often changed positions are committed (default 200 ms).
+ * Under Transactional: how long a window stays open (default 100 ms). */
 cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
+/* Transactional: a window also closes once this many records were settled in
+ * it (default 10000). */
+cs_err cs_sub_window_records(cs_sub *s, size_t n);
+/* Transactional: how long a retried record may hold its partition's window
+ * (the position cannot pass it) before the window aborts: its buffered
+ * outputs are discarded, the partition rewinds to the last committed position
+ * and its records are read again (default 10000 ms; keep it well under the
+ * producer's transaction.timeout.ms). */
+cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms);
 /* How long a revoke, and the graceful stop, wait for in-flight deliveries
  * (running, pending, or waiting for their reply's report) to settle before the
  * partitions are released (default 10000 ms). Under Auto the records queued in
@@ -158,6 +181,9 @@ typedef struct cs_sub_stats {
     uint64_t decode_failures;   /* records that did not decode (cs_sub_decode) */
     uint64_t dead_lettered;     /* records the dead-letter topic accepted */
     uint64_t exhausted;         /* records dropped at max_attempts without a dead-letter topic */
+    uint64_t transactions;      /* transactions committed (Transactional) */
+    uint64_t aborts;            /* windows aborted (Transactional): their records were read again */
+    uint64_t outputs;           /* outputs committed in transactions (Transactional) */
 } cs_sub_stats;
 void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
 

@@ -51,6 +51,16 @@ typedef void (*cs_publish_fn)(const cs_published *where, cs_err err, void *opaqu
  * space at most the queue timeout); `done` gets the delivery report. */
 cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque);
 
+/* An output of delivery d on a Transactional subscription: the record is
+ * copied now and joins d's window when d is acked or dropped (a retry
+ * discards it with the attempt); it becomes visible to read_committed
+ * consumers exactly once, in the transaction that commits past d. Call it
+ * from the handler (or before settling a pending delivery). The topic must
+ * be declared with cs_kafka_topic (it is checked at start-up, so a typo
+ * cannot abort every window). CS_ERR_STATE on other commit modes: use
+ * cs_publish or cs_publish_async there. */
+cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
+
 /* How long the graceful stop waits for the producer to deliver what it holds
  * (default 30000 ms). */
 cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms);

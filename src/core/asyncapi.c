@@ -473,7 +473,7 @@ static cs_err build(cs_app *app, doc *d, node *root) {
                 channel_id(cid, sizeof cid, s.topics[t]);
                 snprintf(id, sizeof id, "receive.%s", cid);
                 snprintf(summary, sizeof summary, "%s handler, %s commits, %d worker%s%s", s.batch ? "Batch" : "Record",
-                         s.tracked ? "tracked (at-least-once)" : "auto", s.workers, s.workers == 1 ? "" : "s",
+                         s.transactional ? "transactional (exactly-once)" : s.tracked ? "tracked (at-least-once)" : "auto", s.workers, s.workers == 1 ? "" : "s",
                          s.max_attempts ? ", bounded attempts" : "");
                 node *op = operation(d, ops, id, "receive", s.topics[t], msg, summary);
                 kafka_op_bindings(d, op, s.group, name);

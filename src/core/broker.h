@@ -21,7 +21,8 @@ typedef struct cs_broker_sub_desc {
     const char *dead_letter;     /* NULL: none */
     const cs_codec *codec;       /* cs_sub_decode, or NULL */
     const cs_type *type;
-    int tracked;                 /* CS_COMMIT_TRACKED */
+    int tracked;                 /* CS_COMMIT_TRACKED or CS_COMMIT_TRANSACTIONAL */
+    int transactional;           /* CS_COMMIT_TRANSACTIONAL */
     int batch;                   /* a batch handler */
     int workers;
     int max_attempts;

@@ -78,6 +78,12 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
     return CS_OK;
 }
 
+void cs__delivery_add_output(cs_delivery *d, cs_output *o) {
+    if (!d->outputs_tail) d->outputs_tail = &d->outputs;
+    *d->outputs_tail = o;
+    d->outputs_tail = &o->next;
+}
+
 const void *cs_delivery_decoded(const cs_delivery *d) { return d->decoded; }
 
 cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) {
@@ -128,6 +134,7 @@ void cs__delivery_free(cs_delivery *d) {
     }
     free(d->reply_buf);
     free(d->reason);
+    cs__output_free_all(d->outputs);
     if (d->msg) d->part->ops->release(d->msg);
     cs__part_unref(d->part);
     free(d);

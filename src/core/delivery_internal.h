@@ -11,6 +11,7 @@
 
 #include "cstream/codec.h"
 #include "cstream/delivery.h"
+#include "output.h"
 #include "partition.h"
 
 struct cs_delivery {
@@ -48,7 +49,14 @@ struct cs_delivery {
     char *reply_buf; /* key bytes then value bytes */
     size_t reply_key_len, reply_value_len;
     bool reply_key_null, reply_value_null;
+
+    /* Transactional: this attempt's outputs (cs_delivery_publish, and the
+     * reply and dead-letter record once settled), in the order produced */
+    cs_output *outputs, **outputs_tail;
 };
+
+/* Transactional: appends o to d's outputs (d's owner calls it). */
+void cs__delivery_add_output(cs_delivery *d, cs_output *o);
 
 /* Decodes d's value once (kept across attempts); on failure cs_errmsg() names the field. */
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type);

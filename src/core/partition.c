@@ -2,6 +2,8 @@
  * reference (the subscription's or a delivery's). */
 #include "partition.h"
 
+#include "output.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +23,9 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
     p->ops = ops;
     p->pipe = pipe;
     p->last_committed = -1;
+    p->window_tail = &p->window;
+    p->first_fetched = -1;
+    p->stall_offset = -1;
     atomic_init(&p->refs, 1);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->drained, NULL);
@@ -34,6 +39,7 @@ void cs__part_unref(cs_part *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->drained);
     cs_tracker_destroy(p->tracker);
+    cs__output_free_all(p->window);
     free(p->topic);
     free(p);
 }

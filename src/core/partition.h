@@ -55,6 +55,14 @@ typedef struct cs_part {
     size_t n_prior, prior_next;
     int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
     size_t suspect_left; /* records that still commit their attempt before running */
+
+    /* Transactional (window.c): outputs of settled records waiting for a
+     * transaction that commits past their source, in settlement order */
+    struct cs_output *window, **window_tail;
+    size_t window_settled;  /* records settled since the window opened */
+    int64_t first_fetched;  /* first offset dispatched this epoch, -1 none */
+    int64_t stall_offset;   /* lowest retried record holding the window, -1 none */
+    int64_t stall_since_ms; /* when it started to hold it */
 } cs_part;
 
 cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,

@@ -69,6 +69,8 @@ struct cs_pipeline {
     _Atomic bool crashed;
     _Atomic int64_t drain_deadline_ms; /* 0: none */
     _Atomic uint64_t commits, commit_failures, pauses;
+    _Atomic uint64_t transactions, aborts, outputs;
+    _Atomic size_t settled; /* Transactional: records settled since the window opened */
     cs_ratelimit retry_warning;
     cs_ratelimit decode_warning;
     cs_ratelimit exhausted_warning;
@@ -251,6 +253,12 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     part->n_prior = part->prior_next = 0;
     part->max_fetched = -1;
     part->suspect_left = 0;
+    part->first_fetched = -1;
+    part->stall_offset = -1;
+    part->stall_since_ms = 0;
+    cs__output_free_all(part->window);
+    part->window = NULL;
+    part->window_tail = &part->window;
     if (part->tracker) cs_tracker_reset(part->tracker);
     pthread_mutex_unlock(&part->lock);
 }
@@ -304,12 +312,15 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
     }
     part->inflight = NULL;
     part->n_inflight = 0;
+    cs__output_free_all(part->window); /* never committed: the next owner reads their sources again */
+    part->window = NULL;
+    part->window_tail = &part->window;
     pthread_cond_broadcast(&part->drained);
     pthread_mutex_unlock(&part->lock);
 }
 
 /* Called with part->lock held: the position and metadata to commit now. */
-static void commit_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
     int64_t offsets[CS_PRIOR_MAX];
     uint32_t attempts[CS_PRIOR_MAX];
     *pos = cs_tracker_position(part->tracker);
@@ -328,7 +339,7 @@ bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t c
     pthread_mutex_lock(&part->lock);
     bool send = part->tracker != NULL;
     if (send) {
-        commit_state_locked(part, false, pos, meta, cap);
+        cs__part_state_locked(part, false, pos, meta, cap);
         send = *pos >= 0;
     }
     pthread_mutex_unlock(&part->lock);
@@ -341,7 +352,7 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
     /* A clean commit is sent even without news: it tells the next owner that
      * the record at the position was not being run when this one left. */
     if (part->tracker && (part->dirty || clean)) {
-        commit_state_locked(part, clean, pos, meta, cap);
+        cs__part_state_locked(part, clean, pos, meta, cap);
         send = *pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0);
         part->dirty = false;
     }
@@ -525,6 +536,7 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
         /* Keep an earlier owner's count in the metadata until the record runs. */
         if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
     }
+    if (part->first_fetched < 0) part->first_fetched = d->offset;
     part->max_fetched = d->offset;
     part->held++;
     if (!part->paused && part_load(part) >= p->cfg.max_open) pause = part->paused = true;
@@ -549,6 +561,32 @@ static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
         CS_LOG_WARN("retry is unsupported under commit mode auto: record not redelivered topic=%s "
                     "partition=%d offset=%lld similar_since_last=%llu",
                     d->topic, (int)d->partition, (long long)d->offset, (unsigned long long)skipped);
+}
+
+/* Called with part->lock held (Transactional): d's outputs join its
+ * partition's window, where they wait for a transaction that commits past d. */
+static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    if (d->outputs) {
+        *part->window_tail = d->outputs;
+        part->window_tail = d->outputs_tail;
+        d->outputs = NULL;
+        d->outputs_tail = NULL;
+    }
+    if (d->offset == part->stall_offset) part->stall_offset = -1; /* the record holding the window settled */
+    size_t n = atomic_fetch_add_explicit(&p->settled, 1, memory_order_relaxed) + 1;
+    if (p->cfg.window_records && n == p->cfg.window_records && p->cfg.wake) p->cfg.wake(p->cfg.wake_arg);
+}
+
+/* Called with part->lock held (Transactional): a retried record holds the
+ * partition's window; the stall deadline runs from its first retry. */
+static void window_hold(cs_part *part, cs_delivery *d) {
+    cs__output_free_all(d->outputs); /* outputs of a failed attempt never leave */
+    d->outputs = NULL;
+    d->outputs_tail = NULL;
+    if (part->stall_offset < 0 || d->offset < part->stall_offset) {
+        part->stall_offset = d->offset;
+        part->stall_since_ms = cs__now_ms();
+    }
 }
 
 static cs_err settle(cs_delivery *d, cs_outcome outcome) {
@@ -578,6 +616,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
             cs_tracker_settle(part->tracker, d->seq);
             part->dirty = true;
         }
+        if (p->cfg.transactional) window_add(p, part, d);
         part->held--;
         break;
     default:
@@ -591,6 +630,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
             part->held--;
         } else if (part->assigned && !atomic_load(&p->stopping)) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            if (p->cfg.transactional) window_hold(part, d);
             d->alone = true; /* in batch mode it comes back on its own */
             keep = true;     /* it stays open and held */
             bool queued = false;
@@ -641,6 +681,10 @@ typedef struct outlet {
     void *reply_arg;
     int (*send_dead_letter)(void *, cs_delivery *, const char *);
     void *dead_letter_arg;
+    bool transactional;
+    const char *reply_topic;
+    cs_output *(*make_dead_letter)(void *, cs_delivery *, const char *);
+    void *make_dead_letter_arg;
 } outlet;
 
 static outlet outlet_of(cs_delivery *d) {
@@ -656,6 +700,10 @@ static outlet outlet_of(cs_delivery *d) {
         o.reply_arg = p->cfg.reply_arg;
         o.send_dead_letter = p->cfg.send_dead_letter;
         o.dead_letter_arg = p->cfg.dead_letter_arg;
+        o.transactional = p->cfg.transactional;
+        o.reply_topic = p->cfg.reply_topic;
+        o.make_dead_letter = p->cfg.make_dead_letter;
+        o.make_dead_letter_arg = p->cfg.make_dead_letter_arg;
     }
     pthread_mutex_unlock(&part->lock);
     return o;
@@ -679,6 +727,19 @@ static bool attempts_exhausted(const outlet *o, const cs_delivery *d) {
  * topic, whose report settles it, else dropped with a warning. */
 static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
     if (!o->current) return settle(d, CS_RETRY); /* revoked or closing meanwhile: stale, read again */
+    if (o->make_dead_letter) { /* Transactional: the dead letter is an output of the window */
+        cs_output *dl = o->make_dead_letter(o->make_dead_letter_arg, d, why);
+        if (!dl) {
+            d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS;
+            return settle(d, CS_RETRY);
+        }
+        cs__output_free_all(d->outputs); /* what the failed attempt produced does not leave */
+        d->outputs = NULL;
+        d->outputs_tail = NULL;
+        cs__delivery_add_output(d, dl);
+        count(d, offsetof(lane, dead_lettered));
+        return settle(d, CS_DROP);
+    }
     if (o->send_dead_letter) {
         if (o->send_dead_letter(o->dead_letter_arg, d, why) == 0) return CS_OK; /* the report settles it */
         d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS; /* not even queued: open, tried again later */
@@ -697,6 +758,20 @@ void cs__delivery_dead_letter_done(cs_delivery *d, bool ok) {
     settle(d, ok ? CS_DROP : CS_RETRY);
 }
 
+/* Transactional: the reply becomes one of d's outputs, which join the window
+ * when d settles. False on out of memory. */
+static bool stage_reply(cs_delivery *d, const outlet *o) {
+    if (!o->reply_topic) return true;
+    cs_record r = {.topic = o->reply_topic, .partition = -1,
+                   .key = d->reply_key_null ? NULL : d->reply_buf, .key_len = d->reply_key_len,
+                   .value = d->reply_value_null ? NULL : d->reply_buf + d->reply_key_len,
+                   .value_len = d->reply_value_len};
+    cs_output *out = cs__output_new(&r, d->offset);
+    if (!out) return false;
+    cs__delivery_add_output(d, out);
+    return true;
+}
+
 /* An ack with a reply publishes the reply first. Under Tracked the reply
  * gates the source: its delivery report settles it (ack if delivered, retry if
  * not); a reply that cannot even be queued is a retry at once. A retry after
@@ -706,6 +781,7 @@ static cs_err settle_or_reply(cs_delivery *d, cs_outcome outcome) {
     if (!reply && outcome != CS_RETRY) return settle(d, outcome);
     outlet o = outlet_of(d);
     if (outcome == CS_RETRY) return attempts_exhausted(&o, d) ? give_up(d, &o, d->reason) : settle(d, outcome);
+    if (o.transactional) return settle(d, stage_reply(d, &o) ? CS_ACK : CS_RETRY);
     char *buf = d->reply_buf; /* ours now: d may be settled and freed once a gated reply is queued */
     d->reply_buf = NULL;
     bool gate = o.current && o.tracked;
@@ -719,6 +795,31 @@ static cs_err settle_or_reply(cs_delivery *d, cs_outcome outcome) {
     free(buf);
     if (!gate) return settle(d, outcome);
     return rc == 0 ? CS_OK : settle(d, CS_RETRY);
+}
+
+cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
+    if (!d || !rec || !rec->topic || !*rec->topic)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_publish: delivery, record and topic are required");
+    for (size_t i = 0; i < rec->n_headers; i++)
+        if (!rec->headers[i].name)
+            return cs__fail(CS_ERR_ARG, "cs_delivery_publish(%s): header %zu has no name", rec->topic, i);
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    bool transactional = p && p->cfg.transactional;
+    bool (*topic_ok)(void *, const char *) = transactional ? p->cfg.output_topic_ok : NULL;
+    void *topic_arg = transactional ? p->cfg.output_topic_arg : NULL;
+    pthread_mutex_unlock(&part->lock);
+    if (!transactional)
+        return cs__fail(CS_ERR_STATE,
+                        "cs_delivery_publish(%s): record %s/%d@%lld is not on a Transactional subscription (or it "
+                        "closed); use cs_publish or cs_publish_async",
+                        rec->topic, d->topic, (int)d->partition, (long long)d->offset);
+    if (topic_ok && !topic_ok(topic_arg, rec->topic)) return CS_ERR_ARG;
+    cs_output *out = cs__output_new(rec, d->offset);
+    if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
+    cs__delivery_add_output(d, out);
+    return CS_OK;
 }
 
 void cs__delivery_reply_done(cs_delivery *d, bool ok) { settle(d, ok ? CS_ACK : CS_RETRY); }
@@ -788,7 +889,7 @@ static bool decode_or_drop(lane *l, cs_delivery *d) {
     if (!p->cfg.type || cs__delivery_decode(d, p->cfg.codec, p->cfg.type) == CS_OK) return true;
     if (!d->decode_failed) atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
     d->decode_failed = true; /* counted once, though a failed dead-letter publish brings it back */
-    if (p->cfg.tracked && p->cfg.send_dead_letter) {
+    if (p->cfg.tracked && (p->cfg.send_dead_letter || p->cfg.make_dead_letter)) {
         char why[600];
         snprintf(why, sizeof why, "does not decode as %s: %s", p->cfg.type->name, cs_errmsg());
         outlet o = outlet_of(d);
@@ -811,6 +912,9 @@ static void start_attempt(lane *l, cs_delivery *d) {
     d->reason = NULL;
     free(d->reply_buf); /* a reply belongs to the attempt that set it */
     d->reply_buf = NULL;
+    cs__output_free_all(d->outputs); /* so do outputs (Transactional) */
+    d->outputs = NULL;
+    d->outputs_tail = NULL;
     atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
 }
 
@@ -1024,6 +1128,9 @@ void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out) {
     out->commits = atomic_load(&p->commits);
     out->commit_failures = atomic_load(&p->commit_failures);
     out->pauses = atomic_load(&p->pauses);
+    out->transactions = atomic_load(&p->transactions);
+    out->aborts = atomic_load(&p->aborts);
+    out->outputs = atomic_load(&p->outputs);
 }
 
 void cs__pipeline_count_commit(cs_pipeline *p, bool ok) {
@@ -1031,3 +1138,14 @@ void cs__pipeline_count_commit(cs_pipeline *p, bool ok) {
 }
 
 void cs__pipeline_count_pause(cs_pipeline *p) { atomic_fetch_add_explicit(&p->pauses, 1, memory_order_relaxed); }
+
+void cs__pipeline_count_transaction(cs_pipeline *p, size_t outputs) {
+    atomic_fetch_add_explicit(&p->transactions, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->outputs, outputs, memory_order_relaxed);
+}
+
+void cs__pipeline_count_abort(cs_pipeline *p) { atomic_fetch_add_explicit(&p->aborts, 1, memory_order_relaxed); }
+
+size_t cs__pipeline_settled(cs_pipeline *p) { return atomic_load_explicit(&p->settled, memory_order_relaxed); }
+
+size_t cs__pipeline_take_settled(cs_pipeline *p) { return atomic_exchange(&p->settled, 0); }

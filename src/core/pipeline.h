@@ -19,6 +19,7 @@
 #include "cstream/delivery.h"
 #include "cstream/kafka.h"
 #include "delivery_internal.h"
+#include "output.h"
 #include "partition.h"
 
 typedef struct cs_pipeline_config {
@@ -51,6 +52,21 @@ typedef struct cs_pipeline_config {
      * through cs__delivery_dead_letter_done. 0 if queued. No lock held. */
     int (*send_dead_letter)(void *arg, cs_delivery *d, const char *reason);
     void *dead_letter_arg;
+    /* Transactional (tracked is set too): a settled record's outputs go to
+     * its partition's window (window.c) instead of being sent; the reply is
+     * an output to reply_topic, and make_dead_letter builds the dead-letter
+     * output of a record given up (NULL: no dead-letter topic). */
+    bool transactional;
+    const char *reply_topic;
+    cs_output *(*make_dead_letter)(void *arg, cs_delivery *d, const char *reason);
+    void *make_dead_letter_arg;
+    /* Transactional: whether cs_delivery_publish may write to `topic` (a
+     * declared topic, checked at start-up); fills cs_errmsg when not. */
+    bool (*output_topic_ok)(void *arg, const char *topic);
+    void *output_topic_arg;
+    /* Transactional: wake the fetch thread when this many records settled
+     * since the window opened (0: never). */
+    size_t window_records;
     /* Tracked: commits a suspect record's attempt before it runs (sync). */
     int (*precommit)(void *arg, cs_part *part);
     void *precommit_arg;
@@ -116,6 +132,31 @@ size_t cs__pipeline_busy(cs_pipeline *p);
 void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out);
 void cs__pipeline_count_commit(cs_pipeline *p, bool ok);
 void cs__pipeline_count_pause(cs_pipeline *p);
+void cs__pipeline_count_transaction(cs_pipeline *p, size_t outputs);
+void cs__pipeline_count_abort(cs_pipeline *p);
+
+/* ---- Transactional windows (window.c) ---------------------------------------- */
+
+/* Called with part->lock held: the position and attempt metadata to commit. */
+void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap);
+/* Fetch thread, closing a window: the partition's position, its metadata and
+ * the outputs a transaction committing that position may carry (those of
+ * settled records below it, detached in settlement order; appended to
+ * *outputs_tail). False if there is nothing new to commit. */
+bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output ***outputs_tail,
+                     size_t *n_outputs);
+/* Fetch thread: true (once) if a retried record has held the partition's
+ * position for stall_ms or longer. */
+bool cs__window_stalled(cs_part *part, int64_t now_ms, int stall_ms);
+/* Fetch thread: aborts the partition's window: every record of the current
+ * epoch becomes stale, buffered outputs are discarded, attempt counts of
+ * open records are kept, and the partition starts over at its last committed
+ * position, which is returned (-1: nothing to seek, nothing was fetched;
+ * -2: the partition is being revoked, nothing done). */
+int64_t cs__window_rewind(cs_pipeline *p, cs_part *part);
+/* Records settled since the window opened; take also resets the count. */
+size_t cs__pipeline_settled(cs_pipeline *p);
+size_t cs__pipeline_take_settled(cs_pipeline *p);
 /* Fetch thread, on its timer: reports handlers past the time limit. */
 void cs__pipeline_check_slow(cs_pipeline *p);
 

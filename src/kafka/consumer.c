@@ -23,6 +23,7 @@
 #include "../core/log.h"
 #include "../core/pipeline.h"
 #include "kafka_internal.h"
+#include "transaction.h"
 
 struct cs_consumer {
     cs_sub *sub;
@@ -35,7 +36,10 @@ struct cs_consumer {
     _Atomic bool stop;
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
-    bool tracked;
+    bool tracked;       /* Tracked or Transactional: the pipeline tracks settlements */
+    bool transactional; /* positions commit in transactions (txn), never with plain commits */
+    cs_txn *txn;
+    int interval_ms;    /* commit interval, or window length */
     int64_t next_commit_ms;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
@@ -137,7 +141,13 @@ static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
  * attempt counts changed, the counts in the offset metadata (only an explicit
  * commit keeps metadata in librdkafka 2.0.2). Async on the timer; sync, and
  * marked clean, on revoke and close. */
+static void close_window(cs_consumer *c, bool final);
+
 static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
+    if (c->transactional) {
+        close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
+        return;
+    }
     if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
     /* Taking the states and enqueueing them is one step under commit_lock
      * (lock order: commit_lock, then partition), so that commits reach the
@@ -170,6 +180,84 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
     }
     pthread_mutex_unlock(&c->commit_lock);
     rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* ---- windows (Transactional) ---------------------------------------------- */
+
+/* Aborts one partition's window: its records are read again from the last
+ * committed position. A seek that fails would skip records, so it stops the app. */
+static void rewind_partition(cs_consumer *c, cs_part *part) {
+    if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
+    int64_t seek = cs__window_rewind(c->pipe, part);
+    if (seek < 0) return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, part->topic, part->partition)->offset = seek;
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, l, 10000);
+    rd_kafka_resp_err_t err = e ? rd_kafka_error_code(e) : l->elems[0].err;
+    if (err)
+        cs__app_fatal(c->app, "%s: window of %s/%d aborted but the seek back to offset %lld failed: %s", c->who,
+                      part->topic, (int)part->partition, (long long)seek,
+                      e ? rd_kafka_error_string(e) : rd_kafka_err2str(err));
+    else
+        CS_LOG_INFO("window aborted, partition read again from its committed position subscription=%s topic=%s "
+                    "partition=%d offset=%lld",
+                    c->sub->name, part->topic, (int)part->partition, (long long)seek);
+    if (e) rd_kafka_error_destroy(e);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Closes the window: one transaction with, for every assigned partition, its
+ * position and the outputs of the settled records below it (window.c says why
+ * only those). Outputs of later records stay for a later window. If the
+ * transaction aborts, its partitions are read again from their committed
+ * positions. `final` (revoke, close): no stall check, the window ends here.
+ * Fetch thread (or the closing thread after it exited). */
+static void close_window(cs_consumer *c, bool final) {
+    if (!c->txn || cs__txn_dead(c->txn) || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
+    cs__pipeline_take_settled(c->pipe);
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(assigned->cnt > 0 ? assigned->cnt : 1);
+    cs_output *outputs = NULL, **tail = &outputs;
+    size_t n_outputs = 0;
+    for (int i = 0; i < assigned->cnt; i++) {
+        cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+        int64_t pos;
+        char meta[CS_META_MAX];
+        if (!part || !cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
+        rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(offsets, part->topic, part->partition);
+        e->offset = pos;
+        e->metadata = strdup(meta); /* freed with the list */
+        e->metadata_size = e->metadata ? strlen(meta) : 0;
+    }
+    if (offsets->cnt > 0) {
+        cs_txn_result r = cs__txn_commit(c->txn, outputs, offsets, c->rk);
+        for (int i = 0; i < offsets->cnt; i++) {
+            rd_kafka_topic_partition_t *e = &offsets->elems[i];
+            cs_part *part = part_of(c, e->topic, e->partition);
+            if (!part) continue;
+            if (r == CS_TXN_COMMITTED) cs__part_commit_done(part, e->offset, e->metadata, true);
+            else if (r == CS_TXN_ABORTED) rewind_partition(c, part);
+        }
+        if (r == CS_TXN_COMMITTED) cs__pipeline_count_transaction(c->pipe, n_outputs);
+        if (r == CS_TXN_ABORTED) cs__pipeline_count_abort(c->pipe);
+        cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
+    }
+    cs__output_free_all(outputs);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    if (!final && !cs__txn_dead(c->txn)) {
+        int64_t now = cs__now_ms();
+        for (int i = 0; i < assigned->cnt; i++) {
+            cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
+            if (!part || !cs__window_stalled(part, now, c->sub->stall_timeout_ms)) continue;
+            CS_LOG_WARN("window aborted: a retried record held it past the stall timeout subscription=%s topic=%s "
+                        "partition=%d stall_timeout_ms=%d",
+                        c->sub->name, part->topic, (int)part->partition, c->sub->stall_timeout_ms);
+            cs__pipeline_count_abort(c->pipe);
+            rewind_partition(c, part);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(assigned);
 }
 
 /* ---- rebalance ------------------------------------------------------------ */
@@ -209,8 +297,11 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
             clean = false; /* no position (or not readable): the first records are suspect */
         char meta[CS_META_MAX];
         cs__meta_encode(meta, sizeof meta, clean, offs, atts, n);
+        /* Transactional: only transactions commit positions, so there is no
+         * running mark and no suspect records (a crash aborts the window). */
+        if (c->transactional) clean = true;
         cs__part_set_prior(part, e->offset >= 0 ? e->offset : -1, meta, offs, atts, n, !clean);
-        if (clean && e->offset >= 0 && c->sub->max_attempts > 0) {
+        if (!c->transactional && clean && e->offset >= 0 && c->sub->max_attempts > 0) {
             /* This owner now runs the partition: say so at once (c=0), or a
              * crash before its first commit would look like a clean leave. */
             cs__meta_encode(meta, sizeof meta, false, offs, atts, n);
@@ -423,7 +514,7 @@ static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
 
 static void *fetch_main(void *arg) {
     cs_consumer *c = arg;
-    int interval = c->sub->commit_interval_ms;
+    int interval = c->interval_ms;
     c->next_commit_ms = cs__now_ms() + interval;
     while (!atomic_load(&c->stop)) {
         int64_t now = cs__now_ms();
@@ -434,7 +525,8 @@ static void *fetch_main(void *arg) {
                 rd_kafka_topic_partition_list_destroy(assigned);
             }
         }
-        if (now >= c->next_commit_ms) {
+        bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records;
+        if (now >= c->next_commit_ms || window_full) {
             commit_positions(c, NULL, false);
             cs__pipeline_check_slow(c->pipe);
             c->next_commit_ms = now + interval;
@@ -482,6 +574,7 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
 }
 
 static void consumer_free(cs_consumer *c) {
+    cs__txn_destroy(c->txn); /* after the consumer: nothing commits any more */
     pthread_mutex_destroy(&c->commit_lock);
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     if (c->rk) rd_kafka_destroy(c->rk);
@@ -494,7 +587,9 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     if (!c) return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     c->sub = s;
     c->app = app;
-    c->tracked = s->mode == CS_COMMIT_TRACKED;
+    c->tracked = s->mode != CS_COMMIT_AUTO;
+    c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
+    c->interval_ms = s->commit_interval_ms ? s->commit_interval_ms : c->transactional ? 100 : 200;
     pthread_mutex_init(&c->commit_lock, NULL);
     snprintf(c->who, sizeof c->who, "subscription %s", s->name);
 
@@ -513,6 +608,16 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
+    if (c->transactional) {
+        const char *group = s->group ? s->group : s->k->default_group;
+        char id[1024];
+        snprintf(id, sizeof id, "%s.%s.%s.%s", cs_app_name(app), group, s->name, s->k->instance_id);
+        err = cs__txn_start(s, app, id, &c->txn);
+        if (err) {
+            consumer_free(c);
+            return err;
+        }
+    }
 
     cs_pipeline_config pc = {
         .name = s->name,
@@ -532,12 +637,19 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = wake_fetch,
         .wake_arg = c,
-        .send_reply = s->reply_topic ? cs__kafka_send_reply : NULL,
+        .send_reply = s->reply_topic && !c->transactional ? cs__kafka_send_reply : NULL,
         .reply_arg = s,
         .max_attempts = s->max_attempts,
-        .send_dead_letter = s->dead_letter ? cs__kafka_send_dead_letter : NULL,
+        .send_dead_letter = s->dead_letter && !c->transactional ? cs__kafka_send_dead_letter : NULL,
         .dead_letter_arg = s,
-        .precommit = precommit,
+        .transactional = c->transactional,
+        .reply_topic = s->reply_topic,
+        .make_dead_letter = s->dead_letter && c->transactional ? cs__kafka_dead_letter_output : NULL,
+        .make_dead_letter_arg = s,
+        .output_topic_ok = cs__kafka_output_topic_ok,
+        .output_topic_arg = s,
+        .window_records = c->transactional ? s->window_records : 0,
+        .precommit = c->transactional ? NULL : precommit, /* plain commits would pass uncommitted outputs */
         .precommit_arg = c,
     };
     c->pipe = cs__pipeline_new(&pc);
@@ -560,7 +672,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     }
     c->thread_started = true;
     CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d", s->name,
-                s->group ? s->group : s->k->default_group, c->tracked ? "tracked" : "auto", s->workers);
+                s->group ? s->group : s->k->default_group,
+                c->transactional ? "transactional" : c->tracked ? "tracked" : "auto", s->workers);
     *out = c;
     return CS_OK;
 }

@@ -55,6 +55,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     cs__embedded_destroy(k->cluster);
     pthread_rwlock_destroy(&k->producer_lock);
     free(k->default_group);
+    free(k->instance_id);
     free(k->bootstrap);
     free(k);
 }
@@ -79,6 +80,13 @@ cs_err cs_kafka_default_group(cs_kafka *k, const char *group) {
     if (err) return err;
     if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_kafka_default_group: group name is empty");
     return replace_string(&k->default_group, group, "cs_kafka_default_group");
+}
+
+cs_err cs_kafka_instance_id(cs_kafka *k, const char *id) {
+    cs_err err = configurable(k, "cs_kafka_instance_id");
+    if (err) return err;
+    if (!id || !*id) return cs__fail(CS_ERR_ARG, "cs_kafka_instance_id: the instance id is empty");
+    return replace_string(&k->instance_id, id, "cs_kafka_instance_id");
 }
 
 cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
@@ -171,7 +179,9 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->mode = CS_COMMIT_AUTO;
     s->workers = 1;
     s->max_open = 0; /* the commit mode's default, see cs_sub_max_open */
-    s->commit_interval_ms = 200;
+    s->commit_interval_ms = 0; /* the mode's default: 200 ms Tracked, 100 ms Transactional */
+    s->window_records = 10000;
+    s->stall_timeout_ms = 10000;
     s->drain_timeout_ms = 10000;
     k->subs[k->n_subs++] = s;
     return s;
@@ -227,7 +237,7 @@ cs_err cs_sub_start_at(cs_sub *s, cs_start where) {
 cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode) {
     cs_err err = sub_configurable(s, "cs_sub_commit");
     if (err) return err;
-    if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED)
+    if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED && mode != CS_COMMIT_TRANSACTIONAL)
         return cs__fail(CS_ERR_ARG, "cs_sub_commit(%s): unknown commit mode %d", s->name, (int)mode);
     s->mode = mode;
     return CS_OK;
@@ -245,6 +255,17 @@ static cs_err set_int(cs_sub *s, const char *what, int *slot, long value, long m
 cs_err cs_sub_workers(cs_sub *s, int n) { return set_int(s, "cs_sub_workers", s ? &s->workers : NULL, n, 1, 1024); }
 cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms) {
     return set_int(s, "cs_sub_commit_interval_ms", s ? &s->commit_interval_ms : NULL, ms, 1, 3600000);
+}
+cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms) {
+    return set_int(s, "cs_sub_stall_timeout_ms", s ? &s->stall_timeout_ms : NULL, ms, 1, 3600000);
+}
+cs_err cs_sub_window_records(cs_sub *s, size_t n) {
+    cs_err err = sub_configurable(s, "cs_sub_window_records");
+    if (err) return err;
+    if (n < 1 || n > 100000000)
+        return cs__fail(CS_ERR_ARG, "cs_sub_window_records(%s): %zu is out of range [1, 100000000]", s->name, n);
+    s->window_records = n;
+    return CS_OK;
 }
 cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms) {
     return set_int(s, "cs_sub_drain_timeout_ms", s ? &s->drain_timeout_ms : NULL, ms, 0, 3600000);
@@ -336,6 +357,29 @@ static cs_err check_groups(cs_kafka *k) {
                             "with cs_kafka_default_group()",
                             s->name);
     }
+    return CS_OK;
+}
+
+/* Transactional subscriptions need a stable instance id (their
+ * transactional.id ends with it); the embedded cluster does not enforce
+ * transactions, which the service is told loudly. */
+static cs_err check_transactional(cs_kafka *k) {
+    bool any = false;
+    for (size_t i = 0; i < k->n_subs; i++) any = any || k->subs[i]->mode == CS_COMMIT_TRANSACTIONAL;
+    if (!any) return CS_OK;
+    const char *env = getenv("CSTREAM_INSTANCE_ID");
+    if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
+        return CS_ERR_NOMEM;
+    for (size_t i = 0; i < k->n_subs && !k->instance_id; i++)
+        if (k->subs[i]->mode == CS_COMMIT_TRANSACTIONAL)
+            return cs__fail(CS_ERR_ARG,
+                            "subscription %s is Transactional and needs a stable instance id: call "
+                            "cs_kafka_instance_id() or set CSTREAM_INSTANCE_ID (two instances must not share one)",
+                            k->subs[i]->name);
+    if (k->embedded)
+        CS_LOG_WARN("EXACTLY-ONCE IS NOT ENFORCED ON THE EMBEDDED CLUSTER: librdkafka's mock accepts every "
+                    "transactional call but keeps no transaction semantics (aborted outputs stay visible, "
+                    "zombies are not fenced); run Transactional subscriptions against a real Kafka cluster");
     return CS_OK;
 }
 
@@ -431,6 +475,7 @@ static cs_err kafka_stop(void *impl) {
 static cs_err kafka_start(void *impl, cs_app *app) {
     cs_kafka *k = impl;
     cs_err err = check_groups(k);
+    if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);
     if (!err) err = check_topics(k, app);
     if (!err) err = cs__producer_start(k, app, &k->producer);
@@ -508,7 +553,8 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
         .name = s->name, .topics = s->topics, .n_topics = s->n_topics,
         .group = s->group ? s->group : k->default_group, .reply_topic = s->reply_topic,
         .dead_letter = s->dead_letter, .codec = s->codec, .type = s->type,
-        .tracked = s->mode == CS_COMMIT_TRACKED, .batch = s->batch_handler != NULL, .workers = s->workers,
+        .tracked = s->mode != CS_COMMIT_AUTO,
+        .transactional = s->mode == CS_COMMIT_TRANSACTIONAL, .batch = s->batch_handler != NULL, .workers = s->workers,
         .max_attempts = s->max_attempts, .sub = s};
 }
 
@@ -635,34 +681,44 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
     return err ? -1 : 0;
 }
 
-/* The dead-letter record: the original key, value and headers, plus the
- * provenance headers documented in cstream/kafka.h. */
-int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
-    cs_sub *s = arg;
-    cs_kafka *k = s->k;
-    size_t n_orig = cs_delivery_header_count(d);
-    cs_header *h = calloc(n_orig + 7, sizeof *h);
-    if (!h) return -1;
-    size_t n = 0;
-    for (size_t i = 0; i < n_orig; i++, n++)
-        cs_delivery_header(d, i, &h[n].name, &h[n].value, &h[n].len);
+/* The dead-letter record of d: the original key, value and headers plus the
+ * provenance headers documented in cstream/kafka.h. `h` has room for the
+ * record's headers + 7; `nums` holds the numbers' text. */
+typedef struct dead_letter_numbers {
     char partition[16], offset[24], timestamp[24], attempts[16];
-    snprintf(partition, sizeof partition, "%d", (int)cs_delivery_partition(d));
-    snprintf(offset, sizeof offset, "%lld", (long long)cs_delivery_offset(d));
-    snprintf(timestamp, sizeof timestamp, "%lld", (long long)cs_delivery_timestamp(d));
-    snprintf(attempts, sizeof attempts, "%d", cs_delivery_attempt(d));
-    const char *group = s->group ? s->group : k->default_group;
+} dead_letter_numbers;
+
+static cs_record dead_letter_record(cs_sub *s, cs_delivery *d, const char *reason, cs_header *h,
+                                    dead_letter_numbers *nums) {
+    size_t n_orig = cs_delivery_header_count(d);
+    size_t n = 0;
+    for (size_t i = 0; i < n_orig; i++, n++) cs_delivery_header(d, i, &h[n].name, &h[n].value, &h[n].len);
+    snprintf(nums->partition, sizeof nums->partition, "%d", (int)cs_delivery_partition(d));
+    snprintf(nums->offset, sizeof nums->offset, "%lld", (long long)cs_delivery_offset(d));
+    snprintf(nums->timestamp, sizeof nums->timestamp, "%lld", (long long)cs_delivery_timestamp(d));
+    snprintf(nums->attempts, sizeof nums->attempts, "%d", cs_delivery_attempt(d));
+    const char *group = s->group ? s->group : s->k->default_group;
     const char *why = reason ? reason : "";
     h[n++] = (cs_header){"cstream.dlq.topic", cs_delivery_topic(d), strlen(cs_delivery_topic(d))};
-    h[n++] = (cs_header){"cstream.dlq.partition", partition, strlen(partition)};
-    h[n++] = (cs_header){"cstream.dlq.offset", offset, strlen(offset)};
-    h[n++] = (cs_header){"cstream.dlq.timestamp", timestamp, strlen(timestamp)};
+    h[n++] = (cs_header){"cstream.dlq.partition", nums->partition, strlen(nums->partition)};
+    h[n++] = (cs_header){"cstream.dlq.offset", nums->offset, strlen(nums->offset)};
+    h[n++] = (cs_header){"cstream.dlq.timestamp", nums->timestamp, strlen(nums->timestamp)};
     h[n++] = (cs_header){"cstream.dlq.group", group, strlen(group)};
-    h[n++] = (cs_header){"cstream.dlq.attempts", attempts, strlen(attempts)};
+    h[n++] = (cs_header){"cstream.dlq.attempts", nums->attempts, strlen(nums->attempts)};
     h[n++] = (cs_header){"cstream.dlq.reason", why, strlen(why)};
     cs_record r = {.topic = s->dead_letter, .partition = -1, .headers = h, .n_headers = n};
     r.key = cs_delivery_key(d, &r.key_len);
     r.value = cs_delivery_value(d, &r.value_len);
+    return r;
+}
+
+int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
+    cs_sub *s = arg;
+    cs_kafka *k = s->k;
+    cs_header *h = calloc(cs_delivery_header_count(d) + 7, sizeof *h);
+    if (!h) return -1;
+    dead_letter_numbers nums;
+    cs_record r = dead_letter_record(s, d, reason, h, &nums);
     pthread_rwlock_rdlock(&k->producer_lock);
     cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms)
                              : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
@@ -672,4 +728,28 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
         CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s reason=\"%s\"",
                     s->name, s->dead_letter, cs_errmsg());
     return err ? -1 : 0;
+}
+
+cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason) {
+    cs_sub *s = arg;
+    cs_header *h = calloc(cs_delivery_header_count(d) + 7, sizeof *h);
+    if (!h) return NULL;
+    dead_letter_numbers nums;
+    cs_record r = dead_letter_record(s, d, reason, h, &nums);
+    cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
+    free(h);
+    return o;
+}
+
+bool cs__kafka_output_topic_ok(void *arg, const char *topic) {
+    cs_sub *s = arg;
+    if (s->reply_topic && !strcmp(topic, s->reply_topic)) return true;
+    if (s->dead_letter && !strcmp(topic, s->dead_letter)) return true;
+    for (size_t i = 0; i < s->k->n_topics; i++)
+        if (!strcmp(topic, s->k->topics[i].name)) return true;
+    cs__fail(CS_ERR_ARG,
+             "cs_delivery_publish(%s): topic not declared with cs_kafka_topic (outputs of subscription %s may go "
+             "only to declared topics, checked at start-up)",
+             topic, s->name);
+    return false;
 }

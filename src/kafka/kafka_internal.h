@@ -75,7 +75,9 @@ struct cs_sub {
     cs_lane_key lanes;
     int workers;
     size_t max_open;
-    int commit_interval_ms;
+    int commit_interval_ms; /* 0: the commit mode's default */
+    size_t window_records;  /* Transactional */
+    int stall_timeout_ms;   /* Transactional */
     int drain_timeout_ms;
     int handler_time_limit_ms;
     cs_partitions_fn on_assign, on_revoke;
@@ -98,6 +100,7 @@ struct cs_kafka {
     char *bootstrap; /* configured, or the embedded cluster's once it runs */
     bool embedded;
     char *default_group;
+    char *instance_id; /* cs_kafka_instance_id, else CSTREAM_INSTANCE_ID at start */
     cs_kvlist config;
     topic_decl *topics;
     size_t n_topics;
@@ -126,6 +129,12 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
 
 /* The pipeline's dead-letter hook for a subscription (arg: the cs_sub). */
 int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason);
+
+/* Transactional: the dead-letter output of d, and whether a handler may
+ * publish to `topic` (pipeline hooks; arg: the cs_sub). */
+#include "../core/output.h"
+cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason);
+bool cs__kafka_output_topic_ok(void *arg, const char *topic);
 
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cstream/rdkafka.h"
+
 cs_test_cluster *cst_cluster;
 
 int cst_cluster_setup(void **state) {
@@ -110,4 +112,63 @@ void cst_fresh(const char *prefix, int partitions, char *topic, char *group, siz
     cs_test_unique_name(topic, size, prefix);
     if (group) snprintf(group, size, "%s-group", topic);
     if (cs_test_topic_create(cst_cluster, topic, partitions) != CS_OK) fail_msg("topic %s: %s", topic, cs_errmsg());
+}
+
+long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
+                        void *arg, int timeout_ms) {
+    char group[160], err[512];
+    cs_test_unique_name(group, sizeof group, "checker");
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *kv[][2] = {{"bootstrap.servers", cs_test_cluster_brokers(cst_cluster)},
+                           {"group.id", group},
+                           {"isolation.level", "read_committed"},
+                           {"enable.partition.eof", "true"},
+                           {"enable.auto.commit", "false"},
+                           {"fetch.wait.max.ms", "10"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK) {
+            fprintf(stderr, "checker: %s\n", err);
+            rd_kafka_conf_destroy(conf);
+            return -1;
+        }
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "checker: %s\n", err);
+        rd_kafka_conf_destroy(conf);
+        return -1;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(partitions);
+    for (int p = 0; p < partitions; p++) rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    rd_kafka_assign(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    long n = 0;
+    int eofs = 0;
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    bool *at_end = calloc((size_t)partitions, sizeof *at_end);
+    while (eofs < partitions) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > timeout_ms) {
+            fprintf(stderr, "checker: %s: end not reached in %d ms (%d of %d partitions, %ld records)\n", topic,
+                    timeout_ms, eofs, partitions, n);
+            n = -1;
+            break;
+        }
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (!m) continue;
+        if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (m->partition >= 0 && m->partition < partitions && !at_end[m->partition]) {
+                at_end[m->partition] = true;
+                eofs++;
+            }
+        } else if (!m->err) {
+            fn(m->payload, m->len, arg);
+            n++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    free(at_end);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return n;
 }

@@ -47,4 +47,12 @@ pid_t cst_spawn(const char *path, char *const argv[]);
 /* A fresh topic with n partitions and a fresh group name. */
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size);
 
+/* Reads every record of `topic` that a read_committed consumer sees, from
+ * the beginning to the end of each of its `partitions` partitions, and calls
+ * fn with its value. Returns the number read, or -1 (with a message on
+ * stderr) if the end was not reached within timeout_ms. Call it once the
+ * writers stopped: the end is where the last transaction left it. */
+long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
+                        void *arg, int timeout_ms);
+
 #endif

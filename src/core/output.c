@@ -1,0 +1,49 @@
+/* output.c — copies of handler outputs (see output.h). */
+#include "output.h"
+
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Appends n bytes of src at *at; returns where they went (NULL for NULL src). */
+static const void *put(char **at, const void *src, size_t n) {
+    if (!src) return NULL;
+    void *dst = *at;
+    if (n) memcpy(dst, src, n);
+    *at += n;
+    return dst;
+}
+
+cs_output *cs__output_new(const cs_record *r, int64_t source_offset) {
+    size_t topic_len = strlen(r->topic) + 1;
+    size_t bytes = topic_len + (r->key ? r->key_len : 0) + (r->value ? r->value_len : 0);
+    for (size_t i = 0; i < r->n_headers; i++)
+        bytes += strlen(r->headers[i].name) + 1 + (r->headers[i].value ? r->headers[i].len : 0);
+    size_t head = sizeof(cs_output) + r->n_headers * sizeof(cs_header);
+    head = (head + alignof(max_align_t) - 1) / alignof(max_align_t) * alignof(max_align_t);
+    cs_output *o = malloc(head + bytes);
+    if (!o) return NULL;
+    cs_header *h = (cs_header *)(o + 1);
+    char *at = (char *)o + head;
+    o->next = NULL;
+    o->source_offset = source_offset;
+    o->rec = *r;
+    o->rec.topic = put(&at, r->topic, topic_len);
+    o->rec.key = put(&at, r->key, r->key ? r->key_len : 0);
+    o->rec.value = put(&at, r->value, r->value ? r->value_len : 0);
+    o->rec.headers = r->n_headers ? h : NULL;
+    for (size_t i = 0; i < r->n_headers; i++) {
+        h[i].name = put(&at, r->headers[i].name, strlen(r->headers[i].name) + 1);
+        h[i].value = put(&at, r->headers[i].value, r->headers[i].value ? r->headers[i].len : 0);
+        h[i].len = r->headers[i].value ? r->headers[i].len : 0;
+    }
+    return o;
+}
+
+void cs__output_free_all(cs_output *o) {
+    while (o) {
+        cs_output *next = o->next;
+        free(o);
+        o = next;
+    }
+}

@@ -1,0 +1,28 @@
+/* output.h — a record a handler produced, held until its transaction.
+ *
+ * Under Transactional, the outputs of a delivery (its reply, its
+ * cs_delivery_publish records, its dead-letter record) are copied into
+ * cs_output nodes: first on the delivery while its handler runs, then, once
+ * it is acked or dropped, on its partition's window until a transaction may
+ * carry them (see window.c). One allocation per output holds the record and
+ * all its bytes. Not thread-safe: the list's owner (delivery or partition
+ * lock) serialises access. */
+#ifndef CS_CORE_OUTPUT_H
+#define CS_CORE_OUTPUT_H
+
+#include <stdint.h>
+
+#include "cstream/publish.h"
+
+typedef struct cs_output {
+    struct cs_output *next;
+    int64_t source_offset; /* the offset of the record that produced it */
+    cs_record rec;         /* every pointer points into this allocation */
+} cs_output;
+
+/* A deep copy of r (topic, key, value, headers). NULL on out of memory. */
+cs_output *cs__output_new(const cs_record *r, int64_t source_offset);
+/* Frees a list. */
+void cs__output_free_all(cs_output *o);
+
+#endif

@@ -1,0 +1,83 @@
+/* window.c — Transactional windows: which outputs a transaction may carry,
+ * when a retried record has held a window too long, and how a partition's
+ * window is aborted and read again.
+ *
+ * The rule that makes a transaction exactly-once: it commits a partition's
+ * position P (the lowest open record) and carries only the outputs of
+ * records below P. An output of a record at or above P waits on the
+ * partition's window for a later transaction: if the process died after
+ * committing it with P, that record would be read again and produce it twice.
+ *
+ * Threads: workers append to a window when they settle (pipeline.c, under
+ * the partition lock); the fetch thread takes from it and rewinds. Every
+ * function here takes the partition lock; none calls out while holding it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "pipeline.h"
+
+bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output ***outputs_tail,
+                     size_t *n_outputs) {
+    pthread_mutex_lock(&part->lock);
+    bool news = false;
+    if (part->tracker) {
+        cs__part_state_locked(part, clean, pos, meta, cap);
+        /* Settlement order is not offset order: walk the whole window and
+         * keep, in order, what is not yet below the position. */
+        cs_output **keep = &part->window;
+        for (cs_output *o = part->window, *next; o; o = next) {
+            next = o->next;
+            if (*pos >= 0 && o->source_offset < *pos) {
+                o->next = NULL;
+                **outputs_tail = o;
+                *outputs_tail = &o->next;
+                (*n_outputs)++;
+                news = true;
+            } else {
+                *keep = o;
+                keep = &o->next;
+            }
+        }
+        *keep = NULL;
+        part->window_tail = keep;
+        news = news || (*pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0));
+        part->dirty = false;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return news;
+}
+
+bool cs__window_stalled(cs_part *part, int64_t now_ms, int stall_ms) {
+    pthread_mutex_lock(&part->lock);
+    bool stalled = part->assigned && part->stall_offset >= 0 && now_ms - part->stall_since_ms >= stall_ms;
+    if (stalled && part->tracker && cs_tracker_lowest_open(part->tracker) != part->stall_offset)
+        stalled = false; /* something below it is open too: the window is not held by the retry alone */
+    if (stalled) part->stall_offset = -1;
+    pthread_mutex_unlock(&part->lock);
+    return stalled;
+}
+
+int64_t cs__window_rewind(cs_pipeline *p, cs_part *part) {
+    int64_t offsets[CS_PRIOR_MAX];
+    uint32_t attempts[CS_PRIOR_MAX];
+    char meta[CS_META_MAX];
+    pthread_mutex_lock(&part->lock);
+    if (!part->assigned) { /* being revoked: released by the revoke, read again by the next owner */
+        pthread_mutex_unlock(&part->lock);
+        return -2;
+    }
+    int64_t committed = part->last_committed;
+    int64_t seek = committed >= 0 ? committed : part->first_fetched;
+    snprintf(meta, sizeof meta, "%s", part->last_meta);
+    /* Attempt counts of the open records survive the rewind: a record that
+     * keeps failing still reaches max_attempts. */
+    size_t n = part->tracker ? cs_tracker_open_attempts(part->tracker, offsets, attempts, CS_PRIOR_MAX) : 0;
+    pthread_mutex_unlock(&part->lock);
+    /* Every delivery of the window becomes stale (their outputs go with
+     * them), then the partition starts a new epoch at `seek`. */
+    cs__pipeline_release_partition(p, part, false);
+    cs__pipeline_assign(p, part);
+    cs__part_set_prior(part, committed, meta, offsets, attempts, n, false);
+    return seek;
+}
