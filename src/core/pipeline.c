@@ -71,6 +71,11 @@ struct cs_pipeline {
     _Atomic uint64_t commits, commit_failures, pauses;
     _Atomic uint64_t transactions, aborts, outputs;
     _Atomic size_t settled; /* Transactional: records settled since the window opened */
+    /* window_barrier only: handlers wait at the gate while a window commits */
+    pthread_mutex_t gate_lock;
+    pthread_cond_t gate_cv;
+    bool gate_closed;
+    int in_handler;
     cs_ratelimit retry_warning;
     cs_ratelimit decode_warning;
     cs_ratelimit exhausted_warning;
@@ -78,6 +83,8 @@ struct cs_pipeline {
 
 static void *worker_main(void *arg);
 static void *delay_main(void *arg);
+static void pass_gate(cs_pipeline *p);
+static void leave_gate(cs_pipeline *p);
 static bool lane_push_head(struct lane *l, cs_delivery *d);
 static void discard(cs_delivery *d);
 
@@ -87,6 +94,8 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
     p->cfg = *cfg;
     p->name = strdup(cfg->name ? cfg->name : "?");
     p->n_lanes = cfg->workers > 0 ? cfg->workers : 1;
+    pthread_mutex_init(&p->gate_lock, NULL);
+    pthread_cond_init(&p->gate_cv, NULL);
     p->lanes = calloc((size_t)p->n_lanes, sizeof *p->lanes);
     if (!p->name || !p->lanes) {
         free(p->name);
@@ -974,9 +983,43 @@ static void *worker_main(void *arg) {
         return NULL;
     }
     cs_delivery *d;
-    while ((d = lane_pop(l)))
+    while ((d = lane_pop(l))) {
+        if (p->cfg.window_barrier) pass_gate(p);
         if (admit(p, d)) run_one(l, d);
+        if (p->cfg.window_barrier) leave_gate(p);
+    }
     return NULL;
+}
+
+/* ---- the stop-the-world gate (window_barrier, for measurement) ----------- */
+
+static void pass_gate(cs_pipeline *p) {
+    pthread_mutex_lock(&p->gate_lock);
+    while (p->gate_closed && !atomic_load(&p->stopping)) pthread_cond_wait(&p->gate_cv, &p->gate_lock);
+    p->in_handler++;
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+static void leave_gate(cs_pipeline *p) {
+    pthread_mutex_lock(&p->gate_lock);
+    if (--p->in_handler == 0) pthread_cond_broadcast(&p->gate_cv);
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+void cs__pipeline_close_gate(cs_pipeline *p) {
+    if (!p->cfg.window_barrier) return;
+    pthread_mutex_lock(&p->gate_lock);
+    p->gate_closed = true;
+    while (p->in_handler > 0) pthread_cond_wait(&p->gate_cv, &p->gate_lock);
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+void cs__pipeline_open_gate(cs_pipeline *p) {
+    if (!p->cfg.window_barrier) return;
+    pthread_mutex_lock(&p->gate_lock);
+    p->gate_closed = false;
+    pthread_cond_broadcast(&p->gate_cv);
+    pthread_mutex_unlock(&p->gate_lock);
 }
 
 void cs__pipeline_check_slow(cs_pipeline *p) {
@@ -1074,6 +1117,8 @@ void cs__pipeline_destroy(cs_pipeline *p) {
     pthread_mutex_destroy(&p->parts_lock);
     pthread_mutex_destroy(&p->delay_lock);
     pthread_cond_destroy(&p->delay_cv);
+    pthread_mutex_destroy(&p->gate_lock);
+    pthread_cond_destroy(&p->gate_cv);
     free(p->delayed);
     free(p->parts);
     free(p->lanes);

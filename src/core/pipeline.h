@@ -67,6 +67,9 @@ typedef struct cs_pipeline_config {
     /* Transactional: wake the fetch thread when this many records settled
      * since the window opened (0: never). */
     size_t window_records;
+    /* Transactional, for measurement only: stop the world at each window
+     * close (no handler runs while the transaction commits). */
+    bool window_barrier;
     /* Tracked: commits a suspect record's attempt before it runs (sync). */
     int (*precommit)(void *arg, cs_part *part);
     void *precommit_arg;
@@ -154,6 +157,10 @@ bool cs__window_stalled(cs_part *part, int64_t now_ms, int stall_ms);
  * position, which is returned (-1: nothing to seek, nothing was fetched;
  * -2: the partition is being revoked, nothing done). */
 int64_t cs__window_rewind(cs_pipeline *p, cs_part *part);
+/* window_barrier: waits until no handler runs and lets none start (close),
+ * or lets them run again (open). Fetch thread. */
+void cs__pipeline_close_gate(cs_pipeline *p);
+void cs__pipeline_open_gate(cs_pipeline *p);
 /* Records settled since the window opened; take also resets the count. */
 size_t cs__pipeline_settled(cs_pipeline *p);
 size_t cs__pipeline_take_settled(cs_pipeline *p);

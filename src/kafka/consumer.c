@@ -220,6 +220,7 @@ static void close_window(cs_consumer *c, bool final) {
     rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(assigned->cnt > 0 ? assigned->cnt : 1);
     cs_output *outputs = NULL, **tail = &outputs;
     size_t n_outputs = 0;
+    cs__pipeline_close_gate(c->pipe); /* only with the measurement switch CSTREAM_TXN_BARRIER */
     for (int i = 0; i < assigned->cnt; i++) {
         cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
         int64_t pos;
@@ -231,7 +232,11 @@ static void close_window(cs_consumer *c, bool final) {
         e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
     if (offsets->cnt > 0) {
+        int64_t began = cs__now_ms();
         cs_txn_result r = cs__txn_commit(c->txn, outputs, offsets, c->rk);
+        CS_LOG_DEBUG("transaction %s subscription=%s partitions=%d outputs=%zu ms=%lld",
+                     r == CS_TXN_COMMITTED ? "committed" : r == CS_TXN_ABORTED ? "aborted" : "failed", c->sub->name,
+                     offsets->cnt, n_outputs, (long long)(cs__now_ms() - began));
         for (int i = 0; i < offsets->cnt; i++) {
             rd_kafka_topic_partition_t *e = &offsets->elems[i];
             cs_part *part = part_of(c, e->topic, e->partition);
@@ -243,6 +248,7 @@ static void close_window(cs_consumer *c, bool final) {
         if (r == CS_TXN_ABORTED) cs__pipeline_count_abort(c->pipe);
         cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
     }
+    cs__pipeline_open_gate(c->pipe);
     cs__output_free_all(outputs);
     rd_kafka_topic_partition_list_destroy(offsets);
     if (!final && !cs__txn_dead(c->txn)) {
@@ -649,6 +655,9 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .output_topic_ok = cs__kafka_output_topic_ok,
         .output_topic_arg = s,
         .window_records = c->transactional ? s->window_records : 0,
+        /* Measurement switch (bench/): stop-the-world window commits, to
+         * compare with the default where handlers keep running meanwhile. */
+        .window_barrier = c->transactional && getenv("CSTREAM_TXN_BARRIER") && !strcmp(getenv("CSTREAM_TXN_BARRIER"), "1"),
         .precommit = c->transactional ? NULL : precommit, /* plain commits would pass uncommitted outputs */
         .precommit_arg = c,
     };

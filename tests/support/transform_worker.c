@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
         perror(argv[4]);
         return 2;
     }
-    cs_log_set_level(CS_LOG_WARN);
+    cs_log_set_level(getenv("TW_DEBUG") ? CS_LOG_DEBUG : CS_LOG_WARN);
     pthread_t settler_thread;
     pthread_create(&settler_thread, NULL, settler, NULL);
     unsigned seed = (unsigned)getpid();

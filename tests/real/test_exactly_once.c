@@ -1,0 +1,243 @@
+/* test_exactly_once.c — Transactional mode's promise, on a real broker only
+ * (librdkafka 2.0.2's mock keeps no transaction semantics): this process
+ * produces the input, runs the transform service (support/transform_worker.c)
+ * in child processes, and reads the output topic as a read_committed consumer.
+ *
+ * - SIGKILL: children are killed at random moments while four workers settle
+ *   out of order across window boundaries; a new child takes over each time.
+ *   The checker must see every input's output exactly once (0 lost, 0
+ *   duplicated), though inputs were handled more than once.
+ * - Zombie fencing: a second instance with the same instance id starts while
+ *   the first runs; the first is fenced, stops by itself with an error that
+ *   says so, and the outputs are still exactly once.
+ *
+ * CS_KILLS sets the kills (3 in CI; `make proof` runs 20). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cstest.h"
+
+#ifndef TRANSFORM_WORKER
+#error "TRANSFORM_WORKER must name the transform_worker executable"
+#endif
+
+enum { PARTS = 4, RECORDS = 10000, MAX_KILLS = 64 };
+
+typedef struct run {
+    char topic[128], out[128], group[160], instance[160], runs[256], errs[256];
+    int kills;
+    unsigned seed;
+    cst_seen *outputs;
+    long malformed;
+} run;
+
+static void setup(run *r, const char *prefix) {
+    memset(r, 0, sizeof *r);
+    const char *env = getenv("CS_KILLS");
+    r->kills = env ? atoi(env) : 3;
+    if (r->kills > MAX_KILLS) r->kills = MAX_KILLS;
+    cst_fresh(prefix, PARTS, r->topic, r->group, sizeof r->topic);
+    char out_prefix[64];
+    snprintf(out_prefix, sizeof out_prefix, "%s-out", prefix);
+    cst_fresh(out_prefix, PARTS, r->out, NULL, sizeof r->out);
+    snprintf(r->instance, sizeof r->instance, "%s-instance", r->topic);
+    snprintf(r->runs, sizeof r->runs, "/tmp/%s.runs", r->topic);
+    snprintf(r->errs, sizeof r->errs, "/tmp/%s.err", r->topic);
+    unlink(r->runs);
+    unlink(r->errs);
+    CST_OK(cs_test_produce_many(cst_cluster, r->topic, "rec-", RECORDS));
+    setenv("CSTREAM_BROKERS", cs_test_cluster_brokers(cst_cluster), 1);
+    r->seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+}
+
+static void teardown(run *r) {
+    unlink(r->runs);
+    unlink(r->errs);
+    if (r->outputs) cst_seen_free(r->outputs);
+}
+
+static pid_t spawn(run *r) {
+    char *const argv[] = {TRANSFORM_WORKER, r->topic, r->out, r->group, r->runs, r->errs, r->instance, NULL};
+    return cst_spawn(TRANSFORM_WORKER, argv);
+}
+
+/* Handler runs so far: total lines and distinct records. */
+static void runs_so_far(run *r, size_t *total, size_t *distinct) {
+    cst_seen *s = cst_seen_new(PARTS, RECORDS);
+    size_t n = 0;
+    FILE *f = fopen(r->runs, "r");
+    int p;
+    long long o;
+    while (f && fscanf(f, "%d %lld", &p, &o) == 2) {
+        cst_seen_add(s, p, o);
+        n++;
+    }
+    if (f) fclose(f);
+    if (total) *total = n;
+    if (distinct) *distinct = cst_seen_distinct(s);
+    cst_seen_free(s);
+}
+
+static size_t distinct_runs(run *r) {
+    size_t d;
+    runs_so_far(r, NULL, &d);
+    return d;
+}
+
+/* The group's committed positions are at the end of the input. */
+static bool committed_to_end(void *arg) {
+    run *r = arg;
+    for (int p = 0; p < PARTS; p++) {
+        int64_t end = 0, c = -1;
+        if (cs_test_end_offset(cst_cluster, r->topic, p, &end) ||
+            cs_test_committed(cst_cluster, r->group, r->topic, p, &c) || c < end)
+            return false;
+    }
+    return true;
+}
+
+static void stop_child(pid_t child) {
+    kill(child, SIGTERM);
+    int status;
+    waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("worker stopped badly: %s %d", WIFEXITED(status) ? "exit" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+static void count_output(const void *value, size_t len, void *arg) {
+    run *r = arg;
+    char text[48];
+    int p;
+    long long o;
+    snprintf(text, sizeof text, "%.*s", (int)(len < 47 ? len : 47), (const char *)value);
+    if (sscanf(text, "%d:%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < RECORDS) cst_seen_add(r->outputs, p, o);
+    else r->malformed++;
+}
+
+/* Reads the output as read_committed; asserts every input's output exactly once. */
+static void check_exactly_once(run *r, int kills) {
+    r->outputs = cst_seen_new(PARTS, RECORDS);
+    long n = cst_read_committed(r->out, PARTS, count_output, r, 120000);
+    assert_true(n >= 0);
+    long inputs = 0, lost = 0, dup = 0;
+    for (int p = 0; p < PARTS; p++) {
+        int64_t end;
+        CST_OK(cs_test_end_offset(cst_cluster, r->topic, p, &end));
+        for (int64_t o = 0; o < end; o++) {
+            int c = cst_seen_count(r->outputs, p, o);
+            inputs++;
+            lost += c == 0;
+            dup += c > 1 ? c - 1 : 0;
+        }
+    }
+    size_t total, distinct;
+    runs_so_far(r, &total, &distinct);
+    printf("\nTransactional, %ld inputs, %d partitions, 4 workers, %d kills (seed %u)\n", inputs, PARTS, kills, r->seed);
+    printf("| handler runs | records run more than once | outputs read_committed | lost | duplicated |\n");
+    printf("|---|---|---|---|---|\n");
+    printf("| %zu | %zu | %ld | %ld | %ld |\n", total, total - distinct, n, lost, dup);
+    assert_int_equal(r->malformed, 0);
+    assert_int_equal(lost, 0);
+    assert_int_equal(dup, 0);
+    assert_int_equal(n, inputs);
+}
+
+static void kills_lose_and_duplicate_nothing(void **state) {
+    (void)state;
+    run r;
+    setup(&r, "eos-kill");
+    for (int k = 0; k < r.kills; k++) {
+        size_t before = distinct_runs(&r);
+        size_t left = RECORDS - before;
+        size_t target = before + 50 + (left > 400 ? (size_t)rand_r(&r.seed) % (left / (size_t)(r.kills + 1)) : 0);
+        if (target > RECORDS) target = RECORDS;
+        pid_t child = spawn(&r);
+        for (int i = 0; distinct_runs(&r) < target; i++) {
+            int status;
+            if (waitpid(child, &status, WNOHANG) == child) fail_msg("worker exited early, status %d", status);
+            if (i % 40 == 39 && committed_to_end(&r)) break;
+            usleep(5 * 1000);
+        }
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        printf("kill %d after %zu distinct records run\n", k + 1, distinct_runs(&r));
+    }
+    pid_t last = spawn(&r);
+    assert_true(cst_wait(committed_to_end, &r, 300000));
+    stop_child(last);
+    check_exactly_once(&r, r.kills);
+    teardown(&r);
+}
+
+static bool file_has_text(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    int c = fgetc(f);
+    fclose(f);
+    return c != EOF;
+}
+
+static long long committed_sum(run *r) {
+    long long sum = 0;
+    for (int p = 0; p < PARTS; p++) {
+        int64_t c = -1;
+        if (cs_test_committed(cst_cluster, r->group, r->topic, p, &c) == CS_OK && c > 0) sum += c;
+    }
+    return sum;
+}
+
+static void zombie_is_fenced(void **state) {
+    (void)state;
+    run r;
+    setup(&r, "eos-fence");
+    pid_t zombie = spawn(&r);
+    int status = 0;
+    /* Fenced once it has committed some windows: the successor starts from
+     * those, and nothing may be committed twice. */
+    while (committed_sum(&r) < 2000) {
+        if (waitpid(zombie, &status, WNOHANG) == zombie) fail_msg("first instance exited early, status %d", status);
+        usleep(5 * 1000);
+    }
+    printf("committed when the successor starts: %lld\n", committed_sum(&r));
+    pid_t successor = spawn(&r); /* same instance id: its start fences the first */
+    bool exited = false;
+    for (int waited = 0; waited < 60000 && !exited; waited += 10) {
+        exited = waitpid(zombie, &status, WNOHANG) == zombie;
+        if (!exited) usleep(10 * 1000);
+    }
+    if (!exited) {
+        kill(zombie, SIGKILL);
+        waitpid(zombie, NULL, 0);
+        fail_msg("the first instance was not fenced within 60 s");
+    }
+    printf("committed when the fenced instance stopped: %lld\n", committed_sum(&r));
+    assert_true(WIFEXITED(status));
+    assert_int_not_equal(WEXITSTATUS(status), 0);
+    assert_true(file_has_text(r.errs));
+    char why[2048] = "";
+    FILE *f = fopen(r.errs, "r");
+    size_t n = fread(why, 1, sizeof why - 1, f);
+    why[n] = '\0';
+    fclose(f);
+    printf("fenced instance stopped: %s", why);
+    assert_non_null(strstr(why, "fenced"));
+    assert_non_null(strstr(why, r.instance));
+    assert_true(cst_wait(committed_to_end, &r, 300000));
+    stop_child(successor);
+    check_exactly_once(&r, 0);
+    teardown(&r);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(kills_lose_and_duplicate_nothing),
+        cmocka_unit_test(zombie_is_fenced),
+    };
+    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+}
