@@ -28,6 +28,7 @@ typedef struct fixture {
     cst_seen *runs;
     int64_t stall_offset; /* partition 0: its first attempt retries after a long delay (-1: none) */
     int stall_delay_ms;
+    int64_t failing_offset; /* partition 0: always asks for a retry (-1: none) */
     pthread_mutex_t lock;
     cs_delivery *held[MAXREC];
     int n_held;
@@ -39,6 +40,10 @@ static cs_outcome transform(cs_delivery *d, void *user) {
     int64_t o = cs_delivery_offset(d);
     cst_seen_add(f->runs, p, o);
     if (p == 0 && o == f->stall_offset && cs_delivery_attempt(d) == 1) return cs_retry_after(d, f->stall_delay_ms);
+    if (p == 0 && o == f->failing_offset) {
+        cs_delivery_set_reason(d, "always fails");
+        return CS_RETRY;
+    }
     char value[48];
     int n = snprintf(value, sizeof value, "%d:%lld", (int)p, (long long)o);
     if (o % 3 == 1) { /* kept pending and settled later, out of order, from the test thread */
@@ -85,7 +90,8 @@ typedef struct wait_arg {
     fixture *f;
 } wait_arg;
 
-static cs_app *start_transform(fixture *f, const char *topic, const char *group, cs_sub **sub_out, int stall_ms) {
+static cs_app *start_transform_dlq(fixture *f, const char *topic, const char *group, cs_sub **sub_out, int stall_ms,
+                                   const char *dlq) {
     cs_app *app = cs_app_new("txn-test", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     CST_OK(cs_kafka_instance_id(k, group));
@@ -97,10 +103,18 @@ static cs_app *start_transform(fixture *f, const char *topic, const char *group,
     CST_OK(cs_sub_workers(s, 3));
     CST_OK(cs_sub_reply(s, f->out, 5000));
     if (stall_ms) CST_OK(cs_sub_stall_timeout_ms(s, stall_ms));
+    if (dlq) {
+        CST_OK(cs_sub_dead_letter(s, dlq));
+        CST_OK(cs_sub_max_attempts(s, 3));
+    }
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
     *sub_out = s;
     return app;
+}
+
+static cs_app *start_transform(fixture *f, const char *topic, const char *group, cs_sub **sub_out, int stall_ms) {
+    return start_transform_dlq(f, topic, group, sub_out, stall_ms, NULL);
 }
 
 /* Handled and committed: every input's output went out in a transaction. */
@@ -171,7 +185,8 @@ static void outputs_commit_exactly_once(void **state) {
     char topic[128], group[160], out[128];
     cst_fresh("txn-in", 3, topic, group, sizeof topic);
     cst_fresh("txn-out", 3, out, NULL, sizeof out);
-    fixture f = {.out = out, .partitions = 3, .runs = cst_seen_new(3, MAXREC), .stall_offset = -1};
+    fixture f = {.out = out, .partitions = 3, .runs = cst_seen_new(3, MAXREC), .stall_offset = -1,
+                 .failing_offset = -1};
     pthread_mutex_init(&f.lock, NULL);
     CST_OK(cs_test_produce_many(cst_cluster, topic, "rec-", 600));
     cs_sub *s;
@@ -222,7 +237,7 @@ static void stalled_retry_aborts_and_rereads(void **state) {
     /* Offset 40's first attempt asks to come back after 5 s; the stall timeout
      * is 1 s: the window aborts while later records ran and left outputs. */
     fixture f = {.out = out, .partitions = 1, .runs = cst_seen_new(1, MAXREC), .stall_offset = 40,
-                 .stall_delay_ms = 5000};
+                 .stall_delay_ms = 5000, .failing_offset = -1};
     pthread_mutex_init(&f.lock, NULL);
     for (int i = 0; i < 100; i++) {
         char v[16];
@@ -249,6 +264,45 @@ static void stalled_retry_aborts_and_rereads(void **state) {
     assert_true(cst_seen_count(f.runs, 0, 41) >= 2);    /* after it: ran in the aborted window, then again */
     int per[1] = {100};
     check_exactly_once(out, 1, per, 1);
+    cs_app_destroy(app);
+    cst_seen_free(f.runs);
+    pthread_mutex_destroy(&f.lock);
+}
+
+static void count_value(const void *value, size_t len, void *arg) {
+    (void)value;
+    (void)len;
+    (*(int *)arg)++;
+}
+
+/* A record that fails every attempt: its dead-letter record is an output of
+ * the window like any other, committed once; the others' outputs all arrive. */
+static void dead_letter_joins_the_transaction(void **state) {
+    (void)state;
+    char topic[128], group[160], out[128], dlq[128];
+    cst_fresh("txn-dlq", 1, topic, group, sizeof topic);
+    cst_fresh("txn-dlq-out", 1, out, NULL, sizeof out);
+    cst_fresh("txn-dlq-dead", 1, dlq, NULL, sizeof dlq);
+    fixture f = {.out = out, .partitions = 1, .runs = cst_seen_new(1, MAXREC), .stall_offset = -1,
+                 .failing_offset = 7};
+    pthread_mutex_init(&f.lock, NULL);
+    for (int i = 0; i < 50; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
+    cs_sub *s;
+    cs_app *app = start_transform_dlq(&f, topic, group, &s, 0, dlq);
+    done_arg a = {s, &f, 50}; /* 49 outputs and 1 dead letter */
+    assert_true(cst_wait(all_committed, &a, 60000));
+    CST_OK(cs_app_stop(app));
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.dead_lettered, 1);
+    assert_int_equal(cst_seen_count(f.runs, 0, 7), 3); /* max_attempts */
+    int dead = 0;
+    assert_int_equal(cst_read_committed(dlq, 1, count_value, &dead, 60000), 1);
+    outputs o = {cst_seen_new(1, MAXREC), 0};
+    assert_int_equal(cst_read_committed(out, 1, count_output, &o, 60000), 49);
+    assert_int_equal(cst_seen_count(o.seen, 0, 7), 0);
+    assert_int_equal(cst_seen_distinct(o.seen), 49);
+    cst_seen_free(o.seen);
     cs_app_destroy(app);
     cst_seen_free(f.runs);
     pthread_mutex_destroy(&f.lock);
@@ -304,12 +358,57 @@ static void delivery_publish_is_checked(void **state) {
     }
 }
 
+/* Runs a Transactional app on its own embedded cluster with stderr captured;
+ * returns what the app logged. */
+static void embedded_log(cs_commit_mode mode, char *log, size_t cap) {
+    char *brokers = getenv("CSTREAM_BROKERS") ? strdup(getenv("CSTREAM_BROKERS")) : NULL;
+    unsetenv("CSTREAM_BROKERS");
+    char path[] = "/tmp/cstream-txn-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    cs_app *app = cs_app_new("txn-embedded", "1.0");
+    cs_kafka *k = cs_kafka_new(NULL);
+    CST_OK(cs_kafka_topic(k, "in", 1));
+    CST_OK(cs_kafka_instance_id(k, "one"));
+    CST_OK(cs_kafka_default_group(k, "g"));
+    cs_sub *s = cs_kafka_subscribe(k, "in", transform, NULL);
+    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_app_add_kafka(app, k));
+    cs_err started = cs_app_start(app);
+    if (!started) cs_app_stop(app);
+    cs_app_destroy(app);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    if (brokers) setenv("CSTREAM_BROKERS", brokers, 1);
+    free(brokers);
+    CST_OK(started);
+    ssize_t n = pread(fd, log, cap - 1, 0);
+    log[n > 0 ? n : 0] = '\0';
+    close(fd);
+    unlink(path);
+}
+
+static void embedded_cluster_says_exactly_once_is_not_enforced(void **state) {
+    (void)state;
+    static char log[1 << 16];
+    embedded_log(CS_COMMIT_TRANSACTIONAL, log, sizeof log);
+    assert_non_null(strstr(log, "EXACTLY-ONCE IS NOT ENFORCED ON THE EMBEDDED CLUSTER"));
+    embedded_log(CS_COMMIT_TRACKED, log, sizeof log);
+    assert_null(strstr(log, "EXACTLY-ONCE"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(no_instance_id_is_a_clear_error),
+        cmocka_unit_test(embedded_cluster_says_exactly_once_is_not_enforced),
         cmocka_unit_test(delivery_publish_is_checked),
         cmocka_unit_test(outputs_commit_exactly_once),
         cmocka_unit_test(stalled_retry_aborts_and_rereads),
+        cmocka_unit_test(dead_letter_joins_the_transaction),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
