@@ -42,6 +42,7 @@ proof: build
 	CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
 	@scripts/kafka start >/dev/null
 	@status=0; CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_kill || status=$$?; \
+	  CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_exactly_once || status=$$?; \
 	  scripts/kafka stop >/dev/null; exit $$status
 
 # Sanitizer builds of the same suite.

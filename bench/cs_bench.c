@@ -8,7 +8,9 @@
  *   cs_bench consume CONTENDER BROKERS TOPIC GROUP N [REPLY_TOPIC]
  *
  * Contenders: raw-batch (rd_kafka_consume_batch_queue), raw-poll (one rd_kafka_consumer_poll per
- * record), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply.
+ * record), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply (Tracked, a reply per record),
+ * cs-txn-reply (Transactional, a reply per record: done when every output is committed) and
+ * cs-txn-reply-barrier (the same with stop-the-world window commits, CSTREAM_TXN_BARRIER=1).
  * Every contender decodes each record with cs_json_decode into `payment` (the same yajl field-table
  * decoder cstream uses), frees it, and marks its id in a bitmap; the run ends when every id 0..N-1
  * was seen (a topic may hold more: ids >= N are decoded and ignored, so one topic serves rounds of
@@ -37,6 +39,7 @@ static _Atomic double g_t0, g_t_last;
 static _Atomic uint64_t g_allocs0, g_allocs1;
 static uint64_t (*g_malloc_count)(void);
 static bool g_wait_acked;          /* cs-reply: the end is when every source is acked */
+static bool g_wait_outputs;        /* cs-txn-*: the end is when every output is committed */
 
 static void mark_first(void) {
     double zero = 0;
@@ -169,7 +172,7 @@ static cs_outcome cs_handle(cs_delivery *d, void *user) {
     uint64_t old = atomic_fetch_or_explicit(&g_seen[p->id / 64], bit, memory_order_relaxed);
     if (old & bit) {
         atomic_fetch_add(&g_dups, 1);
-    } else if (atomic_fetch_add(&g_distinct, 1) + 1 == g_n && !g_wait_acked) {
+    } else if (atomic_fetch_add(&g_distinct, 1) + 1 == g_n && !g_wait_acked && !g_wait_outputs) {
         atomic_store(&g_t_last, bench_now());
         if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
     }
@@ -204,10 +207,18 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         return 2;
     }
     bool batch = strcmp(contender, "cs-batch-500") == 0;
-    bool reply = strcmp(contender, "cs-reply") == 0;
+    bool txn = strncmp(contender, "cs-txn-reply", 12) == 0;
+    bool reply = strcmp(contender, "cs-reply") == 0 || txn;
+    if (strcmp(contender, "cs-txn-reply-barrier") == 0) setenv("CSTREAM_TXN_BARRIER", "1", 1);
     cs_sub *s = batch ? cs_kafka_subscribe_batch(k, topic, cs_handle_batch, 500, NULL)
                       : cs_kafka_subscribe(k, topic, reply ? cs_handle_reply : cs_handle, NULL);
-    cs_commit_mode mode = strcmp(contender, "cs-auto") == 0 ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED;
+    cs_commit_mode mode = strcmp(contender, "cs-auto") == 0 ? CS_COMMIT_AUTO
+                          : txn                              ? CS_COMMIT_TRANSACTIONAL
+                                                             : CS_COMMIT_TRACKED;
+    if (txn && cs_kafka_instance_id(k, group)) {
+        fprintf(stderr, "instance id: %s\n", cs_errmsg());
+        return 2;
+    }
     int workers = strcmp(contender, "cs-tracked-4w") == 0 ? 4 : 1;
     if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) || cs_sub_commit(s, mode) ||
         cs_sub_workers(s, workers)) {
@@ -215,7 +226,8 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         return 2;
     }
     if (reply) {
-        g_wait_acked = true;
+        g_wait_acked = !txn;
+        g_wait_outputs = txn;
         if (cs_sub_reply(s, reply_topic, 5000)) {
             fprintf(stderr, "reply: %s\n", cs_errmsg());
             return 2;
@@ -237,8 +249,13 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
             if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
             break;
         }
-        if (!g_wait_acked && all_seen()) break;
-        uint64_t progress = atomic_load(&g_distinct) + st.acked;
+        if (g_wait_outputs && all_seen() && st.outputs >= g_n) {
+            atomic_store(&g_t_last, bench_now());
+            if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
+            break;
+        }
+        if (!g_wait_acked && !g_wait_outputs && all_seen()) break;
+        uint64_t progress = atomic_load(&g_distinct) + st.acked + st.outputs;
         if (progress != last) {
             last = progress;
             last_progress = bench_now();

@@ -21,7 +21,8 @@ RUST = os.path.join(HERE, "peers", "ruststream", "target", "release", "cstream-b
 PY = os.path.join(HERE, "peers", ".venv", "bin", "python")
 FAST = os.path.join(HERE, "peers", "faststream", "bench_faststream.py")
 
-C_CONTENDERS = ["raw-batch", "raw-poll", "cs-auto", "cs-tracked-1w", "cs-tracked-4w", "cs-batch-500", "cs-reply"]
+C_CONTENDERS = ["raw-batch", "raw-poll", "cs-auto", "cs-tracked-1w", "cs-tracked-4w", "cs-batch-500", "cs-reply",
+                "cs-txn-reply", "cs-txn-reply-barrier"]
 PEERS = ["ruststream-auto", "ruststream-tracked", "faststream-manual-ack"]
 MOCK_RECORDS_PER_PARTITION = 8000   # the mock keeps 5 MiB per partition: ~9,000 records of 512 B
 
