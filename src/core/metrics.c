@@ -33,6 +33,9 @@ static const counter counters[] = {
     C(commits, "Successful explicit commits (Tracked)."),
     C(commit_failures, "Failed explicit commits (retried on the next tick)."),
     C(pauses, "Partitions paused at max_open."),
+    C(transactions, "Transactions committed (Transactional)."),
+    C(outputs, "Outputs committed in transactions (Transactional)."),
+    C(aborts, "Windows aborted and read again (Transactional)."),
 };
 #undef C
 

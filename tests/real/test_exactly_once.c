@@ -10,6 +10,8 @@
  * - Zombie fencing: a second instance with the same instance id starts while
  *   the first runs; the first is fenced, stops by itself with an error that
  *   says so, and the outputs are still exactly once.
+ * - Rebalances: members with their own instance ids join, leave and are
+ *   killed while the group keeps going: still exactly once.
  *
  * CS_KILLS sets the kills (3 in CI; `make proof` runs 20). */
 #include <signal.h>
@@ -26,18 +28,20 @@
 #error "TRANSFORM_WORKER must name the transform_worker executable"
 #endif
 
-enum { PARTS = 4, RECORDS = 10000, MAX_KILLS = 64 };
+enum { PARTS = 4, MAX_KILLS = 64 };
 
 typedef struct run {
     char topic[128], out[128], group[160], instance[160], runs[256], errs[256];
     int kills;
+    long records; /* input records */
     unsigned seed;
     cst_seen *outputs;
     long malformed;
 } run;
 
-static void setup(run *r, const char *prefix) {
+static void setup(run *r, const char *prefix, long records) {
     memset(r, 0, sizeof *r);
+    r->records = records;
     const char *env = getenv("CS_KILLS");
     r->kills = env ? atoi(env) : 3;
     if (r->kills > MAX_KILLS) r->kills = MAX_KILLS;
@@ -50,7 +54,7 @@ static void setup(run *r, const char *prefix) {
     snprintf(r->errs, sizeof r->errs, "/tmp/%s.err", r->topic);
     unlink(r->runs);
     unlink(r->errs);
-    CST_OK(cs_test_produce_many(cst_cluster, r->topic, "rec-", RECORDS));
+    CST_OK(cs_test_produce_many(cst_cluster, r->topic, "rec-", (int)records));
     setenv("CSTREAM_BROKERS", cs_test_cluster_brokers(cst_cluster), 1);
     r->seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 }
@@ -61,14 +65,16 @@ static void teardown(run *r) {
     if (r->outputs) cst_seen_free(r->outputs);
 }
 
-static pid_t spawn(run *r) {
-    char *const argv[] = {TRANSFORM_WORKER, r->topic, r->out, r->group, r->runs, r->errs, r->instance, NULL};
+static pid_t spawn_as(run *r, const char *instance) {
+    char *const argv[] = {TRANSFORM_WORKER, r->topic, r->out, r->group, r->runs, r->errs, (char *)instance, NULL};
     return cst_spawn(TRANSFORM_WORKER, argv);
 }
 
+static pid_t spawn(run *r) { return spawn_as(r, r->instance); }
+
 /* Handler runs so far: total lines and distinct records. */
 static void runs_so_far(run *r, size_t *total, size_t *distinct) {
-    cst_seen *s = cst_seen_new(PARTS, RECORDS);
+    cst_seen *s = cst_seen_new(PARTS, r->records);
     size_t n = 0;
     FILE *f = fopen(r->runs, "r");
     int p;
@@ -116,13 +122,13 @@ static void count_output(const void *value, size_t len, void *arg) {
     int p;
     long long o;
     snprintf(text, sizeof text, "%.*s", (int)(len < 47 ? len : 47), (const char *)value);
-    if (sscanf(text, "%d:%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < RECORDS) cst_seen_add(r->outputs, p, o);
+    if (sscanf(text, "%d:%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < r->records) cst_seen_add(r->outputs, p, o);
     else r->malformed++;
 }
 
 /* Reads the output as read_committed; asserts every input's output exactly once. */
 static void check_exactly_once(run *r, int kills) {
-    r->outputs = cst_seen_new(PARTS, RECORDS);
+    r->outputs = cst_seen_new(PARTS, r->records);
     long n = cst_read_committed(r->out, PARTS, count_output, r, 120000);
     assert_true(n >= 0);
     long inputs = 0, lost = 0, dup = 0;
@@ -148,25 +154,35 @@ static void check_exactly_once(run *r, int kills) {
     assert_int_equal(n, inputs);
 }
 
+static long long committed_sum(run *r) {
+    long long sum = 0;
+    for (int p = 0; p < PARTS; p++) {
+        int64_t c = -1;
+        if (cs_test_committed(cst_cluster, r->group, r->topic, p, &c) == CS_OK && c > 0) sum += c;
+    }
+    return sum;
+}
+
 static void kills_lose_and_duplicate_nothing(void **state) {
     (void)state;
     run r;
-    setup(&r, "eos-kill");
+    setup(&r, "eos-kill", 10000);
     for (int k = 0; k < r.kills; k++) {
-        size_t before = distinct_runs(&r);
-        size_t left = RECORDS - before;
-        size_t target = before + 50 + (left > 400 ? (size_t)rand_r(&r.seed) % (left / (size_t)(r.kills + 1)) : 0);
-        if (target > RECORDS) target = RECORDS;
+        /* Kill once this child has committed a random share of what is left
+         * (it runs ahead of its commits, so records are always in flight). */
+        long long before = committed_sum(&r);
+        long long left = r.records - before;
+        long long target = before + 50 + (left > 400 ? rand_r(&r.seed) % (left / (r.kills + 1)) : 0);
+        if (target > r.records) target = r.records;
         pid_t child = spawn(&r);
-        for (int i = 0; distinct_runs(&r) < target; i++) {
+        while (committed_sum(&r) < target) {
             int status;
             if (waitpid(child, &status, WNOHANG) == child) fail_msg("worker exited early, status %d", status);
-            if (i % 40 == 39 && committed_to_end(&r)) break;
             usleep(5 * 1000);
         }
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
-        printf("kill %d after %zu distinct records run\n", k + 1, distinct_runs(&r));
+        printf("kill %d: committed %lld, distinct records run %zu\n", k + 1, committed_sum(&r), distinct_runs(&r));
     }
     pid_t last = spawn(&r);
     assert_true(cst_wait(committed_to_end, &r, 300000));
@@ -183,19 +199,10 @@ static bool file_has_text(const char *path) {
     return c != EOF;
 }
 
-static long long committed_sum(run *r) {
-    long long sum = 0;
-    for (int p = 0; p < PARTS; p++) {
-        int64_t c = -1;
-        if (cs_test_committed(cst_cluster, r->group, r->topic, p, &c) == CS_OK && c > 0) sum += c;
-    }
-    return sum;
-}
-
 static void zombie_is_fenced(void **state) {
     (void)state;
     run r;
-    setup(&r, "eos-fence");
+    setup(&r, "eos-fence", 10000);
     pid_t zombie = spawn(&r);
     int status = 0;
     /* Fenced once it has committed some windows: the successor starts from
@@ -234,10 +241,60 @@ static void zombie_is_fenced(void **state) {
     teardown(&r);
 }
 
+/* Members join, leave gracefully and are killed while the group keeps
+ * rebalancing: every revoke closes its window before the partitions go, no
+ * transaction spans two generations, and the outputs stay exactly once. */
+static void rebalances_keep_exactly_once(void **state) {
+    (void)state;
+    run r;
+    setup(&r, "eos-rebalance", 40000);
+    char ids[3][200];
+    for (int i = 0; i < 3; i++) snprintf(ids[i], sizeof ids[i], "%s-%d", r.instance, i);
+    pid_t members[3] = {spawn_as(&r, ids[0]), 0, 0};
+    pid_t leaving = 0;
+    long long step = r.records / 6;
+    for (int round = 1; round <= 4; round++) {
+        long long target = step * round;
+        while (committed_sum(&r) < target) usleep(5 * 1000);
+        switch (round) {
+        case 1: /* a second and a third member join: two rebalances */
+            members[1] = spawn_as(&r, ids[1]);
+            members[2] = spawn_as(&r, ids[2]);
+            break;
+        case 2: /* the first leaves gracefully (reaped at the end: its drain takes a while) */
+            kill(members[0], SIGTERM);
+            leaving = members[0];
+            members[0] = 0;
+            break;
+        case 3: /* the second is killed; the third takes over at session timeout */
+            kill(members[1], SIGKILL);
+            waitpid(members[1], NULL, 0);
+            members[1] = 0;
+            break;
+        case 4: /* the first comes back (a new process, same instance id) */
+            if (leaving) {
+                int status;
+                waitpid(leaving, &status, 0);
+                assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+                leaving = 0;
+            }
+            members[0] = spawn_as(&r, ids[0]);
+            break;
+        }
+        printf("round %d: committed %lld\n", round, committed_sum(&r));
+    }
+    assert_true(cst_wait(committed_to_end, &r, 300000));
+    for (int i = 0; i < 3; i++)
+        if (members[i]) stop_child(members[i]);
+    check_exactly_once(&r, 1);
+    teardown(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kills_lose_and_duplicate_nothing),
         cmocka_unit_test(zombie_is_fenced),
+        cmocka_unit_test(rebalances_keep_exactly_once),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

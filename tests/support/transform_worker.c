@@ -98,7 +98,7 @@ static cs_outcome transform(cs_delivery *d, void *user) {
         if (hold(d, now_ms() + (o * 7919) % 250)) return CS_PENDING;
         return CS_ACK;
     }
-    usleep((useconds_t)(o * 7919 % 700));
+    usleep((useconds_t)(o * 7919 % 4000)); /* 2 ms on average: kills land mid-stream */
     return cs_delivery_reply(d, key, key_len, value, (size_t)vn) == CS_OK ? CS_ACK : CS_RETRY;
 }
 
