@@ -40,6 +40,7 @@ struct cs_consumer {
     bool transactional; /* positions commit in transactions (txn), never with plain commits */
     cs_txn *txn;
     int interval_ms;    /* commit interval, or window length */
+    int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
     int64_t next_commit_ms;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
@@ -244,8 +245,15 @@ static void close_window(cs_consumer *c, bool final) {
             if (r == CS_TXN_COMMITTED) cs__part_commit_done(part, e->offset, e->metadata, true);
             else if (r == CS_TXN_ABORTED) rewind_partition(c, part);
         }
-        if (r == CS_TXN_COMMITTED) cs__pipeline_count_transaction(c->pipe, n_outputs);
-        if (r == CS_TXN_ABORTED) cs__pipeline_count_abort(c->pipe);
+        if (r == CS_TXN_COMMITTED) {
+            cs__pipeline_count_transaction(c->pipe, n_outputs);
+            c->abort_backoff_ms = 0;
+        }
+        if (r == CS_TXN_ABORTED) {
+            cs__pipeline_count_abort(c->pipe);
+            c->abort_backoff_ms = c->abort_backoff_ms ? c->abort_backoff_ms * 2 : c->interval_ms;
+            if (c->abort_backoff_ms > 5000) c->abort_backoff_ms = 5000;
+        }
         cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
     }
     cs__pipeline_open_gate(c->pipe);
@@ -535,7 +543,7 @@ static void *fetch_main(void *arg) {
         if (now >= c->next_commit_ms || window_full) {
             commit_positions(c, NULL, false);
             cs__pipeline_check_slow(c->pipe);
-            c->next_commit_ms = now + interval;
+            c->next_commit_ms = now + interval + c->abort_backoff_ms;
         }
         int64_t wait = c->next_commit_ms - now;
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
