@@ -516,14 +516,10 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
 static int kafka_ready(void *impl) {
     cs_kafka *k = impl;
     if (!k->started) return 0;
-    for (size_t i = 0; i < k->n_subs; i++) {
-        rd_kafka_t *rk = k->subs[i]->consumer ? cs__consumer_handle(k->subs[i]->consumer) : NULL;
-        rd_kafka_topic_partition_list_t *assigned = NULL;
-        if (!rk || rd_kafka_assignment(rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
-        int n = assigned->cnt;
-        rd_kafka_topic_partition_list_destroy(assigned);
-        if (n == 0) return 0;
-    }
+    /* A member with no partition (more members than partitions) is ready too:
+     * it has joined, and takes over when a partition comes its way. */
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (!k->subs[i]->consumer || !cs__consumer_ready(k->subs[i]->consumer, 1000)) return 0;
     return 1;
 }
 
