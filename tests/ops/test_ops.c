@@ -3,13 +3,17 @@
  *   - --help, --version, a wrong flag or command (usage, exit 2);
  *   - docs: the AsyncAPI 3.0 document, JSON and YAML, validated by the AsyncAPI
  *     project's parser (node tests/asyncapi/validate.mjs; fails if node is missing);
- *   - run --http: /healthz, /readyz (ready once assigned), /metrics counting a
+ *   - run --http: /healthz, /readyz (ready once joined), /metrics counting a
  *     handled record, --log-format json (every stderr line a JSON object with
  *     ts, level, msg and the fields), SIGTERM exits 0;
  *   - precedence: --brokers beats CSTREAM_BROKERS beats the code's servers;
  *     --log-level beats CSTREAM_LOG_LEVEL;
  *   - publish: stdin as one record, or one per line, with partition and offset
- *     from the delivery report, checked against the topic's end offsets. */
+ *     from the delivery report, checked against the topic's end offsets;
+ *   - readiness: two members of groups on one-partition topics (one of them
+ *     with nothing assigned) are both ready; /readyz is 503 (still served)
+ *     while the stop drains a held handler, and while the embedded broker is down;
+ *   - the payouts example (main = cs_app_main): docs validated, run, publish, metrics. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -33,6 +37,9 @@
 #endif
 #ifndef ASYNCAPI_VALIDATE
 #error "ASYNCAPI_VALIDATE must name tests/asyncapi/validate.mjs"
+#endif
+#ifndef PAYOUTS_SERVICE
+#error "PAYOUTS_SERVICE must name the payouts example executable"
 #endif
 #ifndef NODE_EXE
 #define NODE_EXE "node"
@@ -544,6 +551,62 @@ static void test_readyz_follows_the_connection(void **state) {
     assert_int_equal(stop_service(&c), 0);
 }
 
+/* ---- the payouts example: its main is cs_app_main -------------------------------------- */
+
+/* `payouts docs` is a valid AsyncAPI document; on the embedded cluster,
+ * `payouts run --http` gets ready, handles a payout published with
+ * `payouts publish` (with a traceparent header) and counts it in /metrics;
+ * SIGTERM stops it with status 0. */
+static void test_payouts_example(void **state) {
+    (void)state;
+    char *out, *err;
+    const char *docs[] = {PAYOUTS_SERVICE, "docs", NULL};
+    assert_int_equal(run(docs, NULL, NULL, &out, &err), 0);
+    char file[300];
+    path_of(file, sizeof file, "payouts-asyncapi.json");
+    write_file(file, out);
+    free(out), free(err);
+    validate(file, "{\"receive\":{\"payouts\":[\"id\",\"amount_cents\"],\"page-views\":[\"page\"],"
+                   "\"statements\":[\"payout_id\",\"amount_cents\"]},"
+                   "\"send\":[\"payouts.done\",\"payouts.dlq\"],"
+                   "\"groups\":{\"payouts\":\"payouts\",\"page-views\":\"analytics\",\"statements\":\"reconciliation\"}}");
+    if (!cs_test_cluster_is_embedded(cst_cluster)) return; /* fixed topic names: a shared cluster may hold them */
+
+    const char *topics[] = {"payouts", "payouts.done", "payouts.dlq", "page-views", "statements"};
+    for (int i = 0; i < 5; i++) CST_OK(cs_test_topic_create(cst_cluster, topics[i], i == 2 ? 1 : 4));
+    char env_brokers[512];
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_brokers, NULL};
+    const char *argv[] = {PAYOUTS_SERVICE, "run", "--http", "127.0.0.1:0", NULL};
+    child c;
+    path_of(c.out_path, sizeof c.out_path, "payouts.out");
+    path_of(c.err_path, sizeof c.err_path, "payouts.err");
+    c.pid = spawn(argv, env, NULL, c.out_path, c.err_path);
+    c.port = 0;
+    for (int64_t deadline = now_ms() + 30000; !c.port && now_ms() < deadline; usleep(20 * 1000)) {
+        char *log = read_file(c.err_path);
+        const char *p = strstr(log, "http listening");
+        if (p && (p = strstr(p, "port="))) c.port = atoi(p + 5);
+        free(log);
+    }
+    if (!c.port) fail_msg("payouts did not report its HTTP port");
+    wait_ready(&c, 60000);
+
+    const char *publish[] = {PAYOUTS_SERVICE, "publish", "payouts", "--key", "7", "--partition", "0", "--header",
+                             "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", NULL};
+    assert_int_equal(run(publish, env, "{\"id\":7,\"amount_cents\":700}", &out, &err), 0);
+    assert_string_equal(out, "partition=0 offset=0\n");
+    free(out), free(err);
+    long long acked = -1;
+    for (int64_t deadline = now_ms() + 30000; acked != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+        char *body = NULL;
+        if (http_get(c.port, "/metrics", &body) == 200) acked = metric(body, "cstream_subscription_acked_total", "payouts");
+        free(body);
+    }
+    assert_int_equal(acked, 1);
+    assert_int_equal(stop_service(&c), 0);
+}
+
 /* ---- publish ------------------------------------------------------------------------ */
 
 static void test_publish(void **state) {
@@ -603,6 +666,7 @@ int main(void) {
         cmocka_unit_test(test_partitionless_member_ready),
         cmocka_unit_test(test_readyz_not_ready_during_shutdown),
         cmocka_unit_test(test_readyz_follows_the_connection),
+        cmocka_unit_test(test_payouts_example),
         cmocka_unit_test(test_publish),
     };
     return cmocka_run_group_tests(tests, setup, cst_cluster_teardown);
