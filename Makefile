@@ -5,7 +5,7 @@ BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven
 
-.PHONY: all deps build run test test-embedded proof test-asan test-tsan clean install
+.PHONY: all deps build run serve test test-embedded proof test-asan test-tsan clean install
 
 all: build
 
@@ -21,9 +21,20 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) >/dev/null
 	cmake --build $(BUILD) -j$$(nproc)
 
-# The demo: the payouts service on the embedded cluster.
+# The payouts service on the embedded cluster (CSTREAM_BROKERS for a real one),
+# with /metrics, /healthz and /readyz on $(HTTP); Ctrl-C stops it gracefully.
+HTTP ?= 127.0.0.1:9464
+# The main job: the payouts service on the embedded cluster, seeded with
+# payouts, page views and statement lines; it runs until they are handled,
+# prints what each subscription did, and exits.
 run: build
-	./$(BUILD)/examples/payouts
+	./$(BUILD)/examples/payouts_demo
+
+# The same service as a long-running process (only cs_app_main): /metrics,
+# /healthz and /readyz on $(HTTP) until Ctrl-C. Feed it with
+# `./build/examples/payouts publish payouts` in another terminal.
+serve: build
+	./$(BUILD)/examples/payouts run --http $(HTTP)
 
 # Unit and embedded-cluster tests, then the same delivery-guarantee tests on a
 # real Apache Kafka broker that scripts/kafka starts (and stops afterwards).

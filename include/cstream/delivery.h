@@ -61,8 +61,19 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
 /* How many times the handler has run for this record in this process, this one included (1 = first). */
 int cs_delivery_attempt(const cs_delivery *d);
 
+/* The record's W3C trace context: its `traceparent` header (the last one if
+ * there are several) when that is a valid version-traceid-parentid-flags value
+ * (55 characters, lowercase hex, version not ff, trace id and parent id not
+ * all zero), else NULL: an invalid value counts as absent. Borrowed; unlike
+ * the payload it stays readable for a pending delivery after a stop. The same
+ * header goes, unchanged, onto the delivery's reply and onto records published
+ * with cs_record.parent set to this delivery; log lines about the delivery
+ * carry its trace id (trace_id=). */
+const char *cs_delivery_traceparent(const cs_delivery *d);
+
 /* Sets the reply published when this delivery is acked (the subscription needs
- * cs_sub_reply). Key and value are copied; either may be NULL. */
+ * cs_sub_reply). Key and value are copied; either may be NULL. The reply
+ * carries the delivery's traceparent header, if it has one. */
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len);
 
 /* Why the handler drops or retries this record (printf-style); it goes into

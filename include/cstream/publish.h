@@ -4,13 +4,22 @@
  * Kafka accepted the record. While librdkafka's local queue is full it waits
  * for space, at most the queue timeout (cs_kafka_queue_timeout_ms), then fails
  * with CS_ERR_TIMEOUT. Callable from any thread, handlers included, while the
- * app runs. */
+ * app runs.
+ *
+ * Trace context: a handler that publishes on behalf of its delivery sets
+ * `.parent = d` in the record, and the record carries the delivery's W3C
+ * traceparent header. This is explicit rather than taken from "the delivery
+ * this thread is handling": pending deliveries are settled from other
+ * threads, a batch handler holds many deliveries, and a publish that is not
+ * part of the delivery's work should not claim its trace. Replies
+ * (cs_delivery_reply) carry it without being asked. */
 #ifndef CSTREAM_PUBLISH_H
 #define CSTREAM_PUBLISH_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cstream/delivery.h"
 #include "cstream/kafka.h"
 
 #ifdef __cplusplus
@@ -32,6 +41,12 @@ typedef struct cs_record {
     size_t value_len;
     const cs_header *headers;
     size_t n_headers;
+    /* The delivery this record follows from (NULL: none). Its traceparent
+     * (cs_delivery_traceparent), if it has one, is added as a `traceparent`
+     * header, unless `headers` already has one (yours wins). The delivery must
+     * still be held by the caller during the call (a handler's own, or a
+     * pending one not settled yet); nothing of it is kept afterwards. */
+    const cs_delivery *parent;
 } cs_record;
 
 /* Where the cluster put a published record. */
@@ -57,8 +72,10 @@ cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, v
  * consumers exactly once, in the transaction that commits past d. Call it
  * from the handler (or before settling a pending delivery). The topic must
  * be declared with cs_kafka_topic (it is checked at start-up, so a typo
- * cannot abort every window). CS_ERR_STATE on other commit modes: use
- * cs_publish or cs_publish_async there. */
+ * cannot abort every window). The output follows from d: it carries d's
+ * traceparent unless the record sets its own header (or another .parent).
+ * CS_ERR_STATE on other commit modes: use cs_publish or cs_publish_async
+ * there. */
 cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
 
 /* How long the graceful stop waits for the producer to deliver what it holds

@@ -46,7 +46,8 @@ typedef struct cs_broker_ops {
     const char *(*topic)(void *impl, size_t i, int *partitions);
     size_t (*n_subs)(void *impl);
     void (*describe_sub)(void *impl, size_t i, cs_broker_sub_desc *out);
-    /* While running: every subscription has at least one partition assigned. */
+    /* While running: every subscription joined its group (its rebalance is
+     * done, an empty assignment included) and its brokers answer. */
     int (*ready)(void *impl);
     /* A new broker (not added to any app) with the same client properties (and,
      * on the embedded cluster, the declared topics) but no subscriptions, on

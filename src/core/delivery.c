@@ -15,6 +15,29 @@ int32_t cs_delivery_partition(const cs_delivery *d) { return d->partition; }
 int64_t cs_delivery_offset(const cs_delivery *d) { return d->offset; }
 int64_t cs_delivery_timestamp(const cs_delivery *d) { return d->timestamp; }
 int cs_delivery_attempt(const cs_delivery *d) { return d->attempt; }
+const char *cs_delivery_traceparent(const cs_delivery *d) { return d && d->traceparent[0] ? d->traceparent : NULL; }
+
+/* The last traceparent header wins, like cs_delivery_header_get; an invalid
+ * one means no trace context (a valid earlier one is not used instead). */
+void cs__delivery_read_trace(cs_delivery *d) {
+    d->traceparent[0] = d->trace_id[0] = '\0';
+    if (!d->msg) return;
+    size_t n = d->part->ops->header_count(d->msg);
+    for (size_t i = n; i-- > 0;) {
+        const char *name = NULL;
+        const void *v = NULL;
+        size_t len = 0;
+        if (d->part->ops->header_at(d->msg, i, &name, &v, &len) != 0 || !name || strcmp(name, CS_TRACEPARENT_HEADER))
+            continue;
+        if (cs__traceparent_valid(v, len)) {
+            memcpy(d->traceparent, v, CS_TRACEPARENT_LEN);
+            d->traceparent[CS_TRACEPARENT_LEN] = '\0';
+            memcpy(d->trace_id, d->traceparent + 3, CS_TRACE_ID_LEN);
+            d->trace_id[CS_TRACE_ID_LEN] = '\0';
+        }
+        return;
+    }
+}
 
 const void *cs_delivery_key(const cs_delivery *d, size_t *len) {
     if (len) *len = d->key ? d->key_len : 0;

@@ -13,6 +13,7 @@
 #include "cstream/delivery.h"
 #include "output.h"
 #include "partition.h"
+#include "trace.h"
 
 struct cs_delivery {
     /* record, filled by the source; key/value/headers borrowed from msg */
@@ -23,6 +24,10 @@ struct cs_delivery {
     const void *key, *value;
     size_t key_len, value_len;
     void *msg; /* the source's record; NULL once released */
+    /* its valid `traceparent` header, copied at fetch (empty: none), and the
+     * trace id in it, for log lines (see trace.h) */
+    char traceparent[CS_TRACEPARENT_LEN + 1];
+    char trace_id[CS_TRACE_ID_LEN + 1];
 
     /* where it stands */
     cs_part *part;
@@ -57,6 +62,13 @@ struct cs_delivery {
 
 /* Transactional: appends o to d's outputs (d's owner calls it). */
 void cs__delivery_add_output(cs_delivery *d, cs_output *o);
+
+/* Reads d's traceparent header (d->part and d->msg set); called once at fetch. */
+void cs__delivery_read_trace(cs_delivery *d);
+
+/* A log line about d ends with CS_TRACE_FMT, given CS_TRACE_ARGS(d): " trace_id=<32 hex>", or nothing. */
+#define CS_TRACE_FMT "%s%s"
+#define CS_TRACE_ARGS(d) ((d)->trace_id[0] ? " trace_id=" : ""), (d)->trace_id
 
 /* Decodes d's value once (kept across attempts); on failure cs_errmsg() names the field. */
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type);

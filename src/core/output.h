@@ -20,7 +20,9 @@ typedef struct cs_output {
     cs_record rec;         /* every pointer points into this allocation */
 } cs_output;
 
-/* A deep copy of r (topic, key, value, headers). NULL on out of memory. */
+/* A deep copy of r (topic, key, value, headers). A parent delivery's
+ * traceparent becomes a header of the copy (unless r has its own), and the
+ * copy has no parent. NULL on out of memory. */
 cs_output *cs__output_new(const cs_record *r, int64_t source_offset);
 /* Frees a list. */
 void cs__output_free_all(cs_output *o);

@@ -35,6 +35,7 @@ typedef struct lane {
     const char *run_topic;
     int32_t run_partition;
     int64_t run_offset;
+    char run_trace_id[CS_TRACE_ID_LEN + 1];
     int64_t run_started_ms; /* 0: idle */
     bool run_reported;
 
@@ -526,6 +527,7 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
     bool pause = false;
     cs__part_ref(part);
     d->part = part;
+    cs__delivery_read_trace(d);
     if (!p->cfg.lanes_by_key) d->lane = part->lane;
     else if (d->key) d->lane = (int)lane_for_key(d->key, d->key_len, p->n_lanes);
     else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
@@ -535,8 +537,8 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
         /* Not increasing: librdkafka re-delivered an offset of this epoch (it
          * does after a seek). The open entry already covers it. */
         pthread_mutex_unlock(&part->lock);
-        CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld", part->topic,
-                    (int)part->partition, (long long)d->offset);
+        CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, part->topic,
+                    (int)part->partition, (long long)d->offset, CS_TRACE_ARGS(d));
         cs__delivery_free(d);
         return false;
     }
@@ -568,8 +570,8 @@ static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->retry_warning, 5000, &skipped))
         CS_LOG_WARN("retry is unsupported under commit mode auto: record not redelivered topic=%s "
-                    "partition=%d offset=%lld similar_since_last=%llu",
-                    d->topic, (int)d->partition, (long long)d->offset, (unsigned long long)skipped);
+                    "partition=%d offset=%lld similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, (unsigned long long)skipped, CS_TRACE_ARGS(d));
 }
 
 /* Called with part->lock held (Transactional): d's outputs join its
@@ -607,8 +609,8 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     if (!listed || !p || atomic_load(&p->crashed)) {
         if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
         pthread_mutex_unlock(&part->lock);
-        CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld", d->topic,
-                     (int)d->partition, (long long)d->offset);
+        CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, d->topic,
+                     (int)d->partition, (long long)d->offset, CS_TRACE_ARGS(d));
         cs__fail(CS_ERR_STALE, "settlement of %s/%d@%lld ignored: the partition was revoked or the "
                                "subscription closed since it was delivered",
                  d->topic, (int)d->partition, (long long)d->offset);
@@ -629,8 +631,9 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
         part->held--;
         break;
     default:
-        CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld outcome=%d",
-                   d->topic, (int)d->partition, (long long)d->offset, (int)outcome);
+        CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld "
+                   "outcome=%d" CS_TRACE_FMT,
+                   d->topic, (int)d->partition, (long long)d->offset, (int)outcome, CS_TRACE_ARGS(d));
         /* fall through */
     case CS_RETRY:
         if (!part->tracker) {
@@ -756,8 +759,8 @@ static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
     }
     count(d, offsetof(lane, exhausted));
     CS_LOG_WARN("record dropped after its last attempt (no dead-letter topic) topic=%s partition=%d offset=%lld "
-                "attempts=%d reason=\"%s\"",
-                d->topic, (int)d->partition, (long long)d->offset, d->attempt, why ? why : "");
+                "attempts=%d reason=\"%s\"" CS_TRACE_FMT,
+                d->topic, (int)d->partition, (long long)d->offset, d->attempt, why ? why : "", CS_TRACE_ARGS(d));
     return settle(d, CS_DROP);
 }
 
@@ -774,7 +777,7 @@ static bool stage_reply(cs_delivery *d, const outlet *o) {
     cs_record r = {.topic = o->reply_topic, .partition = -1,
                    .key = d->reply_key_null ? NULL : d->reply_buf, .key_len = d->reply_key_len,
                    .value = d->reply_value_null ? NULL : d->reply_buf + d->reply_key_len,
-                   .value_len = d->reply_value_len};
+                   .value_len = d->reply_value_len, .parent = d}; /* the reply carries d's traceparent */
     cs_output *out = cs__output_new(&r, d->offset);
     if (!out) return false;
     cs__delivery_add_output(d, out);
@@ -825,7 +828,9 @@ cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
                         "closed); use cs_publish or cs_publish_async",
                         rec->topic, d->topic, (int)d->partition, (long long)d->offset);
     if (topic_ok && !topic_ok(topic_arg, rec->topic)) return CS_ERR_ARG;
-    cs_output *out = cs__output_new(rec, d->offset);
+    cs_record copy = *rec;
+    if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
+    cs_output *out = cs__output_new(&copy, d->offset);
     if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
     cs__delivery_add_output(d, out);
     return CS_OK;
@@ -854,6 +859,7 @@ static void watch_start(lane *l, const cs_delivery *d) {
     l->run_topic = d->topic;
     l->run_partition = d->partition;
     l->run_offset = d->offset;
+    memcpy(l->run_trace_id, d->trace_id, sizeof l->run_trace_id);
     l->run_started_ms = cs__now_ms();
     l->run_reported = false;
     pthread_mutex_unlock(&l->run_lock);
@@ -908,9 +914,9 @@ static bool decode_or_drop(lane *l, cs_delivery *d) {
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
         CS_LOG_WARN("record does not decode, dropped topic=%s partition=%d offset=%lld type=%s reason=\"%s\" "
-                    "similar_since_last=%llu",
+                    "similar_since_last=%llu" CS_TRACE_FMT,
                     d->topic, (int)d->partition, (long long)d->offset, p->cfg.type->name, cs_errmsg(),
-                    (unsigned long long)skipped);
+                    (unsigned long long)skipped, CS_TRACE_ARGS(d));
     settle(d, CS_DROP);
     return false;
 }
@@ -1033,9 +1039,10 @@ void cs__pipeline_check_slow(cs_pipeline *p) {
             l->run_reported = true;
             atomic_fetch_add_explicit(&l->slow, 1, memory_order_relaxed);
             CS_LOG_WARN("handler past its time limit subscription=%s topic=%s partition=%d offset=%lld "
-                        "running_ms=%lld limit_ms=%d",
+                        "running_ms=%lld limit_ms=%d%s%s",
                         p->name, l->run_topic, (int)l->run_partition, (long long)l->run_offset,
-                        (long long)(now - l->run_started_ms), limit);
+                        (long long)(now - l->run_started_ms), limit, l->run_trace_id[0] ? " trace_id=" : "",
+                        l->run_trace_id);
         }
         pthread_mutex_unlock(&l->run_lock);
     }

@@ -3,6 +3,7 @@
  * an unknown key or a bad value fails at configuration time, naming the key
  * and giving librdkafka's reason. Pure functions; any thread. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,6 +71,17 @@ static const struct owned_property {
     {"bootstrap.servers", "pass the servers to cs_kafka_new() (or set CSTREAM_BROKERS)"},
 };
 
+/* Keys whose values are secrets (or may hold one, like a Java client's
+ * sasl.jaas.config): their values never go into an error message or a log
+ * line. Matched by substring so that a misspelt or future key is covered too. */
+static bool secret_key(const char *key) {
+    static const char *const words[] = {"password", "secret", "jaas", "ssl.key", "ssl_key", "oauthbearer.config",
+                                        "token", "credential"};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++)
+        if (strstr(key, words[i])) return true;
+    return false;
+}
+
 cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value) {
     char reason[512];
     if (rd_kafka_conf_set(conf, key, value, reason, sizeof reason) == RD_KAFKA_CONF_OK) return CS_OK;
@@ -81,6 +93,11 @@ cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, con
             return cs__fail(CS_ERR_UNSUPPORTED,
                             "%s: property %s needs librdkafka >= %s, this process runs librdkafka %s (%s); %s",
                             who, key, n->since, rd_kafka_version_str(), reason, n->instead);
+    }
+    if (secret_key(key)) {
+        /* librdkafka's reason may quote the value ("Invalid value \"...\""). */
+        if (*value && strstr(reason, value)) snprintf(reason, sizeof reason, "invalid value");
+        return cs__fail(CS_ERR_CONFIG, "%s: property %s=[redacted] rejected by librdkafka: %s", who, key, reason);
     }
     return cs__fail(CS_ERR_CONFIG, "%s: property %s=%s rejected by librdkafka: %s", who, key, value, reason);
 }

@@ -36,6 +36,9 @@ struct cs_consumer {
     _Atomic bool stop;
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
+    /* readiness (read by the HTTP thread through cs__consumer_ready) */
+    _Atomic bool joined;       /* the last rebalance ended with an assignment, empty or not */
+    _Atomic bool brokers_down; /* librdkafka reported all brokers down; cleared by a probe that answers */
     bool tracked;       /* Tracked or Transactional: the pipeline tracks settlements */
     bool transactional; /* positions commit in transactions (txn), never with plain commits */
     cs_txn *txn;
@@ -449,9 +452,18 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
     bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         assign_partitions(c, l, cooperative);
+        /* Joined, also with nothing assigned (more members than partitions):
+         * librdkafka calls this with an empty list then. */
+        atomic_store(&c->joined, true);
+        CS_LOG_DEBUG("group joined subscription=%s partitions=%d", c->sub->name, l->cnt);
         return;
     }
-    revoke_partitions(c, l, rd_kafka_assignment_lost(rk));
+    bool lost = rd_kafka_assignment_lost(rk);
+    /* An eager revoke starts a rebalance (the member has nothing until the
+     * next assign); a lost assignment means the member left the group. A
+     * cooperative revoke keeps the rest of the assignment: still joined. */
+    if (!cooperative || lost) atomic_store(&c->joined, false);
+    revoke_partitions(c, l, lost);
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
         if (e) rd_kafka_error_destroy(e);
@@ -470,6 +482,7 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
         cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
         return;
     }
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->brokers_down, true);
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
         CS_LOG_WARN("kafka client error subscription=%s error=%s reason=\"%s\" similar_since_last=%llu",
@@ -792,6 +805,20 @@ int cs__consumer_idle(cs_consumer *c) {
     }
     rd_kafka_topic_partition_list_destroy(assigned);
     return idle && cs__pipeline_busy(c->pipe) == 0;
+}
+
+/* Ready: joined its group (the rebalance is done, even with an empty
+ * assignment), no fatal error, and a broker answers. After librdkafka said all
+ * brokers are down, each call probes with a metadata request (at most
+ * probe_ms) until one answers. Any thread (the HTTP thread). */
+int cs__consumer_ready(cs_consumer *c, int probe_ms) {
+    if (!atomic_load(&c->joined) || rd_kafka_fatal_error(c->rk, NULL, 0)) return 0;
+    if (!atomic_load(&c->brokers_down)) return 1;
+    const struct rd_kafka_metadata *md = NULL;
+    if (rd_kafka_metadata(c->rk, 0, NULL, &md, probe_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
+    rd_kafka_metadata_destroy(md);
+    atomic_store(&c->brokers_down, false);
+    return 1;
 }
 
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) { cs__pipeline_stats(c->pipe, out); }

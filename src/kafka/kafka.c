@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../core/broker.h"
+#include "../core/delivery_internal.h"
 #include "../core/error.h"
 #include "../core/log.h"
 #include "cstream/rdkafka.h"
@@ -561,14 +562,10 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
 static int kafka_ready(void *impl) {
     cs_kafka *k = impl;
     if (!k->started) return 0;
-    for (size_t i = 0; i < k->n_subs; i++) {
-        rd_kafka_t *rk = k->subs[i]->consumer ? cs__consumer_handle(k->subs[i]->consumer) : NULL;
-        rd_kafka_topic_partition_list_t *assigned = NULL;
-        if (!rk || rd_kafka_assignment(rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
-        int n = assigned->cnt;
-        rd_kafka_topic_partition_list_destroy(assigned);
-        if (n == 0) return 0;
-    }
+    /* A member with no partition (more members than partitions) is ready too:
+     * it has joined, and takes over when a partition comes its way. */
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (!k->subs[i]->consumer || !cs__consumer_ready(k->subs[i]->consumer, 1000)) return 0;
     return 1;
 }
 
@@ -672,12 +669,16 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
     cs_sub *s = arg;
     cs_kafka *k = s->k;
     cs_record r = {.topic = s->reply_topic, .partition = -1, .key = key, .key_len = key_len, .value = value,
-                   .value_len = value_len};
+                   .value_len = value_len, .parent = d}; /* the reply carries d's traceparent */
     pthread_rwlock_rdlock(&k->producer_lock);
     cs_err err = k->producer ? cs__producer_reply(k->producer, &r, gate ? d : NULL, s->reply_queue_timeout_ms)
                              : cs__fail(CS_ERR_STATE, "reply to %s: the producer is closed", s->reply_topic);
     pthread_rwlock_unlock(&k->producer_lock);
-    if (err) CS_LOG_WARN("reply not queued subscription=%s topic=%s reason=\"%s\"", s->name, s->reply_topic, cs_errmsg());
+    if (err)
+        CS_LOG_WARN("reply not queued subscription=%s topic=%s source_topic=%s partition=%d offset=%lld "
+                    "reason=\"%s\"" CS_TRACE_FMT,
+                    s->name, s->reply_topic, d->topic, (int)d->partition, (long long)d->offset, cs_errmsg(),
+                    CS_TRACE_ARGS(d));
     return err ? -1 : 0;
 }
 
@@ -725,8 +726,10 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     pthread_rwlock_unlock(&k->producer_lock);
     free(h);
     if (err)
-        CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s reason=\"%s\"",
-                    s->name, s->dead_letter, cs_errmsg());
+        CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s "
+                    "source_topic=%s partition=%d offset=%lld reason=\"%s\"" CS_TRACE_FMT,
+                    s->name, s->dead_letter, d->topic, (int)d->partition, (long long)d->offset, cs_errmsg(),
+                    CS_TRACE_ARGS(d));
     return err ? -1 : 0;
 }
 

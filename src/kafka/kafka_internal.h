@@ -148,6 +148,8 @@ void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats);
 /* Tests: destroy without committing or closing. */
 void cs__consumer_crash(cs_consumer *c);
 int cs__consumer_idle(cs_consumer *c);
+/* Joined its group (empty assignment included), no fatal error, a broker answers. */
+int cs__consumer_ready(cs_consumer *c, int probe_ms);
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out);
 rd_kafka_t *cs__consumer_handle(cs_consumer *c);
 

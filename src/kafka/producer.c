@@ -18,6 +18,7 @@
 #include "../core/error.h"
 #include "../core/log.h"
 #include "../core/pipeline.h"
+#include "../core/trace.h"
 #include "kafka_internal.h"
 
 struct cs_producer {
@@ -48,7 +49,12 @@ typedef struct outgoing {
     void *opaque;
     /* OUT_REPLY_GATED: the source record, settled by the report */
     cs_delivery *source;
+    /* replies and dead letters: the source's trace id, for log lines (it may be gone by then) */
+    char trace_id[CS_TRACE_ID_LEN + 1];
 } outgoing;
+
+/* " trace_id=<id>" for a log line, or "". */
+#define OUT_TRACE_ARGS(o) ((o)->trace_id[0] ? " trace_id=" : ""), (o)->trace_id
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
@@ -69,17 +75,18 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         free(o);
     } else if (o && o->kind == OUT_DEAD_LETTER) {
         if (m->err)
-            CS_LOG_WARN("dead-letter record not accepted, its source stays open topic=%s error=\"%s\"",
-                        rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+            CS_LOG_WARN("dead-letter record not accepted, its source stays open topic=%s error=\"%s\"%s%s",
+                        rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err), OUT_TRACE_ARGS(o));
         cs__delivery_dead_letter_done(o->source, m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
         free(o);
     } else if (o) {
         if (m->err) {
             uint64_t skipped = 0;
             if (cs__ratelimit_allow(&p->reply_warning, 2000, &skipped))
-                CS_LOG_WARN("reply not delivered%s topic=%s error=\"%s\" similar_since_last=%llu",
+                CS_LOG_WARN("reply not delivered%s topic=%s error=\"%s\" similar_since_last=%llu%s%s",
                             o->kind == OUT_REPLY_GATED ? ", its source record comes back" : "",
-                            rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err), (unsigned long long)skipped);
+                            rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err), (unsigned long long)skipped,
+                            OUT_TRACE_ARGS(o));
         }
         if (o->kind == OUT_REPLY_GATED) cs__delivery_reply_done(o->source, m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
         free(o);
@@ -170,13 +177,23 @@ static void deadline_after(struct timespec *ts, int ms) {
     }
 }
 
+/* The parent delivery's traceparent, unless the record sets its own. */
+static const char *inherited_traceparent(const cs_record *r) {
+    const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
+    for (size_t i = 0; tp && i < r->n_headers; i++)
+        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
+    return tp;
+}
+
 static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outgoing *o) {
     rd_kafka_headers_t *hdrs = NULL;
-    if (r->n_headers) {
-        hdrs = rd_kafka_headers_new(r->n_headers);
+    const char *traceparent = inherited_traceparent(r);
+    if (r->n_headers || traceparent) {
+        hdrs = rd_kafka_headers_new(r->n_headers + (traceparent ? 1 : 0));
         for (size_t i = 0; i < r->n_headers; i++)
             rd_kafka_header_add(hdrs, r->headers[i].name, -1, r->headers[i].value,
                                 r->headers[i].value ? (ssize_t)r->headers[i].len : 0);
+        if (traceparent) rd_kafka_header_add(hdrs, CS_TRACEPARENT_HEADER, -1, traceparent, CS_TRACEPARENT_LEN);
     }
     rd_kafka_resp_err_t err = rd_kafka_producev(
         p->rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
@@ -249,11 +266,20 @@ cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish
     return err;
 }
 
+static void copy_trace_id(outgoing *o, const cs_delivery *d) {
+    const char *tp = d ? cs_delivery_traceparent(d) : NULL;
+    if (tp) {
+        memcpy(o->trace_id, tp + 3, CS_TRACE_ID_LEN);
+        o->trace_id[CS_TRACE_ID_LEN] = '\0';
+    }
+}
+
 cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated_source, int queue_timeout_ms) {
     outgoing *o = calloc(1, sizeof *o);
     if (!o) return cs__fail(CS_ERR_NOMEM, "reply to %s: out of memory", r->topic);
     o->kind = gated_source ? OUT_REPLY_GATED : OUT_REPLY_FREE;
     o->source = gated_source;
+    copy_trace_id(o, r->parent);
     cs_err err = enqueue(p, r, o, queue_timeout_ms);
     if (err) free(o);
     return err;
@@ -264,6 +290,7 @@ cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery 
     if (!o) return cs__fail(CS_ERR_NOMEM, "dead letter to %s: out of memory", r->topic);
     o->kind = OUT_DEAD_LETTER;
     o->source = source;
+    copy_trace_id(o, source);
     cs_err err = enqueue(p, r, o, queue_timeout_ms);
     if (err) free(o);
     return err;

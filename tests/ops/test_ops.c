@@ -3,13 +3,17 @@
  *   - --help, --version, a wrong flag or command (usage, exit 2);
  *   - docs: the AsyncAPI 3.0 document, JSON and YAML, validated by the AsyncAPI
  *     project's parser (node tests/asyncapi/validate.mjs; fails if node is missing);
- *   - run --http: /healthz, /readyz (ready once assigned), /metrics counting a
+ *   - run --http: /healthz, /readyz (ready once joined), /metrics counting a
  *     handled record, --log-format json (every stderr line a JSON object with
  *     ts, level, msg and the fields), SIGTERM exits 0;
  *   - precedence: --brokers beats CSTREAM_BROKERS beats the code's servers;
  *     --log-level beats CSTREAM_LOG_LEVEL;
  *   - publish: stdin as one record, or one per line, with partition and offset
- *     from the delivery report, checked against the topic's end offsets. */
+ *     from the delivery report, checked against the topic's end offsets;
+ *   - readiness: two members of groups on one-partition topics (one of them
+ *     with nothing assigned) are both ready; /readyz is 503 (still served)
+ *     while the stop drains a held handler, and while the embedded broker is down;
+ *   - the payouts example (main = cs_app_main): docs validated, run, publish, metrics. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -33,6 +37,9 @@
 #endif
 #ifndef ASYNCAPI_VALIDATE
 #error "ASYNCAPI_VALIDATE must name tests/asyncapi/validate.mjs"
+#endif
+#ifndef PAYOUTS_SERVICE
+#error "PAYOUTS_SERVICE must name the payouts example executable"
 #endif
 #ifndef NODE_EXE
 #define NODE_EXE "node"
@@ -268,18 +275,22 @@ static void test_docs_asyncapi(void **state) {
 
 typedef struct child {
     pid_t pid;
-    char err_path[300], out_path[300];
+    char err_path[512], out_path[512];
     int port;
 } child;
 
-/* Starts `run --http 127.0.0.1:0 ...` and waits for the "http listening" log line. */
-static void start_service(child *c, const char *const *extra_argv, const char *const *env) {
+/* Starts `run --http 127.0.0.1:0 ...` (output in <name>.out and <name>.err)
+ * and waits for the "http listening" log line. */
+static void start_service_named(child *c, const char *name, const char *const *extra_argv, const char *const *env) {
     const char *argv[16] = {OPS_SERVICE, "run", "--http", "127.0.0.1:0"};
     size_t n = 4;
     for (size_t i = 0; extra_argv && extra_argv[i]; i++) argv[n++] = extra_argv[i];
     argv[n] = NULL;
-    path_of(c->out_path, sizeof c->out_path, "service.out");
-    path_of(c->err_path, sizeof c->err_path, "service.err");
+    char file[64];
+    snprintf(file, sizeof file, "%s.out", name);
+    path_of(c->out_path, sizeof c->out_path, file);
+    snprintf(file, sizeof file, "%s.err", name);
+    path_of(c->err_path, sizeof c->err_path, file);
     c->pid = spawn(argv, env, NULL, c->out_path, c->err_path);
     c->port = 0;
     for (int64_t deadline = now_ms() + 30000; !c->port && now_ms() < deadline; usleep(20 * 1000)) {
@@ -290,6 +301,10 @@ static void start_service(child *c, const char *const *extra_argv, const char *c
         free(log);
     }
     if (!c->port) fail_msg("the service did not report its HTTP port");
+}
+
+static void start_service(child *c, const char *const *extra_argv, const char *const *env) {
+    start_service_named(c, "service", extra_argv, env);
 }
 
 static void wait_ready(const child *c, int timeout_ms) {
@@ -423,6 +438,175 @@ static void test_flag_beats_env(void **state) {
     assert_int_equal(stop_service(&c), 0);
 }
 
+/* ---- readiness ---------------------------------------------------------------------- */
+
+/* Creates the ops_service topics under a fresh prefix; orders_partitions for
+ * <prefix>orders, one partition for the others. */
+static void fresh_ops_topics(char *prefix, size_t size, const char *tag, int orders_partitions) {
+    cs_test_unique_name(prefix, size - 1, tag);
+    strcat(prefix, ".");
+    const char *topics[] = {"orders", "orders.done", "orders.dlq", "audit", "invoices"};
+    for (int i = 0; i < 5; i++) {
+        char t[128];
+        snprintf(t, sizeof t, "%s%s", prefix, topics[i]);
+        CST_OK(cs_test_topic_create(cst_cluster, t, i == 0 ? orders_partitions : 1));
+    }
+}
+
+/* The partitions count of the last "group joined" debug line of the orders
+ * subscription in a service log, or -1. */
+static int last_join_partitions(const char *log, const char *prefix) {
+    char what[200];
+    snprintf(what, sizeof what, "group joined subscription=%sorders partitions=", prefix);
+    int n = -1;
+    for (const char *p = log; (p = strstr(p, what)); p++) n = atoi(p + strlen(what));
+    return n;
+}
+
+/* Two members of the same groups on one-partition topics: one of them has
+ * no partition at all, and both report ready (the group is joined, the
+ * rebalance done). */
+static void test_partitionless_member_ready(void **state) {
+    (void)state;
+    char prefix[64], env_prefix[128], env_brokers[512];
+    fresh_ops_topics(prefix, sizeof prefix, "opsready", 1);
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_prefix, env_brokers, "CSTREAM_LOG_LEVEL=debug", NULL};
+    child a, b;
+    start_service_named(&a, "member-a", NULL, env);
+    wait_ready(&a, 60000);
+    start_service_named(&b, "member-b", NULL, env);
+    wait_ready(&b, 60000);
+    /* The second join rebalanced both: wait until both are ready at once. */
+    wait_ready(&a, 60000);
+    wait_ready(&b, 60000);
+    /* One of them owns nothing: the last join of each says how many partitions it got. */
+    char *log_a = read_file(a.err_path), *log_b = read_file(b.err_path);
+    int got_a = last_join_partitions(log_a, prefix), got_b = last_join_partitions(log_b, prefix);
+    if (got_a < 0 || got_b < 0 || got_a + got_b != 1)
+        fail_msg("want one member with the partition and one without, got %d and %d", got_a, got_b);
+    free(log_a), free(log_b);
+    assert_int_equal(stop_service(&b), 0);
+    assert_int_equal(stop_service(&a), 0);
+}
+
+/* /readyz answers 503 as soon as the stop starts, while handlers still drain
+ * (the HTTP server serves until the app has stopped). */
+static void test_readyz_not_ready_during_shutdown(void **state) {
+    (void)state;
+    char prefix[64], env_prefix[128], env_brokers[512], env_hold[400], hold[300], audit[160];
+    fresh_ops_topics(prefix, sizeof prefix, "opsstop", 1);
+    snprintf(audit, sizeof audit, "%saudit", prefix);
+    path_of(hold, sizeof hold, "release-hold");
+    unlink(hold);
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    snprintf(env_hold, sizeof env_hold, "OPS_HOLD_FILE=%s", hold);
+    const char *env[] = {env_prefix, env_brokers, env_hold, NULL};
+    child c;
+    start_service(&c, NULL, env);
+    wait_ready(&c, 60000);
+    CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "hold", 4, NULL));
+    long long delivered = -1;
+    for (int64_t deadline = now_ms() + 30000; delivered != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+        char *body = NULL;
+        if (http_get(c.port, "/metrics", &body) == 200) delivered = metric(body, "cstream_subscription_delivered_total", audit);
+        free(body);
+    }
+    assert_int_equal(delivered, 1); /* the handler now holds until the file exists */
+    assert_int_equal(http_get(c.port, "/readyz", NULL), 200);
+    kill(c.pid, SIGTERM);
+    int status = 200;
+    for (int64_t deadline = now_ms() + 30000; status == 200 && now_ms() < deadline; usleep(20 * 1000))
+        status = http_get(c.port, "/readyz", NULL);
+    int exited = waitpid(c.pid, NULL, WNOHANG);
+    write_file(hold, "go");
+    assert_int_equal(status, 503); /* an answer, not a refused connection: the stop is under way */
+    assert_int_equal(exited, 0);   /* still draining when it said so */
+    assert_int_equal(http_get(c.port, "/healthz", NULL), 200);
+    assert_int_equal(wait_exit(c.pid, 60000), 0);
+}
+
+/* Embedded cluster only: with its broker down the service is not ready; once
+ * the broker is back, it is ready again. */
+static void test_readyz_follows_the_connection(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) skip(); /* only the embedded broker can be taken down */
+    char prefix[64], env_prefix[128], env_brokers[512];
+    fresh_ops_topics(prefix, sizeof prefix, "opsdown", 1);
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_prefix, env_brokers, NULL};
+    child c;
+    start_service(&c, NULL, env);
+    wait_ready(&c, 60000);
+    CST_OK(cs_test_cluster_set_down(cst_cluster, 1));
+    int status = 200;
+    for (int64_t deadline = now_ms() + 30000; status == 200 && now_ms() < deadline; usleep(50 * 1000))
+        status = http_get(c.port, "/readyz", NULL);
+    CST_OK(cs_test_cluster_set_down(cst_cluster, 0));
+    assert_int_equal(status, 503);
+    wait_ready(&c, 60000);
+    assert_int_equal(stop_service(&c), 0);
+}
+
+/* ---- the payouts example: its main is cs_app_main -------------------------------------- */
+
+/* `payouts docs` is a valid AsyncAPI document; on the embedded cluster,
+ * `payouts run --http` gets ready, handles a payout published with
+ * `payouts publish` (with a traceparent header) and counts it in /metrics;
+ * SIGTERM stops it with status 0. */
+static void test_payouts_example(void **state) {
+    (void)state;
+    char *out, *err;
+    const char *docs[] = {PAYOUTS_SERVICE, "docs", NULL};
+    assert_int_equal(run(docs, NULL, NULL, &out, &err), 0);
+    char file[300];
+    path_of(file, sizeof file, "payouts-asyncapi.json");
+    write_file(file, out);
+    free(out), free(err);
+    validate(file, "{\"receive\":{\"payouts\":[\"id\",\"amount_cents\"],\"page-views\":[\"page\"],"
+                   "\"statements\":[\"payout_id\",\"amount_cents\"]},"
+                   "\"send\":[\"payouts.done\",\"payouts.dlq\"],"
+                   "\"groups\":{\"payouts\":\"payouts\",\"page-views\":\"analytics\",\"statements\":\"reconciliation\"}}");
+    if (!cs_test_cluster_is_embedded(cst_cluster)) return; /* fixed topic names: a shared cluster may hold them */
+
+    const char *topics[] = {"payouts", "payouts.done", "payouts.dlq", "page-views", "statements"};
+    for (int i = 0; i < 5; i++) CST_OK(cs_test_topic_create(cst_cluster, topics[i], i == 2 ? 1 : 4));
+    char env_brokers[512];
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_brokers, NULL};
+    const char *argv[] = {PAYOUTS_SERVICE, "run", "--http", "127.0.0.1:0", NULL};
+    child c;
+    path_of(c.out_path, sizeof c.out_path, "payouts.out");
+    path_of(c.err_path, sizeof c.err_path, "payouts.err");
+    c.pid = spawn(argv, env, NULL, c.out_path, c.err_path);
+    c.port = 0;
+    for (int64_t deadline = now_ms() + 30000; !c.port && now_ms() < deadline; usleep(20 * 1000)) {
+        char *log = read_file(c.err_path);
+        const char *p = strstr(log, "http listening");
+        if (p && (p = strstr(p, "port="))) c.port = atoi(p + 5);
+        free(log);
+    }
+    if (!c.port) fail_msg("payouts did not report its HTTP port");
+    wait_ready(&c, 60000);
+
+    const char *publish[] = {PAYOUTS_SERVICE, "publish", "payouts", "--key", "7", "--partition", "0", "--header",
+                             "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", NULL};
+    assert_int_equal(run(publish, env, "{\"id\":7,\"amount_cents\":700}", &out, &err), 0);
+    assert_string_equal(out, "partition=0 offset=0\n");
+    free(out), free(err);
+    long long acked = -1;
+    for (int64_t deadline = now_ms() + 30000; acked != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+        char *body = NULL;
+        if (http_get(c.port, "/metrics", &body) == 200) acked = metric(body, "cstream_subscription_acked_total", "payouts");
+        free(body);
+    }
+    assert_int_equal(acked, 1);
+    assert_int_equal(stop_service(&c), 0);
+}
+
 /* ---- publish ------------------------------------------------------------------------ */
 
 static void test_publish(void **state) {
@@ -479,6 +663,10 @@ int main(void) {
         cmocka_unit_test(test_docs_asyncapi),
         cmocka_unit_test(test_run_http_metrics_json_logs),
         cmocka_unit_test(test_flag_beats_env),
+        cmocka_unit_test(test_partitionless_member_ready),
+        cmocka_unit_test(test_readyz_not_ready_during_shutdown),
+        cmocka_unit_test(test_readyz_follows_the_connection),
+        cmocka_unit_test(test_payouts_example),
         cmocka_unit_test(test_publish),
     };
     return cmocka_run_group_tests(tests, setup, cst_cluster_teardown);

@@ -5,9 +5,15 @@
  * <prefix>audit, and a declared topic it publishes to, <prefix>invoices.
  * OPS_PREFIX (environment) prefixes topics and groups so runs stay apart;
  * OPS_CODE_BROKERS plays the bootstrap servers written in the code
- * (cs_kafka_new's argument), for the precedence tests. */
+ * (cs_kafka_new's argument), for the precedence tests. OPS_HOLD_FILE: an
+ * audit record "hold" keeps its handler busy until that file exists, so that a
+ * test can look at the service while its stop drains. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cstream.h"
 
@@ -53,7 +59,14 @@ static cs_outcome handle_order(cs_delivery *d, void *user) {
 }
 
 static cs_outcome handle_audit(cs_delivery *d, void *user) {
-    (void)d, (void)user;
+    (void)user;
+    size_t len;
+    const char *v = cs_delivery_value(d, &len);
+    const char *hold = getenv("OPS_HOLD_FILE");
+    if (hold && v && len == 4 && !memcmp(v, "hold", 4)) {
+        struct timespec tick = {0, 10 * 1000000L};
+        while (access(hold, F_OK) != 0) nanosleep(&tick, NULL);
+    }
     return CS_ACK;
 }
 

@@ -34,6 +34,19 @@ static void test_quoted_and_escapes(void **state) {
           "{\"ts\":\"2024-01-02T03:04:05.678Z\",\"level\":\"info\",\"msg\":\"tab\\u0009here back\\\\slash\"}");
 }
 
+/* A delivery's trace id is a string member, even when all its digits are decimal. */
+static void test_trace_id(void **state) {
+    (void)state;
+    check("record dropped after its last attempt topic=t partition=0 offset=3 attempts=1 reason=\"x\" "
+          "trace_id=4bf92f3577b34da6a3ce929d0e0e4736",
+          "{\"ts\":\"2024-01-02T03:04:05.678Z\",\"level\":\"info\",\"msg\":\"record dropped after its last attempt\","
+          "\"topic\":\"t\",\"partition\":0,\"offset\":3,\"attempts\":1,\"reason\":\"x\","
+          "\"trace_id\":\"4bf92f3577b34da6a3ce929d0e0e4736\"}");
+    check("m trace_id=12345678901234567890123456789012",
+          "{\"ts\":\"2024-01-02T03:04:05.678Z\",\"level\":\"info\",\"msg\":\"m\","
+          "\"trace_id\":\"12345678901234567890123456789012\"}");
+}
+
 static void test_parsers(void **state) {
     (void)state;
     assert_int_equal(cs__log_level_parse("DEBUG"), CS_LOG_DEBUG);
@@ -48,6 +61,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_quoted_and_escapes),
+        cmocka_unit_test(test_trace_id),
         cmocka_unit_test(test_parsers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
