@@ -41,6 +41,7 @@ struct cs_delivery {
     bool decode_failed;  /* counted in decode_failures already */
     cs_delivery *next; /* lane queue or in-flight list */
     cs_delivery *prev; /* in-flight list */
+    bool listed;       /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 
     /* the decoded value (cs_sub_decode); small values live in the delivery */
     void *decoded;

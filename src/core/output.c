@@ -41,6 +41,8 @@ cs_output *cs__output_new(const cs_record *r, int64_t source_offset) {
     char *at = (char *)o + head;
     o->next = NULL;
     o->source_offset = source_offset;
+    o->source_attempt = 0;
+    o->source_part = NULL;
     o->rec = *r;
     o->rec.topic = put(&at, r->topic, topic_len);
     o->rec.key = put(&at, r->key, r->key ? r->key_len : 0);

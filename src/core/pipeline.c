@@ -240,6 +240,7 @@ static void inflight_add(cs_part *part, cs_delivery *d) {
     if (part->inflight) part->inflight->prev = d;
     part->inflight = d;
     part->n_inflight++;
+    d->listed = true;
 }
 
 static void inflight_remove(cs_part *part, cs_delivery *d) {
@@ -247,6 +248,7 @@ static void inflight_remove(cs_part *part, cs_delivery *d) {
     else part->inflight = d->next;
     if (d->next) d->next->prev = d->prev;
     d->next = d->prev = NULL;
+    d->listed = false;
     if (--part->n_inflight == 0) pthread_cond_broadcast(&part->drained);
 }
 
@@ -314,6 +316,7 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
     for (cs_delivery *d = part->inflight, *next; d; d = next) {
         next = d->next;
         d->next = d->prev = NULL;
+        d->listed = false;
         if (release_payloads && d->msg) {
             part->ops->release(d->msg);
             d->msg = NULL;
@@ -604,9 +607,11 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
     cs_pipeline *p = part->pipe;
-    bool listed = d->epoch == part->epoch;
-    if (listed) inflight_remove(part, d);
-    if (!listed || !p || atomic_load(&p->crashed)) {
+    /* A Transactional rewind keeps older epochs' deliveries on the list, so
+     * that revoke and stop still wait for them and release their payloads. */
+    if (d->listed) inflight_remove(part, d);
+    bool current = d->epoch == part->epoch;
+    if (!current || !p || atomic_load(&p->crashed)) {
         if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
         pthread_mutex_unlock(&part->lock);
         CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, d->topic,
@@ -748,6 +753,7 @@ static cs_err give_up(cs_delivery *d, const outlet *o, const char *why) {
         cs__output_free_all(d->outputs); /* what the failed attempt produced does not leave */
         d->outputs = NULL;
         d->outputs_tail = NULL;
+        dl->source_attempt = (uint32_t)d->attempt;
         cs__delivery_add_output(d, dl);
         count(d, offsetof(lane, dead_lettered));
         return settle(d, CS_DROP);
@@ -780,6 +786,7 @@ static bool stage_reply(cs_delivery *d, const outlet *o) {
                    .value_len = d->reply_value_len, .parent = d}; /* the reply carries d's traceparent */
     cs_output *out = cs__output_new(&r, d->offset);
     if (!out) return false;
+    out->source_attempt = (uint32_t)d->attempt;
     cs__delivery_add_output(d, out);
     return true;
 }
@@ -832,6 +839,7 @@ cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
     if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
     cs_output *out = cs__output_new(&copy, d->offset);
     if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
+    out->source_attempt = (uint32_t)d->attempt;
     cs__delivery_add_output(d, out);
     return CS_OK;
 }

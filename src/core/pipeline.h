@@ -161,6 +161,11 @@ int64_t cs__window_rewind(cs_pipeline *p, cs_part *part);
  * or lets them run again (open). Fetch thread. */
 void cs__pipeline_close_gate(cs_pipeline *p);
 void cs__pipeline_open_gate(cs_pipeline *p);
+/* Fetch thread, after cs__window_rewind: an output of the record at
+ * `offset` could not be produced in the aborted transaction; that record is
+ * read again as if it had run `attempt` times (a failed output counts as an
+ * attempt, so max_attempts can give it up). */
+void cs__window_output_failed(cs_part *part, int64_t offset, uint32_t attempt);
 /* Records settled since the window opened; take also resets the count. */
 size_t cs__pipeline_settled(cs_pipeline *p);
 size_t cs__pipeline_take_settled(cs_pipeline *p);

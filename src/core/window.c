@@ -30,6 +30,7 @@ bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t
             next = o->next;
             if (*pos >= 0 && o->source_offset < *pos) {
                 o->next = NULL;
+                o->source_part = part;
                 **outputs_tail = o;
                 *outputs_tail = &o->next;
                 (*n_outputs)++;
@@ -74,10 +75,30 @@ int64_t cs__window_rewind(cs_pipeline *p, cs_part *part) {
      * keeps failing still reaches max_attempts. */
     size_t n = part->tracker ? cs_tracker_open_attempts(part->tracker, offsets, attempts, CS_PRIOR_MAX) : 0;
     pthread_mutex_unlock(&part->lock);
-    /* Every delivery of the window becomes stale (their outputs go with
-     * them), then the partition starts a new epoch at `seek`. */
-    cs__pipeline_release_partition(p, part, false);
+    /* A new epoch at `seek`: every delivery of the window becomes stale (its
+     * outputs go with it). Those still running or pending stay on the
+     * in-flight list, so that a revoke or the stop waits for them and releases
+     * their records before the consumer closes. */
     cs__pipeline_assign(p, part);
     cs__part_set_prior(part, committed, meta, offsets, attempts, n, false);
     return seek;
+}
+
+void cs__window_output_failed(cs_part *part, int64_t offset, uint32_t attempt) {
+    pthread_mutex_lock(&part->lock);
+    /* Into the earlier-owner counts (ascending, unique): the record is read
+     * again with this many runs behind it, so max_attempts ends a record
+     * whose output can never be produced, as for a failed reply under Tracked. */
+    size_t i = part->prior_next;
+    while (i < part->n_prior && part->prior_off[i] < offset) i++;
+    if (i < part->n_prior && part->prior_off[i] == offset) {
+        if (part->prior_att[i] < attempt) part->prior_att[i] = attempt;
+    } else if (part->n_prior < CS_PRIOR_MAX) {
+        memmove(part->prior_off + i + 1, part->prior_off + i, (part->n_prior - i) * sizeof *part->prior_off);
+        memmove(part->prior_att + i + 1, part->prior_att + i, (part->n_prior - i) * sizeof *part->prior_att);
+        part->prior_off[i] = offset;
+        part->prior_att[i] = attempt;
+        part->n_prior++;
+    }
+    pthread_mutex_unlock(&part->lock);
 }

@@ -44,6 +44,14 @@ struct cs_consumer {
     cs_txn *txn;
     int interval_ms;    /* commit interval, or window length */
     int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
+    /* Transactional: sources whose outputs failed in the transaction being
+     * committed (fetch thread only); counted as attempts after the rewind */
+    struct failed_output {
+        cs_part *part;
+        int64_t offset;
+        uint32_t attempt;
+    } failed[64];
+    size_t n_failed;
     int64_t next_commit_ms;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
@@ -210,6 +218,12 @@ static void rewind_partition(cs_consumer *c, cs_part *part) {
     rd_kafka_topic_partition_list_destroy(l);
 }
 
+static void output_failed(void *arg, cs_part *part, int64_t offset, uint32_t attempt) {
+    cs_consumer *c = arg;
+    if (c->n_failed < sizeof c->failed / sizeof c->failed[0])
+        c->failed[c->n_failed++] = (struct failed_output){part, offset, attempt};
+}
+
 /* Closes the window: one transaction with, for every assigned partition, its
  * position and the outputs of the settled records below it (window.c says why
  * only those). Outputs of later records stay for a later window. If the
@@ -235,6 +249,7 @@ static void close_window(cs_consumer *c, bool final) {
         e->metadata = strdup(meta); /* freed with the list */
         e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
+    c->n_failed = 0;
     if (offsets->cnt > 0) {
         int64_t began = cs__now_ms();
         cs_txn_result r = cs__txn_commit(c->txn, outputs, offsets, c->rk);
@@ -248,6 +263,9 @@ static void close_window(cs_consumer *c, bool final) {
             if (r == CS_TXN_COMMITTED) cs__part_commit_done(part, e->offset, e->metadata, true);
             else if (r == CS_TXN_ABORTED) rewind_partition(c, part);
         }
+        /* A source whose output failed comes back with that run counted. */
+        for (size_t i = 0; r == CS_TXN_ABORTED && i < c->n_failed; i++)
+            cs__window_output_failed(c->failed[i].part, c->failed[i].offset, c->failed[i].attempt);
         if (r == CS_TXN_COMMITTED) {
             cs__pipeline_count_transaction(c->pipe, n_outputs);
             c->abort_backoff_ms = 0;
@@ -552,7 +570,8 @@ static void *fetch_main(void *arg) {
                 rd_kafka_topic_partition_list_destroy(assigned);
             }
         }
-        bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records;
+        bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
+                           now >= c->next_commit_ms - interval; /* not during an abort backoff */
         if (now >= c->next_commit_ms || window_full) {
             commit_positions(c, NULL, false);
             cs__pipeline_check_slow(c->pipe);
@@ -587,6 +606,10 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", auto_mode ? "true" : "false");
     if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
     if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");
+    /* Transactional: a new owner must not read a position an older owner's
+     * transaction is still committing; librdkafka 2.0.2 asks the broker for
+     * stable offsets (KIP-447) only for read_committed consumers. */
+    if (!err && s->mode == CS_COMMIT_TRANSACTIONAL) err = cs__conf_set(conf, c->who, "isolation.level", "read_committed");
     if (err) {
         rd_kafka_conf_destroy(conf);
         return err;
@@ -601,7 +624,7 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
 }
 
 static void consumer_free(cs_consumer *c) {
-    cs__txn_destroy(c->txn); /* after the consumer: nothing commits any more */
+    cs__txn_destroy(c->txn); /* the consumer has closed (or crashed): nothing commits any more */
     pthread_mutex_destroy(&c->commit_lock);
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     if (c->rk) rd_kafka_destroy(c->rk);
@@ -639,7 +662,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         const char *group = s->group ? s->group : s->k->default_group;
         char id[1024];
         snprintf(id, sizeof id, "%s.%s.%s.%s", cs_app_name(app), group, s->name, s->k->instance_id);
-        err = cs__txn_start(s, app, id, &c->txn);
+        err = cs__txn_start(s, app, id, output_failed, c, &c->txn);
         if (err) {
             consumer_free(c);
             return err;

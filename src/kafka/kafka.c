@@ -182,7 +182,7 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->max_open = 0; /* the commit mode's default, see cs_sub_max_open */
     s->commit_interval_ms = 0; /* the mode's default: 200 ms Tracked, 100 ms Transactional */
     s->window_records = 10000;
-    s->stall_timeout_ms = 10000;
+    s->stall_timeout_ms = 5000;
     s->drain_timeout_ms = 10000;
     k->subs[k->n_subs++] = s;
     return s;

@@ -23,17 +23,34 @@ struct cs_txn {
     char *who;  /* "subscription <name>" for messages */
     bool dead;  /* a fatal error: nothing is ever committed again */
     cs_ratelimit abort_warning;
+    cs_txn_output_failed_fn output_failed;
+    void *failed_arg;
+    bool delivery_failed; /* an output of the open transaction was refused */
 };
+
+/* Where an output came from, for its delivery report (the per-message
+ * opaque; freed by the report, which always comes, failed or purged). */
+typedef struct output_source {
+    struct cs_part *part;
+    int64_t offset;
+    uint32_t attempt;
+} output_source;
 
 /* Delivery failures of outputs make the commit fail (abortable); this only
  * says which output and why. */
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
     cs_txn *t = opaque;
-    if (m->err && m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE && m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT)
+    output_source *src = m->_private;
+    if (m->err && m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE && m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
         CS_LOG_WARN("transactional output not delivered, the window aborts %s transactional_id=%s topic=%s "
-                    "error=\"%s\"",
-                    t->who, t->id, rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+                    "source_offset=%lld error=\"%s\"",
+                    t->who, t->id, rd_kafka_topic_name(m->rkt), src ? (long long)src->offset : -1LL,
+                    rd_kafka_err2str(m->err));
+        if (src && src->part && t->output_failed) t->output_failed(t->failed_arg, src->part, src->offset, src->attempt);
+        t->delivery_failed = true;
+    }
+    free(src);
 }
 
 static void report_fatal(cs_txn *t, rd_kafka_resp_err_t code, const char *why) {
@@ -57,7 +74,8 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
     CS_LOG_DEBUG("transactional producer error %s error=%s reason=\"%s\"", t->who, rd_kafka_err2name(err), reason);
 }
 
-cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_txn **out) {
+cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_txn_output_failed_fn failed,
+                     void *failed_arg, cs_txn **out) {
     cs_txn *t = calloc(1, sizeof *t);
     char who[256];
     snprintf(who, sizeof who, "subscription %s", s->name);
@@ -65,6 +83,8 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
         t->id = strdup(transactional_id);
         t->who = strdup(who);
         t->app = app;
+        t->output_failed = failed;
+        t->failed_arg = failed_arg;
     }
     if (!t || !t->id || !t->who) {
         cs__txn_destroy(t);
@@ -72,6 +92,11 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
     }
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     cs_err err = cs__conf_set(conf, who, "client.id", cs_app_name(app)); /* default; config may override */
+    /* Default 10 s (librdkafka: 60 s; config may override): a window commits
+     * within milliseconds, and in librdkafka 2.0.2 an abort after the broker
+     * refused an output waits for the records queued behind it until the
+     * transaction times out (message.timeout.ms follows it down). */
+    if (!err) err = cs__conf_set(conf, who, "transaction.timeout.ms", "10000");
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
     if (!err) err = cs__conf_set(conf, who, "bootstrap.servers", s->k->bootstrap);
@@ -121,7 +146,11 @@ bool cs__txn_dead(const cs_txn *t) { return t->dead; }
 
 /* Produces one output into the open transaction; a full local queue is
  * waited out (the flush of earlier outputs makes room). */
-static rd_kafka_resp_err_t produce(cs_txn *t, const cs_record *r) {
+static rd_kafka_resp_err_t produce(cs_txn *t, const cs_output *o) {
+    const cs_record *r = &o->rec;
+    output_source *src = malloc(sizeof *src);
+    if (!src) return RD_KAFKA_RESP_ERR__FAIL; /* out of memory */
+    *src = (output_source){o->source_part, o->source_offset, o->source_attempt};
     for (int waited = 0;; waited += 10) {
         rd_kafka_headers_t *hdrs = NULL;
         if (r->n_headers) {
@@ -135,10 +164,18 @@ static rd_kafka_resp_err_t produce(cs_txn *t, const cs_record *r) {
             RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
             RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0),
             RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_END);
+            RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(src), RD_KAFKA_V_END);
         if (err && hdrs) rd_kafka_headers_destroy(hdrs); /* on success librdkafka owns them */
-        if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL || waited >= 60000) return err;
-        rd_kafka_poll(t->rk, 10);
+        if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL && waited < 60000) {
+            rd_kafka_poll(t->rk, 10);
+            continue;
+        }
+        if (err) { /* refused before it was queued: its source counts it as a failed attempt */
+            if (o->source_part && t->output_failed)
+                t->output_failed(t->failed_arg, o->source_part, o->source_offset, o->source_attempt);
+            free(src);
+        }
+        return err;
     }
 }
 
@@ -173,10 +210,11 @@ static cs_txn_result after_error(cs_txn *t, const char *step, rd_kafka_error_t *
 cs_txn_result cs__txn_commit(cs_txn *t, const cs_output *outputs, const rd_kafka_topic_partition_list_t *offsets,
                              rd_kafka_t *consumer) {
     if (t->dead) return CS_TXN_FATAL;
+    t->delivery_failed = false;
     rd_kafka_error_t *e = rd_kafka_begin_transaction(t->rk);
     if (e) return after_error(t, "begin", e);
     for (const cs_output *o = outputs; o; o = o->next) {
-        rd_kafka_resp_err_t err = produce(t, &o->rec);
+        rd_kafka_resp_err_t err = produce(t, o);
         if (err) {
             e = rd_kafka_error_new(err, "output to %s: %s", o->rec.topic, rd_kafka_err2str(err));
             return after_error(t, "produce", e);
@@ -192,6 +230,16 @@ cs_txn_result cs__txn_commit(cs_txn *t, const cs_output *outputs, const rd_kafka
         rd_kafka_consumer_group_metadata_destroy(group);
         if (e) return after_error(t, "send_offsets", e);
     }
+    /* Deliver the outputs first, serving their reports here: once one is
+     * refused the transaction can only abort, and librdkafka 2.0.2's commit
+     * would keep flushing the records queued behind it (their sequence now
+     * has a gap) until the transaction times out. */
+    for (int64_t until = cs__now_ms() + 30000; rd_kafka_outq_len(t->rk) > 0 && !t->delivery_failed &&
+                                               cs__now_ms() < until;)
+        rd_kafka_poll(t->rk, 5);
+    if (t->delivery_failed)
+        return after_error(t, "deliver",
+                           rd_kafka_error_new(RD_KAFKA_RESP_ERR__FAIL, "an output was refused (see the warning above)"));
     e = rd_kafka_commit_transaction(t->rk, -1);
     for (int i = 0; e && rd_kafka_error_is_retriable(e) && !rd_kafka_error_txn_requires_abort(e) && i < 5; i++) {
         rd_kafka_error_destroy(e); /* resumable: the commit goes on in the background */

@@ -151,6 +151,7 @@ static void check_exactly_once(run *r, int kills) {
     printf("| handler runs | records run more than once | outputs read_committed | lost | duplicated |\n");
     printf("|---|---|---|---|---|\n");
     printf("| %zu | %zu | %ld | %ld | %ld |\n", total, total - distinct, n, lost, dup);
+    if (kills > 0) assert_true(total > distinct); /* the kills landed mid-stream: some records ran again */
     assert_int_equal(r->malformed, 0);
     assert_int_equal(lost, 0);
     assert_int_equal(dup, 0);
@@ -278,7 +279,9 @@ static void rebalances_keep_exactly_once(void **state) {
             waitpid(members[1], NULL, 0);
             members[1] = 0;
             break;
-        case 4: /* the first comes back (a new process, same instance id) */
+        case 4: /* the first and the killed second come back (new processes, same instance ids: the
+                   second's init aborts the transaction it left open) */
+            members[1] = spawn_as(&r, ids[1]);
             if (leaving) {
                 int status;
                 waitpid(leaving, &status, 0);
@@ -293,7 +296,7 @@ static void rebalances_keep_exactly_once(void **state) {
     assert_true(cst_wait(committed_to_end, &r, 300000));
     for (int i = 0; i < 3; i++)
         if (members[i]) stop_child(members[i]);
-    check_exactly_once(&r, 1);
+    check_exactly_once(&r, 0); /* one member was killed, but re-runs are not guaranteed there */
     teardown(&r);
 }
 
@@ -305,9 +308,10 @@ typedef struct oversize {
     int first_runs_of_30;
 } oversize;
 
-/* Record 30's first run publishes an output larger than message.max.bytes:
- * the window's transaction fails while producing, after the outputs before it
- * were queued, and aborts. */
+/* Record 30's first run publishes a 2 MiB output to partition 0: the
+ * producer accepts it (its message.max.bytes is raised) and the broker refuses
+ * it (its limit is 1 MiB), so the transaction fails at commit, after the other
+ * outputs of the window reached the other partitions, and aborts. */
 static cs_outcome oversize_once(cs_delivery *d, void *user) {
     oversize *o = user;
     int32_t p = cs_delivery_partition(d);
@@ -318,10 +322,16 @@ static cs_outcome oversize_once(cs_delivery *d, void *user) {
     if (off == 30 && cst_seen_count(o->runs, p, off) == 1) {
         static char big[2 * 1024 * 1024];
         memset(big, 'x', sizeof big);
-        cs_record r = {.topic = o->out, .partition = -1, .value = big, .value_len = sizeof big};
+        cs_record r = {.topic = o->out, .partition = 0, .value = big, .value_len = sizeof big};
         if (cs_delivery_publish(d, &r) != CS_OK) return CS_RETRY;
     }
-    return cs_delivery_reply(d, NULL, 0, value, (size_t)n) == CS_OK ? CS_ACK : CS_RETRY;
+    /* Keyed by offset, so that the outputs spread over the partitions. */
+    return cs_delivery_reply(d, value, (size_t)n, value, (size_t)n) == CS_OK ? CS_ACK : CS_RETRY;
+}
+
+static void count_any(const void *value, size_t len, void *arg) {
+    (void)value, (void)len;
+    (*(long *)arg)++;
 }
 
 static bool outputs_at(void *arg) {
@@ -346,6 +356,7 @@ static void aborted_transaction_is_invisible(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     CST_OK(cs_kafka_instance_id(k, r.instance));
     CST_OK(cs_kafka_topic(k, r.out, PARTS));
+    CST_OK(cs_kafka_producer_config(k, "message.max.bytes", "4000000"));
     cs_sub *s = cs_kafka_subscribe(k, r.topic, oversize_once, &o);
     CST_OK(cs_sub_group(s, r.group));
     CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
@@ -363,8 +374,12 @@ static void aborted_transaction_is_invisible(void **state) {
            cst_seen_count(o.runs, 0, 30), cst_seen_count(o.runs, 0, 31));
     assert_true(st.aborts >= 1);
     assert_int_equal(cst_seen_count(o.runs, 0, 30), 2); /* read again after the abort */
-    /* The outputs produced into the aborted transaction are not visible: each
-     * input's output is read exactly once. */
+    /* The aborted transaction's outputs reached the broker (a read_uncommitted
+     * reader sees them), yet read_committed sees each input's output once. */
+    long all = 0;
+    assert_true(cst_read_uncommitted(r.out, PARTS, count_any, &all, 60000) >= 0);
+    printf("read_uncommitted sees %ld records (aborted ones included)\n", all);
+    assert_true(all > 200);
     check_exactly_once(&r, 0);
     cs_app_destroy(app);
     cst_seen_free(o.runs);

@@ -114,14 +114,14 @@ void cst_fresh(const char *prefix, int partitions, char *topic, char *group, siz
     if (cs_test_topic_create(cst_cluster, topic, partitions) != CS_OK) fail_msg("topic %s: %s", topic, cs_errmsg());
 }
 
-long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
-                        void *arg, int timeout_ms) {
+static long read_topic(const char *topic, int partitions, bool committed,
+                       void (*fn)(const void *value, size_t len, void *arg), void *arg, int timeout_ms) {
     char group[160], err[512];
     cs_test_unique_name(group, sizeof group, "checker");
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *kv[][2] = {{"bootstrap.servers", cs_test_cluster_brokers(cst_cluster)},
                            {"group.id", group},
-                           {"isolation.level", "read_committed"},
+                           {"isolation.level", committed ? "read_committed" : "read_uncommitted"},
                            {"enable.partition.eof", "true"},
                            {"enable.auto.commit", "false"},
                            {"fetch.wait.max.ms", "10"}};
@@ -171,4 +171,14 @@ long cst_read_committed(const char *topic, int partitions, void (*fn)(const void
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return n;
+}
+
+long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
+                        void *arg, int timeout_ms) {
+    return read_topic(topic, partitions, true, fn, arg, timeout_ms);
+}
+
+long cst_read_uncommitted(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
+                          void *arg, int timeout_ms) {
+    return read_topic(topic, partitions, false, fn, arg, timeout_ms);
 }

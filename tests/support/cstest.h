@@ -54,5 +54,8 @@ void cst_fresh(const char *prefix, int partitions, char *topic, char *group, siz
  * writers stopped: the end is where the last transaction left it. */
 long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
                         void *arg, int timeout_ms);
+/* The same with isolation.level read_uncommitted: aborted records included. */
+long cst_read_uncommitted(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
+                          void *arg, int timeout_ms);
 
 #endif
