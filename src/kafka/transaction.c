@@ -42,13 +42,19 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
     (void)rk;
     cs_txn *t = opaque;
     output_source *src = m->_private;
-    if (m->err && m->err != RD_KAFKA_RESP_ERR__PURGE_QUEUE && m->err != RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    bool purged = m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE || m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT;
+    if (m->err && !purged && !t->delivery_failed) {
+        /* Only the first refusal is the output's own fault: the records queued
+         * behind it fail with it (sequence gap, time-out) and are not counted. */
         CS_LOG_WARN("transactional output not delivered, the window aborts %s transactional_id=%s topic=%s "
                     "source_offset=%lld error=\"%s\"",
                     t->who, t->id, rd_kafka_topic_name(m->rkt), src ? (long long)src->offset : -1LL,
                     rd_kafka_err2str(m->err));
         if (src && src->part && t->output_failed) t->output_failed(t->failed_arg, src->part, src->offset, src->attempt);
         t->delivery_failed = true;
+    } else if (m->err && !purged) {
+        CS_LOG_DEBUG("transactional output failed after an earlier refusal %s topic=%s error=\"%s\"", t->who,
+                     rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
     }
     free(src);
 }
@@ -171,8 +177,9 @@ static rd_kafka_resp_err_t produce(cs_txn *t, const cs_output *o) {
             continue;
         }
         if (err) { /* refused before it was queued: its source counts it as a failed attempt */
-            if (o->source_part && t->output_failed)
+            if (o->source_part && t->output_failed && !t->delivery_failed)
                 t->output_failed(t->failed_arg, o->source_part, o->source_offset, o->source_attempt);
+            t->delivery_failed = true;
             free(src);
         }
         return err;

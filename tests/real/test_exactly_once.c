@@ -305,7 +305,7 @@ static void rebalances_keep_exactly_once(void **state) {
 typedef struct oversize {
     const char *out;
     cst_seen *runs;
-    int first_runs_of_30;
+    bool always; /* record 30's output is refused on every run, not only the first */
 } oversize;
 
 /* Record 30's first run publishes a 2 MiB output to partition 0: the
@@ -319,7 +319,7 @@ static cs_outcome oversize_once(cs_delivery *d, void *user) {
     cst_seen_add(o->runs, p, off);
     char value[48];
     int n = snprintf(value, sizeof value, "%d:%lld", (int)p, (long long)off);
-    if (off == 30 && cst_seen_count(o->runs, p, off) == 1) {
+    if (off == 30 && (o->always || cst_seen_count(o->runs, p, off) == 1)) {
         static char big[2 * 1024 * 1024];
         memset(big, 'x', sizeof big);
         cs_record r = {.topic = o->out, .partition = 0, .value = big, .value_len = sizeof big};
@@ -386,12 +386,61 @@ static void aborted_transaction_is_invisible(void **state) {
     teardown(&r);
 }
 
+/* An output the broker refuses on every run counts as an attempt of its
+ * source: at max_attempts the source goes to the dead-letter topic (inside a
+ * transaction) and the others' outputs are still exactly once. */
+static void refused_output_is_dead_lettered(void **state) {
+    (void)state;
+    run r;
+    setup(&r, "eos-refused", 0);
+    r.records = 100;
+    char dlq[160];
+    snprintf(dlq, sizeof dlq, "%s-dlq", r.topic);
+    CST_OK(cs_test_topic_create(cst_cluster, dlq, 1));
+    for (int i = 0; i < 100; i++) CST_OK(cs_test_produce(cst_cluster, r.topic, 0, NULL, 0, "v", 1, NULL));
+    oversize o = {.out = r.out, .runs = cst_seen_new(PARTS, 100), .always = true};
+    cs_app *app = cs_app_new("eos-refused", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_instance_id(k, r.instance));
+    CST_OK(cs_kafka_topic(k, r.out, PARTS));
+    CST_OK(cs_kafka_producer_config(k, "message.max.bytes", "4000000"));
+    cs_sub *s = cs_kafka_subscribe(k, r.topic, oversize_once, &o);
+    CST_OK(cs_sub_group(s, r.group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_reply(s, r.out, 5000));
+    CST_OK(cs_sub_max_attempts(s, 2));
+    CST_OK(cs_sub_dead_letter(s, dlq));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    uint64_t want = 100; /* 99 replies and 1 dead letter */
+    void *arg[2] = {s, &want};
+    assert_true(cst_wait(outputs_at, arg, 120000));
+    CST_OK(cs_app_stop(app));
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    printf("aborts %llu, dead-lettered %llu, runs of 30: %d\n", (unsigned long long)st.aborts,
+           (unsigned long long)st.dead_lettered, cst_seen_count(o.runs, 0, 30));
+    assert_int_equal(st.aborts, 2);
+    assert_int_equal(st.dead_lettered, 1);
+    assert_int_equal(cst_seen_count(o.runs, 0, 30), 2); /* max_attempts runs, then given up */
+    long dead = 0;
+    assert_int_equal(cst_read_committed(dlq, 1, count_any, &dead, 60000), 1);
+    r.outputs = cst_seen_new(PARTS, 100);
+    assert_int_equal(cst_read_committed(r.out, PARTS, count_output, &r, 60000), 99);
+    assert_int_equal(cst_seen_count(r.outputs, 0, 30), 0);
+    assert_int_equal(cst_seen_distinct(r.outputs), 99);
+    cs_app_destroy(app);
+    cst_seen_free(o.runs);
+    teardown(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(kills_lose_and_duplicate_nothing),
         cmocka_unit_test(zombie_is_fenced),
         cmocka_unit_test(rebalances_keep_exactly_once),
         cmocka_unit_test(aborted_transaction_is_invisible),
+        cmocka_unit_test(refused_output_is_dead_lettered),
     };
     if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER")); /* e.g. CST_FILTER='zombie*' */
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
