@@ -26,7 +26,8 @@
 #define CS_SUSPECT_MAX 500
 /* Whether partitions keep freed deliveries as spares (see cs_part.spare). Not
  * under AddressSanitizer, so that a delivery used after its free is still
- * caught there instead of hidden by the reuse. */
+ * caught there instead of hidden by the reuse. -DCS_SPARES=0 turns them off
+ * elsewhere too (docs/benchmarks.md measures with and without). */
 #if defined(__SANITIZE_ADDRESS__)
 #define CS_SPARES 0
 #elif defined(__has_feature)
