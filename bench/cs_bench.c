@@ -4,19 +4,25 @@
  *                                             cluster, via cstream/testing.h), creates the topics,
  *                                             prints its bootstrap address, serves until stdin closes
  *   cs_bench create-topic BROKERS TOPIC PARTITIONS   Admin API (cs_test_topic_create)
- *   cs_bench produce BROKERS TOPIC PARTITIONS N      N records of 512 bytes of JSON, round-robin
+ *   cs_bench produce BROKERS TOPIC PARTITIONS N [KEYS]   N records of 512 bytes of JSON, round-robin;
+ *                                             with KEYS > 0 keyed "key-<id % KEYS>" and partitioned by
+ *                                             key (librdkafka's default partitioner) instead
  *   cs_bench consume CONTENDER BROKERS TOPIC GROUP N [REPLY_TOPIC]
  *
  * Contenders: raw-batch (rd_kafka_consume_batch_queue), raw-poll (one rd_kafka_consumer_poll per
  * record), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply (Tracked, a reply per record),
  * cs-txn-reply (Transactional, a reply per record: done when every output is committed) and
  * cs-txn-reply-barrier (the same with stop-the-world window commits, CSTREAM_TXN_BARRIER=1).
+ * Scaling contenders (run.py --scaling): cs-sleep-<N>w (Tracked, N workers, lanes by partition) and
+ * cs-sleep-key-<N>w (the same, lanes by key); their handler sleeps 1 ms per record, the case where
+ * concurrency, not CPU, decides the rate.
  * Every contender decodes each record with cs_json_decode into `payment` (the same yajl field-table
  * decoder cstream uses), frees it, and marks its id in a bitmap; the run ends when every id 0..N-1
  * was seen (a topic may hold more: ids >= N are decoded and ignored, so one topic serves rounds of
  * any size up to its length; partitions are filled round-robin, so ids < N are each partition's head). consume prints one JSON line: records, distinct, duplicates, seconds (first record
  * handled -> last record settled), records_per_s, allocs (in that window, when the malloc_count
- * shim is preloaded), peak_rss_kb, total_seconds (including group join), valid. */
+ * shim is preloaded), peak_rss_kb, total_seconds (including group join), pauses (cstream: partitions
+ * paused at max_open; -1 for raw), valid. */
 #include <dlfcn.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -40,6 +46,7 @@ static _Atomic uint64_t g_allocs0, g_allocs1;
 static uint64_t (*g_malloc_count)(void);
 static bool g_wait_acked;          /* cs-reply: the end is when every source is acked */
 static bool g_wait_outputs;        /* cs-txn-*: the end is when every output is committed */
+static long long g_pauses = -1;    /* cstream: partitions paused at max_open (cs_sub_stats), -1 raw */
 
 static void mark_first(void) {
     double zero = 0;
@@ -179,6 +186,19 @@ static cs_outcome cs_handle(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
+/* A handler that waits on something (a database, a remote call): 1 ms per
+ * record of the round. Records past the round (ids >= N) do not sleep: the
+ * fetch interleaves them with the round's records, and sleeping on them would
+ * measure how much of the topic the fetch pulled in, not the round. */
+static cs_outcome cs_handle_sleep(cs_delivery *d, void *user) {
+    const payment *p = cs_delivery_decoded(d);
+    if (p && p->id < g_n) {
+        struct timespec ms = {0, 1000000};
+        while (nanosleep(&ms, &ms) != 0) {} /* a signal cut it short: sleep the rest */
+    }
+    return cs_handle(d, user);
+}
+
 static cs_outcome cs_handle_reply(cs_delivery *d, void *user) {
     const payment *p = cs_delivery_decoded(d);
     if (p) {
@@ -209,9 +229,11 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
     bool batch = strcmp(contender, "cs-batch-500") == 0;
     bool txn = strncmp(contender, "cs-txn-reply", 12) == 0;
     bool reply = strcmp(contender, "cs-reply") == 0 || txn;
+    bool sleepy = strncmp(contender, "cs-sleep-", 9) == 0;
+    bool by_key = strncmp(contender, "cs-sleep-key-", 13) == 0;
     if (strcmp(contender, "cs-txn-reply-barrier") == 0) setenv("CSTREAM_TXN_BARRIER", "1", 1);
-    cs_sub *s = batch ? cs_kafka_subscribe_batch(k, topic, cs_handle_batch, 500, NULL)
-                      : cs_kafka_subscribe(k, topic, reply ? cs_handle_reply : cs_handle, NULL);
+    cs_handler_fn fn = reply ? cs_handle_reply : sleepy ? cs_handle_sleep : cs_handle;
+    cs_sub *s = batch ? cs_kafka_subscribe_batch(k, topic, cs_handle_batch, 500, NULL) : cs_kafka_subscribe(k, topic, fn, NULL);
     cs_commit_mode mode = strcmp(contender, "cs-auto") == 0 ? CS_COMMIT_AUTO
                           : txn                              ? CS_COMMIT_TRANSACTIONAL
                                                              : CS_COMMIT_TRACKED;
@@ -220,9 +242,20 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         return 2;
     }
     int workers = strcmp(contender, "cs-tracked-4w") == 0 ? 4 : 1;
+    if (sleepy) workers = atoi(contender + (by_key ? 13 : 9)); /* cs-sleep-[key-]<N>w */
+    if (workers < 1) {
+        fprintf(stderr, "contender %s: no worker count\n", contender);
+        return 2;
+    }
     if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) || cs_sub_commit(s, mode) ||
-        cs_sub_workers(s, workers)) {
+        cs_sub_workers(s, workers) || (by_key && cs_sub_lanes(s, CS_LANES_BY_KEY))) {
         fprintf(stderr, "subscribe: %s\n", cs_errmsg());
+        return 2;
+    }
+    /* BENCH_MAX_OPEN: a measurement knob (what max_open costs), not used by run.py */
+    const char *max_open = getenv("BENCH_MAX_OPEN");
+    if (max_open && *max_open && cs_sub_max_open(s, (size_t)atoll(max_open))) {
+        fprintf(stderr, "max_open: %s\n", cs_errmsg());
         return 2;
     }
     if (reply) {
@@ -268,7 +301,8 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
     }
     cs_app_stop(app);
     cs_sub_stats st;
-    (void)st;
+    cs_sub_stats_get(s, &st);
+    g_pauses = (long long)st.pauses;
     cs_app_destroy(app);
     return 0;
 }
@@ -305,12 +339,12 @@ static int cmd_consume(int argc, char **argv) {
     bool valid = distinct == g_n && atomic_load(&g_bad) == 0 && atomic_load(&g_t_last) > 0;
     printf("{\"contender\":\"%s\",\"records\":%llu,\"distinct\":%llu,\"duplicates\":%llu,\"bad\":%llu,"
            "\"seconds\":%.6f,\"records_per_s\":%.1f,\"allocs\":%lld,\"peak_rss_kb\":%ld,"
-           "\"total_seconds\":%.3f,\"valid\":%s}\n",
+           "\"total_seconds\":%.3f,\"pauses\":%lld,\"valid\":%s}\n",
            contender, (unsigned long long)g_n, (unsigned long long)distinct,
            (unsigned long long)atomic_load(&g_dups), (unsigned long long)atomic_load(&g_bad), valid ? secs : 0,
            valid && secs > 0 ? (double)g_n / secs : 0,
            g_malloc_count && valid ? (long long)(atomic_load(&g_allocs1) - atomic_load(&g_allocs0)) : -1LL,
-           bench_peak_rss_kb(), total, valid ? "true" : "false");
+           bench_peak_rss_kb(), total, g_pauses, valid ? "true" : "false");
     return valid ? 0 : 3;
 }
 
@@ -324,12 +358,13 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
 
 static int cmd_produce(int argc, char **argv) {
     if (argc < 6) {
-        fprintf(stderr, "usage: cs_bench produce BROKERS TOPIC PARTITIONS N\n");
+        fprintf(stderr, "usage: cs_bench produce BROKERS TOPIC PARTITIONS N [KEYS]\n");
         return 2;
     }
     const char *brokers = argv[2], *topic = argv[3];
     int parts = atoi(argv[4]);
     uint64_t n = strtoull(argv[5], NULL, 10);
+    uint64_t keys = argc > 6 ? strtoull(argv[6], NULL, 10) : 0;
     static _Atomic uint64_t failed;
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -347,12 +382,17 @@ static int cmd_produce(int argc, char **argv) {
         return 2;
     }
     char buf[BENCH_VALUE_SIZE + 1];
+    char key[32];
     double t0 = bench_now();
     for (uint64_t i = 0; i < n; i++) {
         size_t len = bench_make_value(buf, i);
+        /* Keyed: the partitioner picks the partition from the key. Records are
+         * produced in id order either way, so ids < N stay each partition's head. */
+        int key_len = keys ? snprintf(key, sizeof key, "key-%llu", (unsigned long long)(i % keys)) : 0;
+        int32_t partition = keys ? RD_KAFKA_PARTITION_UA : (int32_t)(i % (uint64_t)parts);
         for (;;) {
-            rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
-                                                      RD_KAFKA_V_PARTITION((int32_t)(i % (uint64_t)parts)),
+            rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                                      RD_KAFKA_V_KEY(keys ? key : NULL, (size_t)key_len),
                                                       RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                                                       RD_KAFKA_V_END);
             if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {

@@ -10,6 +10,13 @@ the head of every partition. A warm-up round (not reported) measures the rate an
 the three reported rounds to >= TARGET_S seconds, capped by the topic's length (a capped
 round is marked short). A round that did not see every id exactly once-or-more is invalid
 and reported as such, never as a number.
+
+  bench/run.py --scaling --out bench/results/scaling.json
+
+runs only the scaling section instead (real broker): Tracked with 1..16 workers and a handler
+that sleeps 1 ms per record, lanes by partition on a 16-partition topic, and lanes by key on
+16-partition topics keyed with 10 and with 1,000 distinct keys. Its rounds are sized by time
+the same way; the warm-up is SCALING_WARMUP_PER_WORKER records per worker (~0.5 s ideal).
 """
 import argparse, json, math, os, statistics, subprocess, sys, time, uuid
 
@@ -25,6 +32,9 @@ C_CONTENDERS = ["raw-batch", "raw-poll", "cs-auto", "cs-tracked-1w", "cs-tracked
                 "cs-txn-reply", "cs-txn-reply-barrier"]
 PEERS = ["ruststream-auto", "ruststream-tracked", "faststream-manual-ack"]
 MOCK_RECORDS_PER_PARTITION = 8000   # the mock keeps 5 MiB per partition: ~9,000 records of 512 B
+SCALING_WORKERS = [1, 2, 4, 8, 16]
+SCALING_PARTITIONS = 16
+SCALING_WARMUP_PER_WORKER = 500     # the 1 ms handler: at best 1,000 records/s per worker
 
 
 def log(*a):
@@ -57,12 +67,12 @@ def run_round(contender, brokers, topic, n, reply_topic, timeout):
     return r
 
 
-def produce(brokers, topic, parts, n):
+def produce(brokers, topic, parts, n, keys=0):
     t = time.time()
-    p = subprocess.run([CS, "produce", brokers, topic, str(parts), str(n)], capture_output=True, text=True)
+    p = subprocess.run([CS, "produce", brokers, topic, str(parts), str(n), str(keys)], capture_output=True, text=True)
     if p.returncode != 0:
         raise SystemExit(f"produce {topic}: {p.stdout} {p.stderr}")
-    log(f"  produced {n} records to {topic} ({parts} partitions) in {time.time() - t:.1f} s")
+    log(f"  produced {n} records to {topic} ({parts} partitions, {keys or 'no'} keys) in {time.time() - t:.1f} s")
 
 
 def save(args, results):
@@ -71,19 +81,27 @@ def save(args, results):
         json.dump(results, f, indent=1)
 
 
-def bench_topic(args, brokers, create, label, parts, n_topic, contenders, sink):
+def warmup_records(args, c):
+    if c.startswith("faststream"):
+        return args.warmup_faststream
+    if c.startswith("cs-sleep-"):  # cs-sleep-[key-]<N>w
+        return SCALING_WARMUP_PER_WORKER * int(c.rsplit("-", 1)[1].rstrip("w"))
+    return args.warmup
+
+
+def bench_topic(args, brokers, create, label, parts, n_topic, contenders, sink, keys=0):
     tag = uuid.uuid4().hex[:6]
     topic, reply = f"bench-{label}-{tag}", f"bench-{label}-{tag}-replies"
     create(topic, parts)
     create(reply, parts)
-    produce(brokers, topic, parts, n_topic)
+    produce(brokers, topic, parts, n_topic, keys)
     out = []
     for c in contenders:
-        warm_n = min(n_topic, args.warmup_faststream if c.startswith("faststream") else args.warmup)
+        warm_n = min(n_topic, warmup_records(args, c))
         w = run_round(c, brokers, topic, warm_n, reply, args.round_timeout)
         if not w.get("valid"):
             log(f"  {c}: warm-up invalid: {w.get('error')}")
-            bad = {"contender": c, "topic": label, "partitions": parts, "valid": False,
+            bad = {"contender": c, "topic": label, "partitions": parts, "keys": keys, "valid": False,
                    "error": w.get("error"), "rounds": [w]}
             out.append(bad)
             sink(bad)
@@ -92,7 +110,7 @@ def bench_topic(args, brokers, create, label, parts, n_topic, contenders, sink):
         n = max(warm_n, min(n_topic, int(rate * args.target_s)))
         rounds = [run_round(c, brokers, topic, n, reply, args.round_timeout) for _ in range(args.rounds)]
         ok = [r for r in rounds if r.get("valid")]
-        entry = {"contender": c, "topic": label, "partitions": parts, "round_records": n,
+        entry = {"contender": c, "topic": label, "partitions": parts, "keys": keys, "round_records": n,
                  "rounds": rounds, "valid": len(ok) == len(rounds)}
         if ok:
             rates = [r["records_per_s"] for r in ok]
@@ -121,8 +139,15 @@ def main():
     ap.add_argument("--warmup", type=int, default=100_000)
     ap.add_argument("--warmup-faststream", type=int, default=300)
     ap.add_argument("--round-timeout", type=int, default=300)
-    ap.add_argument("--out", default=os.path.join(HERE, "results", "results.json"))
+    ap.add_argument("--scaling", action="store_true",
+                    help="only the scaling section (real broker): 1 ms handler, 1..16 workers, lanes by partition and by key")
+    ap.add_argument("--scaling-records", type=int, default=120_000, help="records per scaling topic")
+    ap.add_argument("--out", help="default: bench/results/results.json (--scaling: scaling.json)")
     args = ap.parse_args()
+    # the scaling run must not overwrite the main results by default
+    args.out = args.out or os.path.join(HERE, "results", "scaling.json" if args.scaling else "results.json")
+    if args.scaling:
+        return scaling(args)
     contenders = args.contender or C_CONTENDERS + PEERS
     missing = [c for c in contenders if c.startswith("ruststream") and not os.path.exists(RUST)]
     if missing:
@@ -166,6 +191,45 @@ def main():
             bench_topic(args, brokers, create, f"{parts}p", parts, n, contenders, sink)
             host.stdin.close(); host.wait(timeout=60)
         save(args, results)
+    log(f"wrote {args.out}")
+
+
+def scaling(args):
+    """The scaling section: its own topics and results file, so the main table stays comparable."""
+    results = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "git_head": subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+               "machine": {"nproc": os.cpu_count(), "uname": " ".join(os.uname())},
+               "args": vars(args), "runs": []}
+    brokers = subprocess.run([os.path.join(ROOT, "scripts", "kafka"), "start"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    log(f"real broker at {brokers}")
+
+    def create(topic, parts):
+        subprocess.run([CS, "create-topic", brokers, topic, str(parts)], check=True)
+
+    def sink(e):
+        e["cluster"] = "real"
+        results["runs"].append(e)
+        save(args, results)
+
+    only = set(args.contender or [])
+    sections = [("by partition", "16p", 0, "cs-sleep-%dw"),
+                ("by key, 10 keys", "16p-10k", 10, "cs-sleep-key-%dw"),
+                ("by key, 1000 keys", "16p-1000k", 1000, "cs-sleep-key-%dw")]
+    summary = []
+    for title, label, keys, pattern in sections:
+        contenders = [pattern % w for w in SCALING_WORKERS if not only or pattern % w in only]
+        if not contenders:
+            continue
+        log(f"scaling, lanes {title}")
+        out = bench_topic(args, brokers, create, label, SCALING_PARTITIONS, args.scaling_records, contenders, sink, keys)
+        rates = {e["contender"]: e.get("median") for e in out}
+        one, top = rates.get(pattern % 1), rates.get(pattern % SCALING_WORKERS[-1])
+        ratio = top / one if one and top else None
+        summary.append({"lanes": title, "keys": keys, "median_by_workers": rates, "ratio_16w_1w": ratio})
+        log(f"  lanes {title}: 16w/1w = {ratio:.1f}x" if ratio else f"  lanes {title}: no ratio")
+    results["summary"] = summary
+    save(args, results)
     log(f"wrote {args.out}")
 
 

@@ -83,7 +83,31 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
                     (int)d->partition, (long long)d->offset);
 }
 
-cs_delivery *cs__delivery_alloc(void) { return calloc(1, sizeof(cs_delivery)); }
+cs_delivery *cs__delivery_alloc(cs_part *part) {
+    pthread_mutex_lock(&part->spare_lock);
+    cs_delivery *d = part->spare;
+    if (d) {
+        part->spare = d->next;
+        part->n_spare--;
+    }
+    pthread_mutex_unlock(&part->spare_lock);
+    if (!d) return calloc(1, sizeof(cs_delivery));
+    memset(d, 0, sizeof *d); /* as calloc'd: every field starts zero */
+    return d;
+}
+
+/* Keeps d, released, for part's next record; false if part has enough spares. */
+static bool spare_put(cs_part *part, cs_delivery *d) {
+    pthread_mutex_lock(&part->spare_lock);
+    bool kept = part->n_spare < part->spare_max;
+    if (kept) {
+        d->next = part->spare;
+        part->spare = d;
+        part->n_spare++;
+    }
+    pthread_mutex_unlock(&part->spare_lock);
+    return kept;
+}
 
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len) {
     if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_reply: delivery is NULL");
@@ -159,6 +183,10 @@ void cs__delivery_free(cs_delivery *d) {
     free(d->reason);
     cs__output_free_all(d->outputs);
     if (d->msg) d->part->ops->release(d->msg);
-    cs__part_unref(d->part);
-    free(d);
+    /* Read part before the put: once d is a spare, the fetch thread may take
+     * it. The put comes before the unref, so the last unref frees d with the
+     * other spares. */
+    cs_part *part = d->part;
+    if (!spare_put(part, d)) free(d);
+    cs__part_unref(part);
 }

@@ -80,7 +80,8 @@ void cs__delivery_dead_letter_done(cs_delivery *d, bool ok);
 /* Producer side: the reply of a gated delivery was delivered (ok) or not. */
 void cs__delivery_reply_done(cs_delivery *d, bool ok);
 
-/* Releases the record (if still held), drops the partition reference, frees d. */
+/* Releases the record (if still held), drops the partition reference, and
+ * frees d or keeps it as a spare for the partition's next record. */
 void cs__delivery_free(cs_delivery *d);
 
 #endif

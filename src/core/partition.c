@@ -2,6 +2,7 @@
  * reference (the subscription's or a delivery's). */
 #include "partition.h"
 
+#include "delivery_internal.h"
 #include "output.h"
 
 #include <stdlib.h>
@@ -27,6 +28,7 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
     p->first_fetched = -1;
     p->stall_offset = -1;
     atomic_init(&p->refs, 1);
+    pthread_mutex_init(&p->spare_lock, NULL);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->drained, NULL);
     return p;
@@ -34,8 +36,28 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
 
 void cs__part_ref(cs_part *p) { atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); }
 
+/* Spares hold no reference and nothing of their own (cs__delivery_free
+ * released it): plain memory. */
+static void free_spares(cs_delivery *d) {
+    for (cs_delivery *next; d; d = next) {
+        next = d->next;
+        free(d);
+    }
+}
+
+void cs__part_drop_spares(cs_part *p) {
+    pthread_mutex_lock(&p->spare_lock);
+    cs_delivery *list = p->spare;
+    p->spare = NULL;
+    p->n_spare = 0;
+    pthread_mutex_unlock(&p->spare_lock);
+    free_spares(list);
+}
+
 void cs__part_unref(cs_part *p) {
     if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
+    free_spares(p->spare);
+    pthread_mutex_destroy(&p->spare_lock);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->drained);
     cs_tracker_destroy(p->tracker);

@@ -24,6 +24,20 @@
 #define CS_PRIOR_MAX 64
 /* Records that commit their attempt before running after an unclean owner change. */
 #define CS_SUSPECT_MAX 500
+/* Whether partitions keep freed deliveries as spares (see cs_part.spare). Not
+ * under AddressSanitizer, so that a delivery used after its free is still
+ * caught there instead of hidden by the reuse. -DCS_SPARES=0 turns them off
+ * elsewhere too (docs/benchmarks.md measures with and without). */
+#if defined(__SANITIZE_ADDRESS__)
+#define CS_SPARES 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CS_SPARES 0
+#endif
+#endif
+#ifndef CS_SPARES
+#define CS_SPARES 1
+#endif
 
 typedef struct cs_delivery cs_delivery;
 typedef struct cs_pipeline cs_pipeline;
@@ -34,6 +48,18 @@ typedef struct cs_part {
     int lane; /* lane of this partition's records */
     const cs_source_ops *ops;
     _Atomic int refs;
+
+    /* Spare deliveries (delivery.c): freed ones kept for the next records of
+     * this partition, so the hot path does not malloc a delivery per record.
+     * Own lock, a leaf held only for one push or pop: deliveries are freed
+     * from any thread, some of them under `lock`. At most spare_max, set
+     * to max_open at creation: fetching pauses at max_open records in flight
+     * and resumes at half, so a smaller cap would send every resume burst back
+     * to malloc; and the spares never exceed what the partition already held
+     * at its peak. Dropped when the partition is released. */
+    pthread_mutex_t spare_lock;
+    cs_delivery *spare; /* linked through cs_delivery.next */
+    size_t n_spare, spare_max;
 
     pthread_mutex_t lock;
     pthread_cond_t drained; /* signalled when n_inflight drops to 0 */
@@ -69,5 +95,7 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
                       bool tracked);
 void cs__part_ref(cs_part *p);
 void cs__part_unref(cs_part *p);
+/* Frees the partition's spare deliveries (it was released: it may not come back). */
+void cs__part_drop_spares(cs_part *p);
 
 #endif

@@ -217,6 +217,7 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
     cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked);
     if (!part) return NULL;
     part->lane = (int)(p->n_parts % (size_t)p->n_lanes);
+    part->spare_max = CS_SPARES ? p->cfg.max_open : 0;
     pthread_mutex_lock(&p->parts_lock);
     if (p->n_parts == p->cap_parts) {
         size_t cap = p->cap_parts ? p->cap_parts * 2 : 16;
@@ -330,6 +331,7 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
     part->window_tail = &part->window;
     pthread_cond_broadcast(&part->drained);
     pthread_mutex_unlock(&part->lock);
+    cs__part_drop_spares(part); /* do not hold memory for a partition that may not come back */
 }
 
 /* Called with part->lock held: the position and metadata to commit now. */

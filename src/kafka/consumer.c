@@ -533,7 +533,7 @@ static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
 static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
     const char *topic = rd_kafka_topic_name(m->rkt);
     cs_part *part = part_of(c, topic, m->partition);
-    cs_delivery *d = part ? cs__delivery_alloc() : NULL;
+    cs_delivery *d = part ? cs__delivery_alloc(part) : NULL;
     if (!d) {
         /* Out of memory: the record is not handed out. Under Tracked it is
          * not tracked either, so the position cannot pass it only if an

@@ -68,7 +68,7 @@ static cs_pipeline *start(cs_part **part_out) {
     cs_part *part = cs__pipeline_part(p, "in", 0, &ops);
     cs__pipeline_assign(p, part);
     for (int i = 0; i < N; i++) {
-        cs_delivery *d = cs__delivery_alloc();
+        cs_delivery *d = cs__delivery_alloc(part);
         d->topic = part->topic;
         d->partition = 0;
         d->offset = i;
