@@ -636,30 +636,15 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
 }
 
 /* The dead-letter record: the original key, value and headers, plus the
- * provenance headers documented in cstream/kafka.h. */
+ * provenance headers documented in cstream/kafka.h (cs__dead_letter_headers). */
 int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     cs_sub *s = arg;
     cs_kafka *k = s->k;
-    size_t n_orig = cs_delivery_header_count(d);
-    cs_header *h = calloc(n_orig + 7, sizeof *h);
+    size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
+    cs_header *h = calloc(cap, sizeof *h);
     if (!h) return -1;
-    size_t n = 0;
-    for (size_t i = 0; i < n_orig; i++, n++)
-        cs_delivery_header(d, i, &h[n].name, &h[n].value, &h[n].len);
-    char partition[16], offset[24], timestamp[24], attempts[16];
-    snprintf(partition, sizeof partition, "%d", (int)cs_delivery_partition(d));
-    snprintf(offset, sizeof offset, "%lld", (long long)cs_delivery_offset(d));
-    snprintf(timestamp, sizeof timestamp, "%lld", (long long)cs_delivery_timestamp(d));
-    snprintf(attempts, sizeof attempts, "%d", cs_delivery_attempt(d));
-    const char *group = s->group ? s->group : k->default_group;
-    const char *why = reason ? reason : "";
-    h[n++] = (cs_header){"cstream.dlq.topic", cs_delivery_topic(d), strlen(cs_delivery_topic(d))};
-    h[n++] = (cs_header){"cstream.dlq.partition", partition, strlen(partition)};
-    h[n++] = (cs_header){"cstream.dlq.offset", offset, strlen(offset)};
-    h[n++] = (cs_header){"cstream.dlq.timestamp", timestamp, strlen(timestamp)};
-    h[n++] = (cs_header){"cstream.dlq.group", group, strlen(group)};
-    h[n++] = (cs_header){"cstream.dlq.attempts", attempts, strlen(attempts)};
-    h[n++] = (cs_header){"cstream.dlq.reason", why, strlen(why)};
+    cs_dlq_numbers nums;
+    size_t n = cs__dead_letter_headers(d, s->group ? s->group : k->default_group, reason, h, cap, &nums);
     cs_record r = {.topic = s->dead_letter, .partition = -1, .headers = h, .n_headers = n};
     r.key = cs_delivery_key(d, &r.key_len);
     r.value = cs_delivery_value(d, &r.value_len);

@@ -170,14 +170,16 @@ static void deadline_after(struct timespec *ts, int ms) {
     }
 }
 
+rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n) {
+    if (!n) return NULL;
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_header_add(hdrs, h[i].name, -1, h[i].value, h[i].value ? (ssize_t)h[i].len : 0);
+    return hdrs;
+}
+
 static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outgoing *o) {
-    rd_kafka_headers_t *hdrs = NULL;
-    if (r->n_headers) {
-        hdrs = rd_kafka_headers_new(r->n_headers);
-        for (size_t i = 0; i < r->n_headers; i++)
-            rd_kafka_header_add(hdrs, r->headers[i].name, -1, r->headers[i].value,
-                                r->headers[i].value ? (ssize_t)r->headers[i].len : 0);
-    }
+    rd_kafka_headers_t *hdrs = cs__headers_new(r->headers, r->n_headers);
     rd_kafka_resp_err_t err = rd_kafka_producev(
         p->rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
         RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0), RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0),
