@@ -34,6 +34,9 @@ const char *cs__embedded_bootstraps(const cs_embedded *e);
 cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions);
 void cs__embedded_destroy(cs_embedded *e);
 /* Disconnects the (single) broker and refuses connections, or lets them in again. */
+/* The mock cluster itself, for the test API's fault injection (testing.c). */
+typedef struct rd_kafka_mock_cluster_s rd_kafka_mock_cluster_t;
+rd_kafka_mock_cluster_t *cs__embedded_mock(cs_embedded *e);
 cs_err cs__embedded_set_down(cs_embedded *e, bool down);
 cs_err cs__embedded_topic_error(cs_embedded *e, const char *topic, int kafka_error);
 
