@@ -261,6 +261,11 @@ static void produce_errors(void **state) {
                           MSG_SIZE_TOO_LARGE};
     CST_OK(cs_test_push_request_errors(cst_cluster, API_PRODUCE, 6, errors));
     expect_recovered(&s, "produce errors");
+    cs_sub_stats st;
+    cs_sub_stats_get(s.sub, &st);
+    /* the service's replies were the only produce requests after the push, and
+     * MSG_SIZE_TOO_LARGE is permanent: some reply failed and its source came back */
+    assert_true(st.retried > 0);
     service_stop(&s, "produce errors");
 }
 
