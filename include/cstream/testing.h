@@ -40,6 +40,29 @@ cs_err cs_test_cluster_set_down(cs_test_cluster *c, int down);
  * clears it), e.g. 3 (UNKNOWN_TOPIC_OR_PARTITION): publishes to it fail. */
 cs_err cs_test_topic_set_error(cs_test_cluster *c, const char *topic, int kafka_error);
 
+/* ---- fault injection: embedded cluster only (CS_ERR_UNSUPPORTED elsewhere) ---- */
+
+/* An embedded cluster of `brokers` brokers (ids 1..brokers) even when
+ * CSTREAM_BROKERS is set: for tests that move leaders and coordinators. Topics
+ * get their leaders spread over the brokers. */
+cs_err cs_test_cluster_new_embedded(int brokers, cs_test_cluster **out);
+/* The next n requests of Kafka API `api_key` (0 Produce, 1 Fetch, 8
+ * OffsetCommit, 9 OffsetFetch, 10 FindCoordinator, 11 JoinGroup, 12 Heartbeat,
+ * 14 SyncGroup), to any broker, fail with errors[0], errors[1], ... (Kafka
+ * error codes; -195, librdkafka's _TRANSPORT, drops the connection instead). */
+cs_err cs_test_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors);
+/* Forgets the errors still pushed for api_key. */
+cs_err cs_test_clear_request_errors(cs_test_cluster *c, int api_key);
+/* Takes one broker down (connections dropped and refused; its partitions keep
+ * their leader) or brings it back. */
+cs_err cs_test_broker_set_down(cs_test_cluster *c, int broker, int down);
+/* Delays every response of a broker by rtt_ms (0: none). */
+cs_err cs_test_broker_set_rtt(cs_test_cluster *c, int broker, int rtt_ms);
+/* Moves a partition's leader to another broker. */
+cs_err cs_test_partition_set_leader(cs_test_cluster *c, const char *topic, int32_t partition, int broker);
+/* Moves a consumer group's coordinator to another broker. */
+cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int broker);
+
 cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions);
 
 /* Publishes one record and waits for its delivery report. partition -1: any.

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "broker.h"
+#include "cli.h"
 #include "cstream/main.h"
 #include "cstream/publish.h"
 #include "error.h"
@@ -57,14 +58,7 @@ static void usage(FILE *f, const char *prog) {
 
 /* ---- arguments ------------------------------------------------------------------ */
 
-typedef struct options {
-    const char *command;
-    const char *brokers, *log_level, *log_format, *http;
-    bool yaml, lines;
-    const char *topic, *key, *partition;
-    const char **headers;
-    size_t n_headers;
-} options;
+typedef cs__cli_options options;
 
 /* "--name value" or "--name=value": the value, advancing *i; NULL if not this flag. */
 static const char *flag_value(int argc, char **argv, int *i, const char *name, bool *missing) {
@@ -79,16 +73,15 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name, b
     return argv[++*i];
 }
 
-/* 0: parsed; 1: --help or --version answered; 2: usage error (printed). */
-static int parse(int argc, char **argv, const char *prog, const cs_app *app, options *o) {
+int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, options *o, FILE *out, FILE *err) {
     int i = 1;
     o->command = "run";
     if (argc > 1 && argv[1][0] != '-') {
         o->command = argv[1];
         i = 2;
         if (strcmp(o->command, "run") && strcmp(o->command, "docs") && strcmp(o->command, "publish")) {
-            fprintf(stderr, "%s: unknown command \"%s\"\n", prog, o->command);
-            usage(stderr, prog);
+            fprintf(err, "%s: unknown command \"%s\"\n", prog, o->command);
+            usage(err, prog);
             return 2;
         }
     }
@@ -97,11 +90,11 @@ static int parse(int argc, char **argv, const char *prog, const cs_app *app, opt
         const char *a = argv[i], *v;
         bool missing = false;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, prog);
+            usage(out, prog);
             return 1;
         }
         if (!strcmp(a, "--version")) {
-            printf("%s %s (cstream %s)\n", cs_app_name(app), cs_app_version(app), CSTREAM_VERSION);
+            fprintf(out, "%s %s (cstream %s)\n", cs_app_name(app), cs_app_version(app), CSTREAM_VERSION);
             return 1;
         }
         if ((v = flag_value(argc, argv, &i, "--brokers", &missing))) o->brokers = v;
@@ -114,32 +107,52 @@ static int parse(int argc, char **argv, const char *prog, const cs_app *app, opt
         else if (publish && (v = flag_value(argc, argv, &i, "--partition", &missing))) o->partition = v;
         else if (publish && (v = flag_value(argc, argv, &i, "--header", &missing))) {
             if (!strchr(v, '=')) {
-                fprintf(stderr, "%s: --header %s: expected NAME=VALUE\n", prog, v);
+                fprintf(err, "%s: --header %s: expected NAME=VALUE\n", prog, v);
                 return 2;
             }
             const char **grown = realloc(o->headers, (o->n_headers + 1) * sizeof *grown);
-            if (!grown) return 2;
+            if (!grown) {
+                fprintf(err, "%s: out of memory\n", prog);
+                return 2;
+            }
             o->headers = grown;
             o->headers[o->n_headers++] = v;
         } else if (publish && a[0] != '-' && !o->topic) o->topic = a;
         else {
-            if (missing) fprintf(stderr, "%s: %s needs a value\n", prog, a);
-            else fprintf(stderr, "%s: unknown %s \"%s\" for %s\n", prog, a[0] == '-' ? "option" : "argument", a,
+            if (missing) fprintf(err, "%s: %s needs a value\n", prog, a);
+            else fprintf(err, "%s: unknown %s \"%s\" for %s\n", prog, a[0] == '-' ? "option" : "argument", a,
                          o->command);
-            usage(stderr, prog);
+            usage(err, prog);
             return 2;
         }
         if (missing) {
-            fprintf(stderr, "%s: %s needs a value\n", prog, a);
-            usage(stderr, prog);
+            fprintf(err, "%s: %s needs a value\n", prog, a);
+            usage(err, prog);
             return 2;
         }
     }
     if (publish && !o->topic) {
-        fprintf(stderr, "%s: publish needs a TOPIC\n", prog);
-        usage(stderr, prog);
+        fprintf(err, "%s: publish needs a TOPIC\n", prog);
+        usage(err, prog);
         return 2;
     }
+    return 0;
+}
+
+void cs__cli_options_free(options *o) {
+    free(o->headers);
+    o->headers = NULL;
+    o->n_headers = 0;
+}
+
+int cs__cli_partition(const char *text, int32_t *out) {
+    /* strtol alone would take " 7", "+7" and "-0"; a partition is plain digits */
+    if (!text || text[0] < '0' || text[0] > '9') return -1;
+    char *end;
+    errno = 0;
+    long p = strtol(text, &end, 10);
+    if (*end || errno || p < 0 || p > INT32_MAX) return -1;
+    *out = (int32_t)p;
     return 0;
 }
 
@@ -361,13 +374,10 @@ static int cmd_publish(cs_app *app, const options *o, const char *prog) {
     }
     int32_t partition = -1;
     if (o->partition) {
-        char *end;
-        long p = strtol(o->partition, &end, 10);
-        if (*end || p < 0 || p > INT32_MAX) {
+        if (cs__cli_partition(o->partition, &partition) != 0) {
             fprintf(stderr, "%s publish: --partition %s is not a partition number\n", prog, o->partition);
             return EXIT_USAGE;
         }
-        partition = (int32_t)p;
     }
     size_t len = 0;
     char *input = read_all(stdin, &len);
@@ -432,7 +442,7 @@ int cs_app_main(cs_app *app, int argc, char **argv) {
         return EXIT_FAILED;
     }
     options o = {0};
-    int status = parse(argc, argv, prog, app, &o);
+    int status = cs__cli_parse(argc, argv, prog, app, &o, stdout, stderr);
     if (status == 1) status = EXIT_OK; /* --help, --version */
     else if (status == 0) {
         bool docs = !strcmp(o.command, "docs");
@@ -444,7 +454,7 @@ int cs_app_main(cs_app *app, int argc, char **argv) {
             else status = cmd_run(app, &o, prog);
         }
     }
-    free(o.headers);
+    cs__cli_options_free(&o);
     cs_app_destroy(app);
     return status;
 }

@@ -72,7 +72,7 @@ typedef struct cs_part {
     cs_delivery *inflight;  /* list of those, for releasing pending payloads at close */
     bool paused;            /* fetching paused at max_open (fetch thread's view) */
     bool dirty;             /* a settlement moved the tracker since the last commit */
-    int64_t last_committed; /* position last sent in a commit this epoch, -1 none */
+    int64_t last_committed; /* position the group holds, from the last commit result this epoch, -1 none */
     char last_meta[CS_META_MAX]; /* its attempts metadata */
     /* attempt counts of open records from the committed metadata (assign),
      * ascending; prior_next walks them as the offsets are fetched */

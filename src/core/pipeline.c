@@ -377,14 +377,20 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
 
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok) {
     pthread_mutex_lock(&part->lock);
+    /* The coordinator keeps the commit it applied last, and results come back
+     * in the order it applied them. That need not be the order cstream sent
+     * them: librdkafka retries a commit that met a coordinator error or a
+     * dropped connection, so an older state can land after a newer one and
+     * move the committed position back (tests/kafka/test_faults.c,
+     * offset_commit_coordinator_errors). So a success says what the group holds
+     * now, whatever was sent since, and a failure says nothing was stored; in
+     * both cases the next tick compares the current state with what the group
+     * holds and sends it only if they differ. */
     if (ok) {
-        if (position >= part->last_committed) {
-            part->last_committed = position;
-            snprintf(part->last_meta, sizeof part->last_meta, "%s", meta ? meta : "");
-        }
-    } else {
-        part->dirty = true; /* the next tick sends it again */
+        part->last_committed = position;
+        snprintf(part->last_meta, sizeof part->last_meta, "%s", meta ? meta : "");
     }
+    part->dirty = true;
     pthread_mutex_unlock(&part->lock);
 }
 

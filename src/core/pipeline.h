@@ -110,7 +110,8 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
 /* Tracked: the state to commit right now (a suspect record's attempt); false
  * if there is no position yet. Callers hold the consumer's commit lock. */
 bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap);
-/* Tracked: records the outcome of a commit of `position` with `meta`. */
+/* Tracked: records the outcome of a commit of `position` with `meta` (a
+ * success: what the group holds now) and has the next tick check again. */
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok);
 /* Fetch thread, at assign (Tracked): the attempt counts read from the
  * committed metadata, ascending; and what was committed. */

@@ -121,6 +121,8 @@ static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafk
         char meta[CS_META_MAX];
         snprintf(meta, sizeof meta, "%.*s", e->metadata ? (int)e->metadata_size : 0, e->metadata ? (const char *)e->metadata : "");
         if (part) cs__part_commit_done(part, e->offset, meta, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
+        CS_LOG_DEBUG("commit result subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
+                     e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
         uint64_t skipped = 0;
         if (perr && cs__ratelimit_allow(&c->commit_warning, 2000, &skipped))
             CS_LOG_WARN("commit failed, retried on the next tick subscription=%s topic=%s partition=%d "

@@ -49,6 +49,8 @@ cs_err cs__embedded_new(int brokers, cs_embedded **out) {
 
 const char *cs__embedded_bootstraps(const cs_embedded *e) { return e->bootstraps; }
 
+rd_kafka_mock_cluster_t *cs__embedded_mock(cs_embedded *e) { return e->mock; }
+
 cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions) {
     rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(e->mock, topic, partitions, 1);
     if (err)

@@ -683,30 +683,12 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
 }
 
 /* The dead-letter record of d: the original key, value and headers plus the
- * provenance headers documented in cstream/kafka.h. `h` has room for the
- * record's headers + 7; `nums` holds the numbers' text. */
-typedef struct dead_letter_numbers {
-    char partition[16], offset[24], timestamp[24], attempts[16];
-} dead_letter_numbers;
-
-static cs_record dead_letter_record(cs_sub *s, cs_delivery *d, const char *reason, cs_header *h,
-                                    dead_letter_numbers *nums) {
-    size_t n_orig = cs_delivery_header_count(d);
-    size_t n = 0;
-    for (size_t i = 0; i < n_orig; i++, n++) cs_delivery_header(d, i, &h[n].name, &h[n].value, &h[n].len);
-    snprintf(nums->partition, sizeof nums->partition, "%d", (int)cs_delivery_partition(d));
-    snprintf(nums->offset, sizeof nums->offset, "%lld", (long long)cs_delivery_offset(d));
-    snprintf(nums->timestamp, sizeof nums->timestamp, "%lld", (long long)cs_delivery_timestamp(d));
-    snprintf(nums->attempts, sizeof nums->attempts, "%d", cs_delivery_attempt(d));
-    const char *group = s->group ? s->group : s->k->default_group;
-    const char *why = reason ? reason : "";
-    h[n++] = (cs_header){"cstream.dlq.topic", cs_delivery_topic(d), strlen(cs_delivery_topic(d))};
-    h[n++] = (cs_header){"cstream.dlq.partition", nums->partition, strlen(nums->partition)};
-    h[n++] = (cs_header){"cstream.dlq.offset", nums->offset, strlen(nums->offset)};
-    h[n++] = (cs_header){"cstream.dlq.timestamp", nums->timestamp, strlen(nums->timestamp)};
-    h[n++] = (cs_header){"cstream.dlq.group", group, strlen(group)};
-    h[n++] = (cs_header){"cstream.dlq.attempts", nums->attempts, strlen(nums->attempts)};
-    h[n++] = (cs_header){"cstream.dlq.reason", why, strlen(why)};
+ * provenance headers documented in cstream/kafka.h (cs__dead_letter_headers).
+ * `h` has room for cs_delivery_header_count(d) + CS_DLQ_HEADERS entries;
+ * `nums` holds the numbers' text. */
+static cs_record dead_letter_record(cs_sub *s, cs_delivery *d, const char *reason, cs_header *h, size_t cap,
+                                    cs_dlq_numbers *nums) {
+    size_t n = cs__dead_letter_headers(d, s->group ? s->group : s->k->default_group, reason, h, cap, nums);
     cs_record r = {.topic = s->dead_letter, .partition = -1, .headers = h, .n_headers = n};
     r.key = cs_delivery_key(d, &r.key_len);
     r.value = cs_delivery_value(d, &r.value_len);
@@ -716,10 +698,11 @@ static cs_record dead_letter_record(cs_sub *s, cs_delivery *d, const char *reaso
 int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     cs_sub *s = arg;
     cs_kafka *k = s->k;
-    cs_header *h = calloc(cs_delivery_header_count(d) + 7, sizeof *h);
+    size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
+    cs_header *h = calloc(cap, sizeof *h);
     if (!h) return -1;
-    dead_letter_numbers nums;
-    cs_record r = dead_letter_record(s, d, reason, h, &nums);
+    cs_dlq_numbers nums;
+    cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
     pthread_rwlock_rdlock(&k->producer_lock);
     cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms)
                              : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
@@ -735,10 +718,11 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
 
 cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason) {
     cs_sub *s = arg;
-    cs_header *h = calloc(cs_delivery_header_count(d) + 7, sizeof *h);
+    size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
+    cs_header *h = calloc(cap, sizeof *h);
     if (!h) return NULL;
-    dead_letter_numbers nums;
-    cs_record r = dead_letter_record(s, d, reason, h, &nums);
+    cs_dlq_numbers nums;
+    cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
     cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
     free(h);
     return o;

@@ -33,6 +33,9 @@ cs_err cs__embedded_new(int brokers, cs_embedded **out);
 const char *cs__embedded_bootstraps(const cs_embedded *e);
 cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions);
 void cs__embedded_destroy(cs_embedded *e);
+/* The mock cluster itself, for the test API's fault injection (testing.c). */
+typedef struct rd_kafka_mock_cluster_s rd_kafka_mock_cluster_t;
+rd_kafka_mock_cluster_t *cs__embedded_mock(cs_embedded *e);
 /* Disconnects the (single) broker and refuses connections, or lets them in again. */
 cs_err cs__embedded_set_down(cs_embedded *e, bool down);
 cs_err cs__embedded_topic_error(cs_embedded *e, const char *topic, int kafka_error);
@@ -49,6 +52,21 @@ typedef struct cs_publish_wait cs_publish_wait;
 cs_err cs__publish_start(cs_producer *p, const cs_record *r, cs_publish_wait **out);
 cs_err cs__publish_finish(cs_publish_wait *w, const char *topic, cs_published *out);
 cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish_fn fn, void *opaque);
+/* Headers of a dead-letter record (src/kafka/dead_letter.c): d's readable,
+ * named headers in order, then the CS_DLQ_HEADERS provenance headers. h has
+ * room for cap >= cs_delivery_header_count(d) + CS_DLQ_HEADERS entries; their
+ * names and values point into d, group, reason and *nums, which must outlive h.
+ * Returns the headers written (0 if cap < CS_DLQ_HEADERS). */
+#define CS_DLQ_HEADERS 7
+typedef struct cs_dlq_numbers {
+    char partition[16], offset[24], timestamp[24], attempts[16];
+} cs_dlq_numbers;
+size_t cs__dead_letter_headers(const cs_delivery *d, const char *group, const char *reason, cs_header *h, size_t cap,
+                               cs_dlq_numbers *nums);
+/* A record's headers as librdkafka's (NULL for none); the caller owns them
+ * until rd_kafka_producev takes them. Names are C strings; a NULL value is a
+ * header with a null value. */
+rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n);
 /* Dead-letter record of `source`: its report settles the source. */
 cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms);
 /* gated_source NULL: fire and forget (Auto); else its report settles the source. */

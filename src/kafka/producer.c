@@ -177,6 +177,14 @@ static void deadline_after(struct timespec *ts, int ms) {
     }
 }
 
+rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n) {
+    if (!n) return NULL;
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new(n);
+    for (size_t i = 0; i < n; i++)
+        rd_kafka_header_add(hdrs, h[i].name, -1, h[i].value, h[i].value ? (ssize_t)h[i].len : 0);
+    return hdrs;
+}
+
 /* The parent delivery's traceparent, unless the record sets its own. */
 static const char *inherited_traceparent(const cs_record *r) {
     const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
@@ -186,14 +194,11 @@ static const char *inherited_traceparent(const cs_record *r) {
 }
 
 static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outgoing *o) {
-    rd_kafka_headers_t *hdrs = NULL;
+    rd_kafka_headers_t *hdrs = cs__headers_new(r->headers, r->n_headers);
     const char *traceparent = inherited_traceparent(r);
-    if (r->n_headers || traceparent) {
-        hdrs = rd_kafka_headers_new(r->n_headers + (traceparent ? 1 : 0));
-        for (size_t i = 0; i < r->n_headers; i++)
-            rd_kafka_header_add(hdrs, r->headers[i].name, -1, r->headers[i].value,
-                                r->headers[i].value ? (ssize_t)r->headers[i].len : 0);
-        if (traceparent) rd_kafka_header_add(hdrs, CS_TRACEPARENT_HEADER, -1, traceparent, CS_TRACEPARENT_LEN);
+    if (traceparent) {
+        if (!hdrs) hdrs = rd_kafka_headers_new(1);
+        rd_kafka_header_add(hdrs, CS_TRACEPARENT_HEADER, -1, traceparent, CS_TRACEPARENT_LEN);
     }
     rd_kafka_resp_err_t err = rd_kafka_producev(
         p->rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),

@@ -18,6 +18,8 @@
 #include "../core/log.h"
 #include "kafka_internal.h"
 
+#include <librdkafka/rdkafka_mock.h>
+
 struct cs_test_cluster {
     cs_embedded *embedded; /* NULL when CSTREAM_BROKERS names the cluster */
     char *brokers;
@@ -46,15 +48,17 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
 
 static _Atomic int bulk_failures;
 
-cs_err cs_test_cluster_new(cs_test_cluster **out) {
+/* brokers > 0: always the embedded cluster with that many brokers; 0: the
+ * cluster CSTREAM_BROKERS names, else an embedded one with one broker. */
+static cs_err cluster_new(int brokers, cs_test_cluster **out) {
     cs_test_cluster *c = calloc(1, sizeof *c);
     if (!c) return cs__fail(CS_ERR_NOMEM, "test cluster: out of memory");
     pthread_mutex_init(&c->lock, NULL);
     const char *env = getenv("CSTREAM_BROKERS");
-    if (env && *env) {
+    if (env && *env && brokers == 0) {
         c->brokers = strdup(env);
     } else {
-        cs_err err = cs__embedded_new(1, &c->embedded);
+        cs_err err = cs__embedded_new(brokers > 0 ? brokers : 1, &c->embedded);
         if (err) {
             free(c);
             return err;
@@ -77,6 +81,13 @@ cs_err cs_test_cluster_new(cs_test_cluster **out) {
     }
     *out = c;
     return CS_OK;
+}
+
+cs_err cs_test_cluster_new(cs_test_cluster **out) { return cluster_new(0, out); }
+
+cs_err cs_test_cluster_new_embedded(int brokers, cs_test_cluster **out) {
+    if (brokers < 1) return cs__fail(CS_ERR_ARG, "cs_test_cluster_new_embedded: %d brokers", brokers);
+    return cluster_new(brokers, out);
 }
 
 void cs_test_cluster_destroy(cs_test_cluster *c) {
@@ -104,6 +115,77 @@ cs_err cs_test_topic_set_error(cs_test_cluster *c, const char *topic, int kafka_
     if (!c->embedded)
         return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_set_error: only the embedded cluster injects errors here");
     return cs__embedded_topic_error(c->embedded, topic, kafka_error);
+}
+
+/* ---- fault injection (embedded cluster only) ---- */
+
+static cs_err mock_of(cs_test_cluster *c, const char *what, rd_kafka_mock_cluster_t **mc) {
+    if (!c || !c->embedded)
+        return cs__fail(CS_ERR_UNSUPPORTED, "%s: only the embedded cluster injects faults", what);
+    *mc = cs__embedded_mock(c->embedded);
+    return CS_OK;
+}
+
+cs_err cs_test_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_push_request_errors", &mc);
+    if (err) return err;
+    if (api_key < 0 || api_key > INT16_MAX || (n && !errors))
+        return cs__fail(CS_ERR_ARG, "cs_test_push_request_errors: api key %d, %zu errors", api_key, n);
+    rd_kafka_resp_err_t *codes = calloc(n ? n : 1, sizeof *codes);
+    if (!codes) return cs__fail(CS_ERR_NOMEM, "cs_test_push_request_errors: out of memory");
+    for (size_t i = 0; i < n; i++) codes[i] = (rd_kafka_resp_err_t)errors[i];
+    rd_kafka_mock_push_request_errors_array(mc, (int16_t)api_key, n, codes);
+    free(codes);
+    return CS_OK;
+}
+
+cs_err cs_test_clear_request_errors(cs_test_cluster *c, int api_key) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_clear_request_errors", &mc);
+    if (err) return err;
+    rd_kafka_mock_clear_request_errors(mc, (int16_t)api_key);
+    return CS_OK;
+}
+
+static cs_err mock_result(rd_kafka_resp_err_t e, const char *what, const char *target) {
+    if (e) return cs__fail(CS_ERR_KAFKA, "%s(%s): %s", what, target, rd_kafka_err2str(e));
+    return CS_OK;
+}
+
+cs_err cs_test_broker_set_down(cs_test_cluster *c, int broker, int down) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_broker_set_down", &mc);
+    if (err) return err;
+    char id[16];
+    snprintf(id, sizeof id, "broker %d", broker);
+    return mock_result(down ? rd_kafka_mock_broker_set_down(mc, broker) : rd_kafka_mock_broker_set_up(mc, broker),
+                       "cs_test_broker_set_down", id);
+}
+
+cs_err cs_test_broker_set_rtt(cs_test_cluster *c, int broker, int rtt_ms) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_broker_set_rtt", &mc);
+    if (err) return err;
+    char id[16];
+    snprintf(id, sizeof id, "broker %d", broker);
+    return mock_result(rd_kafka_mock_broker_set_rtt(mc, broker, rtt_ms), "cs_test_broker_set_rtt", id);
+}
+
+cs_err cs_test_partition_set_leader(cs_test_cluster *c, const char *topic, int32_t partition, int broker) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_partition_set_leader", &mc);
+    if (err) return err;
+    return mock_result(rd_kafka_mock_partition_set_leader(mc, topic, partition, broker),
+                       "cs_test_partition_set_leader", topic);
+}
+
+cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int broker) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_group_coordinator_set", &mc);
+    if (err) return err;
+    return mock_result(rd_kafka_mock_coordinator_set(mc, "group", group, broker), "cs_test_group_coordinator_set",
+                       group);
 }
 
 cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {

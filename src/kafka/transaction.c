@@ -158,13 +158,7 @@ static rd_kafka_resp_err_t produce(cs_txn *t, const cs_output *o) {
     if (!src) return RD_KAFKA_RESP_ERR__FAIL; /* out of memory */
     *src = (output_source){o->source_part, o->source_offset, o->source_attempt};
     for (int waited = 0;; waited += 10) {
-        rd_kafka_headers_t *hdrs = NULL;
-        if (r->n_headers) {
-            hdrs = rd_kafka_headers_new(r->n_headers);
-            for (size_t i = 0; i < r->n_headers; i++)
-                rd_kafka_header_add(hdrs, r->headers[i].name, -1, r->headers[i].value,
-                                    r->headers[i].value ? (ssize_t)r->headers[i].len : 0);
-        }
+        rd_kafka_headers_t *hdrs = cs__headers_new(r->headers, r->n_headers);
         rd_kafka_resp_err_t err = rd_kafka_producev(
             t->rk, RD_KAFKA_V_TOPIC(r->topic),
             RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
