@@ -3,7 +3,8 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven
+# prometheus: its promtool checks /metrics in tests/ops (the test fails without it).
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven prometheus
 
 # Only the targets that need them install these (valgrind: `make valgrind`;
 # clang for libFuzzer: `make fuzz`), so `make test` stays as lean as before.

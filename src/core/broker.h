@@ -30,6 +30,8 @@ typedef struct cs_broker_sub_desc {
 } cs_broker_sub_desc;
 /* ---- end operations surface ---------------------------------------------------- */
 
+typedef struct cs_metrics cs_metrics; /* metrics.h */
+
 typedef struct cs_broker_ops {
     const char *kind;
     cs_err (*start)(void *impl, cs_app *app); /* on failure leaves nothing running */
@@ -53,6 +55,9 @@ typedef struct cs_broker_ops {
      * on the embedded cluster, the declared topics) but no subscriptions, on
      * `servers` (NULL: this broker's). For one-shot tools such as `publish`. */
     cs_kafka *(*publisher)(void *impl, const char *servers);
+    /* The HTTP thread, while the app runs: adds the broker's samples to /metrics
+     * (metrics.h). Atomics and short locks only, never a network round trip. */
+    void (*metrics)(void *impl, cs_metrics *m);
 } cs_broker_ops;
 
 cs_err cs__app_add_broker(cs_app *app, const cs_broker_ops *ops, void *impl);

@@ -48,6 +48,10 @@ typedef struct cs_part {
     int lane; /* lane of this partition's records */
     const cs_source_ops *ops;
     _Atomic int refs;
+    /* Settlements of this partition's records, for /metrics by topic and
+     * outcome: atomics beside the lane counters, so that no lock is shared
+     * across partitions; kept across assignments (counters only grow). */
+    _Atomic uint64_t n_acked, n_dropped, n_retried, n_retry_unsupported, n_stale, n_dead_lettered;
 
     /* Spare deliveries (delivery.c): freed ones kept for the next records of
      * this partition, so the hot path does not malloc a delivery per record.

@@ -41,6 +41,7 @@ typedef struct lane {
 
     _Atomic uint64_t delivered, acked, dropped, retried, retry_unsupported, stale, slow, decode_failures;
     _Atomic uint64_t dead_lettered, exhausted;
+    cs_histogram handler_seconds; /* this lane's handler runs (one per batch call) */
 } lane;
 
 struct cs_pipeline {
@@ -621,6 +622,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     bool current = d->epoch == part->epoch;
     if (!current || !p || atomic_load(&p->crashed)) {
         if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&part->n_stale, 1, memory_order_relaxed);
         pthread_mutex_unlock(&part->lock);
         CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, d->topic,
                      (int)d->partition, (long long)d->offset, CS_TRACE_ARGS(d));
@@ -636,6 +638,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     case CS_ACK:
     case CS_DROP:
         atomic_fetch_add_explicit(outcome == CS_ACK ? &l->acked : &l->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(outcome == CS_ACK ? &part->n_acked : &part->n_dropped, 1, memory_order_relaxed);
         if (part->tracker) {
             cs_tracker_settle(part->tracker, d->seq);
             part->dirty = true;
@@ -651,10 +654,12 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
     case CS_RETRY:
         if (!part->tracker) {
             atomic_fetch_add_explicit(&l->retry_unsupported, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&part->n_retry_unsupported, 1, memory_order_relaxed);
             warn = true;
             part->held--;
         } else if (part->assigned && !atomic_load(&p->stopping)) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
             if (p->cfg.transactional) window_hold(part, d);
             d->alone = true; /* in batch mode it comes back on its own */
             keep = true;     /* it stays open and held */
@@ -675,6 +680,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
              * next owner of the partition. Nothing behind it in the partition
              * may run before it, so the partition hands out nothing more. */
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
             part->held--;
             part->assigned = false;
         }
@@ -741,6 +747,8 @@ static void count(cs_delivery *d, size_t counter_offset) {
     if (part->pipe)
         atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&part->pipe->lanes[d->lane] + counter_offset), 1,
                                   memory_order_relaxed);
+    if (part->pipe && counter_offset == offsetof(lane, dead_lettered))
+        atomic_fetch_add_explicit(&part->n_dead_lettered, 1, memory_order_relaxed);
     pthread_mutex_unlock(&part->lock);
 }
 
@@ -964,7 +972,9 @@ static void run_one(lane *l, cs_delivery *d) {
     bool watch = p->cfg.handler_time_limit_ms > 0;
     start_attempt(l, d);
     if (watch) watch_start(l, d);
+    uint64_t t0 = cs__mono_ns(); /* monotonic: a clock step never makes a run negative */
     cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
+    cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
     if (outcome != CS_PENDING) settle_or_reply(d, outcome); /* after PENDING, d is the handler's */
 }
@@ -982,7 +992,9 @@ static void run_batch(lane *l, size_t n) {
     }
     bool watch = p->cfg.handler_time_limit_ms > 0;
     if (watch) watch_start(l, l->batch[0]);
+    uint64_t t0 = cs__mono_ns();
     cs_outcome all = p->cfg.batch_handler(l->batch, kept, l->outcomes, p->cfg.user);
+    cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
     /* Acks, drops (and their replies) in fetch order; then retries backwards,
      * so that they reach the lane's head in fetch order. */
@@ -1199,6 +1211,30 @@ void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out) {
     out->transactions = atomic_load(&p->transactions);
     out->aborts = atomic_load(&p->aborts);
     out->outputs = atomic_load(&p->outputs);
+}
+
+void cs__pipeline_each_part(cs_pipeline *p, void (*fn)(void *arg, const cs_part_metrics *m), void *arg) {
+    pthread_mutex_lock(&p->parts_lock);
+    for (size_t i = 0; i < p->n_parts; i++) {
+        cs_part *part = p->parts[i];
+        cs_part_metrics m = {.topic = part->topic, .partition = part->partition};
+        pthread_mutex_lock(&part->lock);
+        m.assigned = part->assigned;
+        m.committed = part->last_committed;
+        pthread_mutex_unlock(&part->lock);
+        m.acked = atomic_load_explicit(&part->n_acked, memory_order_relaxed);
+        m.dropped = atomic_load_explicit(&part->n_dropped, memory_order_relaxed);
+        m.retried = atomic_load_explicit(&part->n_retried, memory_order_relaxed);
+        m.retry_unsupported = atomic_load_explicit(&part->n_retry_unsupported, memory_order_relaxed);
+        m.stale = atomic_load_explicit(&part->n_stale, memory_order_relaxed);
+        m.dead_lettered = atomic_load_explicit(&part->n_dead_lettered, memory_order_relaxed);
+        fn(arg, &m);
+    }
+    pthread_mutex_unlock(&p->parts_lock);
+}
+
+void cs__pipeline_handler_durations(cs_pipeline *p, cs_histogram_snap *acc) {
+    for (int i = 0; i < p->n_lanes; i++) cs__histogram_read(&p->lanes[i].handler_seconds, acc);
 }
 
 void cs__pipeline_count_commit(cs_pipeline *p, bool ok) {

@@ -19,6 +19,7 @@
 #include "cstream/delivery.h"
 #include "cstream/kafka.h"
 #include "delivery_internal.h"
+#include "metrics.h"
 #include "output.h"
 #include "partition.h"
 
@@ -136,6 +137,21 @@ int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t part
 /* Queued + running + pending across all partitions (for "idle"). */
 size_t cs__pipeline_busy(cs_pipeline *p);
 void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out);
+
+/* /metrics: one partition as the pipeline sees it (topic borrowed from the
+ * partition, valid while the pipeline lives). */
+typedef struct cs_part_metrics {
+    const char *topic;
+    int32_t partition;
+    bool assigned;
+    int64_t committed; /* the position last committed this assignment, -1 none */
+    uint64_t acked, dropped, retried, retry_unsupported, stale, dead_lettered;
+} cs_part_metrics;
+/* Any thread: calls fn for every partition the pipeline has seen (under the
+ * registry lock, no partition lock held: fn must not block). */
+void cs__pipeline_each_part(cs_pipeline *p, void (*fn)(void *arg, const cs_part_metrics *m), void *arg);
+/* Any thread: the handler durations of every lane, added to *acc. */
+void cs__pipeline_handler_durations(cs_pipeline *p, cs_histogram_snap *acc);
 void cs__pipeline_count_commit(cs_pipeline *p, bool ok);
 void cs__pipeline_count_pause(cs_pipeline *p);
 void cs__pipeline_count_transaction(cs_pipeline *p, size_t outputs);

@@ -148,6 +148,15 @@ static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
     cs_consumer *c = opaque;
     if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || c->tracked) return;
     if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    /* The committed position of each partition, for /metrics: under Auto,
+     * cstream learns it only from librdkafka's report of its own commits.
+     * Served on the fetch thread (or the closing one after it exited), as
+     * part_of requires. */
+    for (int i = 0; !err && offsets && i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &offsets->elems[i];
+        cs_part *part = e->err || e->offset < 0 ? NULL : part_of(c, e->topic, e->partition);
+        if (part) cs__part_commit_done(part, e->offset, NULL, true);
+    }
     if (err) CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
 }
 
@@ -849,3 +858,79 @@ int cs__consumer_ready(cs_consumer *c, int probe_ms) {
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) { cs__pipeline_stats(c->pipe, out); }
 
 rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }
+
+/* ---- /metrics -------------------------------------------------------------- */
+
+typedef struct part_list {
+    cs_part_metrics *v;
+    size_t n, cap;
+} part_list;
+
+static void collect_part(void *arg, const cs_part_metrics *m) {
+    part_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        cs_part_metrics *grown = realloc(l->v, cap * sizeof *grown);
+        if (!grown) return; /* out of memory: this scrape leaves the partition out */
+        l->v = grown;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *m;
+}
+
+/* Called with the subscription's stats lock held, so the consumer (its
+ * handle and pipeline) cannot close meanwhile. Never waits on the network:
+ * the high watermark is librdkafka's cached value from its last fetch
+ * response (rd_kafka_get_watermark_offsets, not the querying variant), and
+ * the committed position is what the last commit this member made reported
+ * (cs__part_commit_done), so a scrape costs no round trip to the broker. */
+void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
+    const char *labels[] = {"subscription", sub, "group", group ? group : "", NULL};
+    cs__metric_int(m, "cstream_inflight_records", "gauge",
+                   "Records cstream holds for the subscription: queued, running, or pending settlement.", labels,
+                   (int64_t)cs__pipeline_busy(c->pipe));
+    cs_histogram_snap h = {0};
+    cs__pipeline_handler_durations(c->pipe, &h);
+    cs__metric_histogram(m, "cstream_handler_duration_seconds",
+                         "Handler run time (one observation per call; a batch handler call is one).", labels, &h);
+
+    part_list parts = {0};
+    cs__pipeline_each_part(c->pipe, collect_part, &parts);
+    /* Records and dead letters by topic: the partitions of a topic add up
+     * (the collector sums series with equal labels). */
+    static const char *const outcomes[] = {"ack", "drop", "retry", "retry_unsupported", "stale"};
+    for (size_t i = 0; i < parts.n; i++) {
+        const cs_part_metrics *p = &parts.v[i];
+        const uint64_t by_outcome[] = {p->acked, p->dropped, p->retried, p->retry_unsupported, p->stale};
+        for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++) {
+            const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic,
+                               "outcome", outcomes[o], NULL};
+            cs__metric_int(m, "cstream_records_total", "counter",
+                           "Settlements of records by topic and outcome (a retry counts each time; a record given "
+                           "up at max_attempts ends as a drop).",
+                           l, (int64_t)by_outcome[o]);
+        }
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic, NULL};
+        cs__metric_int(m, "cstream_dead_letters_total", "counter",
+                       "Records of the topic the dead-letter topic accepted.", l, (int64_t)p->dead_lettered);
+    }
+    for (size_t i = 0; i < parts.n; i++) {
+        const cs_part_metrics *p = &parts.v[i];
+        if (!p->assigned) continue; /* a revoked partition's numbers belong to its new owner */
+        char partition[16];
+        snprintf(partition, sizeof partition, "%d", (int)p->partition);
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic,
+                           "partition", partition, NULL};
+        if (p->committed < 0) continue; /* nothing committed by this member yet */
+        cs__metric_int(m, "cstream_committed_offset", "gauge",
+                       "Position this member last committed for the partition (the next offset to read).", l,
+                       p->committed);
+        int64_t low = -1, high = -1;
+        if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            high >= 0)
+            cs__metric_int(m, "cstream_lag_records", "gauge",
+                           "High watermark (from the last fetch) minus the committed position.", l,
+                           high > p->committed ? high - p->committed : 0);
+    }
+    free(parts.v);
+}

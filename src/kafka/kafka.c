@@ -449,10 +449,11 @@ static void stop_everything(cs_kafka *k) {
     for (size_t i = 0; i < k->n_subs; i++)
         if (k->subs[i]->consumer) cs__consumer_stop_fetching(k->subs[i]->consumer);
     if (k->producer) {
-        k->unflushed_records = cs__producer_flush(k->producer, k->flush_timeout_ms);
-        if (k->unflushed_records)
+        size_t left = cs__producer_flush(k->producer, k->flush_timeout_ms);
+        atomic_store(&k->unflushed_records, left);
+        if (left)
             CS_LOG_WARN("producer flush timed out: records not delivered unflushed_records=%zu flush_timeout_ms=%d",
-                        k->unflushed_records, k->flush_timeout_ms);
+                        left, k->flush_timeout_ms);
     }
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
@@ -593,6 +594,36 @@ static cs_kafka *kafka_publisher(void *impl, const char *servers) {
     }
     return p;
 }
+/* /metrics: the subscriptions' records, durations, positions and lag (each
+ * under its stats lock, which keeps its consumer from closing meanwhile),
+ * then the publishes. */
+static void kafka_metrics(void *impl, cs_metrics *m) {
+    cs_kafka *k = impl;
+    for (size_t i = 0; i < k->n_subs; i++) {
+        cs_sub *s = k->subs[i];
+        pthread_mutex_lock(&s->stats_lock);
+        if (s->consumer) cs__consumer_metrics(s->consumer, m, s->name, s->group ? s->group : k->default_group);
+        pthread_mutex_unlock(&s->stats_lock);
+    }
+    static const char *const kinds[CS_PUB_KINDS] = {"publish", "publish_async", "reply", "dead_letter"};
+    for (int i = 0; i < CS_PUB_KINDS; i++) {
+        const char *l[] = {"kind", kinds[i], NULL};
+        cs__metric_int(m, "cstream_publish_errors_total", "counter",
+                       "Records the producer refused (queue full past the queue timeout, invalid) or could not "
+                       "deliver, by kind (publish, publish_async, reply, dead_letter).",
+                       l, (int64_t)atomic_load_explicit(&k->pub_stats.errors[i], memory_order_relaxed));
+    }
+    for (int i = 0; i < CS_PUB_KINDS; i++) {
+        const char *l[] = {"kind", kinds[i], NULL};
+        cs_histogram_snap h = {0};
+        cs__histogram_read(&k->pub_stats.latency[i], &h);
+        cs__metric_histogram(m, "cstream_publish_duration_seconds",
+                             "Time from the first enqueue attempt to the delivery report, by kind.", l, &h);
+    }
+    cs__metric_int(m, "cstream_unflushed_records", "gauge",
+                   "Records the producer had not delivered when the last stop's flush timed out (0 until a stop).",
+                   NULL, (int64_t)atomic_load(&k->unflushed_records));
+}
 /* ---- end operations surface ------------------------------------------------------ */
 
 static const cs_broker_ops kafka_broker_ops = {
@@ -611,6 +642,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .describe_sub = kafka_describe_sub,
     .ready = kafka_ready,
     .publisher = kafka_publisher,
+    .metrics = kafka_metrics,
 };
 
 rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) { return s && s->consumer ? cs__consumer_handle(s->consumer) : NULL; }
@@ -631,7 +663,7 @@ cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
     return CS_OK;
 }
 
-size_t cs_kafka_unflushed_records(const cs_kafka *k) { return k->unflushed_records; }
+size_t cs_kafka_unflushed_records(const cs_kafka *k) { return atomic_load(&((cs_kafka *)k)->unflushed_records); }
 
 static cs_err check_record(const cs_kafka *k, const cs_record *rec, const char *what) {
     if (!k || !rec || !rec->topic || !*rec->topic)

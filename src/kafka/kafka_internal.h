@@ -10,6 +10,7 @@
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
+#include "../core/metrics.h"
 
 /* An ordered list of librdkafka properties (later settings of a key win). */
 typedef struct cs_kvlist {
@@ -39,6 +40,14 @@ rd_kafka_mock_cluster_t *cs__embedded_mock(cs_embedded *e);
 /* Disconnects the (single) broker and refuses connections, or lets them in again. */
 cs_err cs__embedded_set_down(cs_embedded *e, bool down);
 cs_err cs__embedded_topic_error(cs_embedded *e, const char *topic, int kafka_error);
+
+/* Publish metrics by kind of record, written by the producer (enqueue
+ * refusals, delivery reports) without a lock, read by /metrics. */
+typedef enum cs_publish_kind { CS_PUB_PUBLISH, CS_PUB_ASYNC, CS_PUB_REPLY, CS_PUB_DEAD_LETTER, CS_PUB_KINDS } cs_publish_kind;
+typedef struct cs_publish_stats {
+    _Atomic uint64_t errors[CS_PUB_KINDS];
+    cs_histogram latency[CS_PUB_KINDS]; /* enqueue to delivery report, successful or not */
+} cs_publish_stats;
 
 typedef struct cs_consumer cs_consumer;
 typedef struct cs_producer cs_producer;
@@ -130,7 +139,8 @@ struct cs_kafka {
     cs_kvlist producer_config;
     int queue_timeout_ms;
     int flush_timeout_ms;
-    size_t unflushed_records;
+    _Atomic size_t unflushed_records; /* written by stop, read by /metrics */
+    cs_publish_stats pub_stats;       /* outlives the producer: /metrics reads it */
     /* The producer while running. Publishers hold the read lock while they use
      * it; stop takes the write lock to retire it. */
     pthread_rwlock_t producer_lock;
@@ -169,6 +179,8 @@ int cs__consumer_idle(cs_consumer *c);
 /* Joined its group (empty assignment included), no fatal error, a broker answers. */
 int cs__consumer_ready(cs_consumer *c, int probe_ms);
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out);
+/* /metrics (the HTTP thread, with the subscription's stats lock held). */
+void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group);
 rd_kafka_t *cs__consumer_handle(cs_consumer *c);
 
 #endif

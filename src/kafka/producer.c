@@ -30,12 +30,14 @@ struct cs_producer {
     pthread_cond_t space; /* a delivery report freed queue space */
     int queue_timeout_ms;
     cs_ratelimit reply_warning;
+    cs_publish_stats *stats; /* the broker's: it outlives the producer */
 };
 
 /* What a delivery report completes; the per-message opaque. */
 typedef enum outgoing_kind { OUT_WAIT, OUT_CALLBACK, OUT_REPLY_GATED, OUT_REPLY_FREE, OUT_DEAD_LETTER } outgoing_kind;
 typedef struct outgoing {
     outgoing_kind kind;
+    uint64_t enqueued_ns; /* first enqueue attempt (monotonic), for the publish latency */
     /* OUT_WAIT: the publisher waits on the outgoing's own lock and condition,
      * so that it never touches the producer once its record was reported. */
     pthread_mutex_t lock;
@@ -56,10 +58,24 @@ typedef struct outgoing {
 /* " trace_id=<id>" for a log line, or "". */
 #define OUT_TRACE_ARGS(o) ((o)->trace_id[0] ? " trace_id=" : ""), (o)->trace_id
 
+static cs_publish_kind metric_kind(outgoing_kind k) {
+    switch (k) {
+    case OUT_WAIT: return CS_PUB_PUBLISH;
+    case OUT_CALLBACK: return CS_PUB_ASYNC;
+    case OUT_DEAD_LETTER: return CS_PUB_DEAD_LETTER;
+    default: return CS_PUB_REPLY;
+    }
+}
+
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk;
     cs_producer *p = opaque;
     outgoing *o = m->_private;
+    if (o) { /* before o is handed back: a blocking publisher frees it as soon as it is done */
+        cs_publish_kind k = metric_kind(o->kind);
+        cs__histogram_observe(&p->stats->latency[k], cs__mono_ns() - o->enqueued_ns);
+        if (m->err) atomic_fetch_add_explicit(&p->stats->errors[k], 1, memory_order_relaxed);
+    }
     if (o && o->kind == OUT_WAIT) {
         pthread_mutex_lock(&o->lock);
         o->err = m->err;
@@ -118,6 +134,7 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     if (!p) return cs__fail(CS_ERR_NOMEM, "producer: out of memory");
     p->queue_timeout_ms = k->queue_timeout_ms;
     p->app = app;
+    p->stats = &k->pub_stats;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->space, NULL);
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -208,8 +225,18 @@ static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outg
     return err;
 }
 
-/* Enqueues, waiting for queue space at most queue_timeout_ms. */
+static cs_err produce_waiting(cs_producer *p, const cs_record *r, outgoing *o, int queue_timeout_ms);
+/* Enqueues (see produce_waiting); a record the producer refuses counts as a
+ * publish error of its kind, like one whose report says it failed. */
 static cs_err enqueue(cs_producer *p, const cs_record *r, outgoing *o, int queue_timeout_ms) {
+    o->enqueued_ns = cs__mono_ns();
+    cs_err err = produce_waiting(p, r, o, queue_timeout_ms);
+    if (err) atomic_fetch_add_explicit(&p->stats->errors[metric_kind(o->kind)], 1, memory_order_relaxed);
+    return err;
+}
+
+/* Enqueues, waiting for queue space at most queue_timeout_ms. */
+static cs_err produce_waiting(cs_producer *p, const cs_record *r, outgoing *o, int queue_timeout_ms) {
     struct timespec deadline;
     deadline_after(&deadline, queue_timeout_ms);
     rd_kafka_resp_err_t err;

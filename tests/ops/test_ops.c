@@ -13,7 +13,11 @@
  *   - readiness: two members of groups on one-partition topics (one of them
  *     with nothing assigned) are both ready; /readyz is 503 (still served)
  *     while the stop drains a held handler, and while the embedded broker is down;
- *   - the payouts example (main = cs_app_main): docs validated, run, publish, metrics. */
+ *   - the payouts example (main = cs_app_main): docs validated, run, publish, metrics;
+ *   - /metrics as a whole: `promtool check metrics` (Debian's prometheus
+ *     package; fails if promtool is missing) finds no problem, and the series
+ *     match what the test sent: records by topic and outcome, dead letters,
+ *     handler runs, replies, committed offsets at the end offsets, lag 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -43,6 +47,9 @@
 #endif
 #ifndef NODE_EXE
 #define NODE_EXE "node"
+#endif
+#ifndef PROMTOOL_EXE
+#define PROMTOOL_EXE "/usr/bin/promtool"
 #endif
 
 extern char **environ;
@@ -651,6 +658,153 @@ static void test_publish(void **state) {
     free(out), free(err);
 }
 
+/* ---- /metrics: promtool and the numbers ------------------------------------------ */
+
+/* The value of the series exactly `key` (name and labels) in a metrics body, or -1. */
+static long long series(const char *body, const char *key) {
+    size_t n = strlen(key);
+    for (const char *p = body; (p = strstr(p, key)); p += n)
+        if ((p == body || p[-1] == '\n') && p[n] == ' ') return atoll(p + n + 1);
+    return -1;
+}
+
+static long long sub_series(const char *body, const char *name, const char *sub, const char *group,
+                            const char *more_labels) {
+    char key[1024];
+    snprintf(key, sizeof key, "%s{subscription=\"%s\",group=\"%s\"%s}", name, sub, group, more_labels);
+    return series(body, key);
+}
+
+static long long records(const char *body, const char *sub, const char *group, const char *outcome) {
+    char more[256];
+    snprintf(more, sizeof more, ",topic=\"%s\",outcome=\"%s\"", sub, outcome);
+    return sub_series(body, "cstream_records_total", sub, group, more);
+}
+
+static long long per_partition(const char *body, const char *name, const char *sub, const char *group, int partition) {
+    char more[256];
+    snprintf(more, sizeof more, ",topic=\"%s\",partition=\"%d\"", sub, partition);
+    return sub_series(body, name, sub, group, more);
+}
+
+/* Orders: 5 paid (acked, each with a reply), 3 of amount 0 (dropped), 2
+ * negative (retried, then dead-lettered at max_attempts 2: a retry, then a
+ * drop); audit (Auto): 4 acked. Once all is settled and committed, the
+ * numbers must be exactly those, and promtool must accept the whole page. */
+static void test_metrics_promtool(void **state) {
+    (void)state;
+    if (access(PROMTOOL_EXE, X_OK))
+        fail_msg("promtool (%s) is missing: /metrics cannot be checked; install Debian's prometheus package "
+                 "(make deps does)", PROMTOOL_EXE);
+    char prefix[64], env_prefix[128], env_brokers[512], orders[128], audit[128], group[160], audit_group[160];
+    fresh_ops_topics(prefix, sizeof prefix, "opsprom", 2);
+    snprintf(orders, sizeof orders, "%sorders", prefix);
+    snprintf(audit, sizeof audit, "%saudit", prefix);
+    snprintf(group, sizeof group, "%sorders-svc", prefix);
+    snprintf(audit_group, sizeof audit_group, "%saudit-svc", prefix);
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_prefix, env_brokers, NULL}; /* info: the "http listening" line gives the port */
+    child c;
+    start_service_named(&c, "prom", NULL, env);
+    wait_ready(&c, 60000);
+
+    for (int i = 0; i < 10; i++) {
+        char key[16], value[128];
+        int amount = i < 5 ? 100 + i : i < 8 ? 0 : -1;
+        snprintf(key, sizeof key, "%d", i);
+        snprintf(value, sizeof value, "{\"id\":%d,\"amount_cents\":%d}", i, amount);
+        CST_OK(cs_test_produce(cst_cluster, orders, i % 2, key, strlen(key), value, strlen(value), NULL));
+    }
+    for (int i = 0; i < 4; i++) CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "a", 1, NULL));
+    int64_t end0 = -1, end1 = -1, end_audit = -1;
+    CST_OK(cs_test_end_offset(cst_cluster, orders, 0, &end0));
+    CST_OK(cs_test_end_offset(cst_cluster, orders, 1, &end1));
+    CST_OK(cs_test_end_offset(cst_cluster, audit, 0, &end_audit));
+
+    /* Until everything settled and every position is committed (Auto commits on its own interval). */
+    char *body = NULL;
+    for (int64_t deadline = now_ms() + 60000; now_ms() < deadline; usleep(100 * 1000)) {
+        free(body);
+        body = NULL;
+        if (http_get(c.port, "/metrics", &body) != 200) continue;
+        if (records(body, orders, group, "ack") == 5 && records(body, orders, group, "drop") == 5 &&
+            records(body, audit, audit_group, "ack") == 4 &&
+            sub_series(body, "cstream_inflight_records", orders, group, "") == 0 &&
+            sub_series(body, "cstream_inflight_records", audit, audit_group, "") == 0 &&
+            per_partition(body, "cstream_committed_offset", orders, group, 0) == end0 &&
+            per_partition(body, "cstream_committed_offset", orders, group, 1) == end1 &&
+            per_partition(body, "cstream_committed_offset", audit, audit_group, 0) == end_audit)
+            break;
+    }
+    assert_non_null(body);
+    char file[300];
+    path_of(file, sizeof file, "metrics.txt");
+    write_file(file, body); /* for a look after a failure */
+
+    /* By topic and outcome. */
+    assert_int_equal(records(body, orders, group, "ack"), 5);
+    assert_int_equal(records(body, orders, group, "drop"), 5); /* 3 amounts of 0, 2 given up */
+    assert_int_equal(records(body, orders, group, "retry"), 2);
+    assert_int_equal(records(body, orders, group, "retry_unsupported"), 0);
+    assert_int_equal(records(body, audit, audit_group, "ack"), 4);
+    assert_int_equal(records(body, audit, audit_group, "drop"), 0);
+    char more[256];
+    snprintf(more, sizeof more, ",topic=\"%s\"", orders);
+    assert_int_equal(sub_series(body, "cstream_dead_letters_total", orders, group, more), 2);
+    assert_int_equal(sub_series(body, "cstream_subscription_dead_lettered_total", orders, group, ""), 2);
+    /* Handler runs: 5 + 3 + 2 x 2 on orders, 4 on audit; the histogram agrees with delivered. */
+    assert_int_equal(sub_series(body, "cstream_handler_duration_seconds_count", orders, group, ""), 12);
+    assert_int_equal(sub_series(body, "cstream_subscription_delivered_total", orders, group, ""), 12);
+    assert_int_equal(sub_series(body, "cstream_handler_duration_seconds_bucket", orders, group, ",le=\"+Inf\""), 12);
+    assert_int_equal(sub_series(body, "cstream_handler_duration_seconds_count", audit, audit_group, ""), 4);
+    /* In flight, positions and lag once idle. */
+    assert_int_equal(sub_series(body, "cstream_inflight_records", orders, group, ""), 0);
+    assert_int_equal(per_partition(body, "cstream_committed_offset", orders, group, 0), end0);
+    assert_int_equal(per_partition(body, "cstream_committed_offset", orders, group, 1), end1);
+    assert_int_equal(per_partition(body, "cstream_committed_offset", audit, audit_group, 0), end_audit);
+    assert_int_equal(per_partition(body, "cstream_lag_records", orders, group, 0), 0);
+    assert_int_equal(per_partition(body, "cstream_lag_records", orders, group, 1), 0);
+    assert_int_equal(per_partition(body, "cstream_lag_records", audit, audit_group, 0), 0);
+    /* Publishes: a reply per paid order, a dead letter per negative one, no error. */
+    assert_int_equal(series(body, "cstream_publish_duration_seconds_count{kind=\"reply\"}"), 5);
+    assert_int_equal(series(body, "cstream_publish_duration_seconds_count{kind=\"dead_letter\"}"), 2);
+    assert_int_equal(series(body, "cstream_publish_duration_seconds_count{kind=\"publish\"}"), 0);
+    assert_int_equal(series(body, "cstream_publish_errors_total{kind=\"reply\"}"), 0);
+    assert_int_equal(series(body, "cstream_publish_errors_total{kind=\"dead_letter\"}"), 0);
+    assert_int_equal(series(body, "cstream_unflushed_records"), 0);
+
+    /* promtool reads the page from stdin: exit 0 and not a word of complaint. */
+    char *out, *err;
+    const char *check[] = {PROMTOOL_EXE, "check", "metrics", NULL};
+    int status = run(check, NULL, body, &out, &err);
+    if (status != 0 || *out || *err)
+        fail_msg("promtool check metrics (exit %d) on %s:\n%s%s", status, file, out, err);
+    free(out), free(err);
+    free(body);
+    assert_int_equal(stop_service(&c), 0);
+}
+
+/* Label values with a quote, a backslash and a newline come out escaped as
+ * the text format wants them, and promtool accepts the page. */
+static void test_metrics_label_escaping(void **state) {
+    (void)state;
+    if (access(PROMTOOL_EXE, X_OK))
+        fail_msg("promtool (%s) is missing: /metrics cannot be checked; install Debian's prometheus package "
+                 "(make deps does)", PROMTOOL_EXE);
+    cs_app *app = cs_app_new("say \"hi\"", "c:\\v1\nbeta");
+    assert_non_null(app);
+    char *body = NULL;
+    CST_OK(cs_app_metrics(app, &body));
+    cs_app_destroy(app);
+    assert_non_null(strstr(body, "cstream_up{app=\"say \\\"hi\\\"\",version=\"c:\\\\v1\\nbeta\"} 0\n"));
+    char *out, *err;
+    const char *check[] = {PROMTOOL_EXE, "check", "metrics", NULL};
+    int status = run(check, NULL, body, &out, &err);
+    if (status != 0 || *out || *err) fail_msg("promtool check metrics (exit %d):\n%s%s\non:\n%s", status, out, err, body);
+    free(out), free(err), free(body);
+}
+
 static int setup(void **state) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/cstream-ops-XXXXXX");
     if (!mkdtemp(tmpdir)) return -1;
@@ -668,6 +822,8 @@ int main(void) {
         cmocka_unit_test(test_readyz_follows_the_connection),
         cmocka_unit_test(test_payouts_example),
         cmocka_unit_test(test_publish),
+        cmocka_unit_test(test_metrics_promtool),
+        cmocka_unit_test(test_metrics_label_escaping),
     };
     return cmocka_run_group_tests(tests, setup, cst_cluster_teardown);
 }

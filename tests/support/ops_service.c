@@ -1,7 +1,8 @@
 /* ops_service.c — a small service whose main is cs_app_main, for
  * tests/ops/test_ops.c: a typed Tracked subscription on <prefix>orders (JSON
  * `order`, with a nested `line` array) that replies to <prefix>orders.done and
- * dead-letters to <prefix>orders.dlq, an untyped Auto subscription on
+ * dead-letters to <prefix>orders.dlq (a negative amount is retried until it
+ * goes there, an amount of 0 is dropped), an untyped Auto subscription on
  * <prefix>audit, and a declared topic it publishes to, <prefix>invoices.
  * OPS_PREFIX (environment) prefixes topics and groups so runs stay apart;
  * OPS_CODE_BROKERS plays the bootstrap servers written in the code
@@ -52,6 +53,7 @@ static cs_outcome handle_order(cs_delivery *d, void *user) {
     (void)user;
     const order *o = cs_delivery_decoded(d);
     if (o && o->amount_cents < 0) return CS_RETRY; /* ends in the dead-letter topic */
+    if (o && o->amount_cents == 0) return CS_DROP; /* nothing to pay: settled, no reply */
     char reply[64];
     int n = snprintf(reply, sizeof reply, "{\"order_id\":%llu}", (unsigned long long)(o ? o->id : 0));
     cs_delivery_reply(d, NULL, 0, reply, (size_t)n);
