@@ -3,15 +3,17 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
-# prometheus: its promtool checks /metrics in tests/ops (the test fails without it).
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven prometheus
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven
+# The tests also need prometheus: its promtool checks /metrics in tests/ops
+# (the test fails without it). `make run` does not install it.
+TEST_DEBS  := prometheus
 
 # Only the targets that need them install these (valgrind: `make valgrind`;
 # clang for libFuzzer: `make fuzz`), so `make test` stays as lean as before.
 VALGRIND_DEBS := valgrind
 FUZZ_DEBS     := clang
 
-.PHONY: all deps valgrind-deps fuzz-deps build run serve test test-embedded proof test-asan test-tsan valgrind fuzz fuzz-build clean install
+.PHONY: all deps test-deps valgrind-deps fuzz-deps build run serve test test-embedded proof test-asan test-tsan valgrind fuzz fuzz-build clean install
 
 all: build
 
@@ -27,6 +29,8 @@ endef
 
 deps:
 	$(call install_missing,$(DEBS))
+test-deps: deps
+	$(call install_missing,$(TEST_DEBS))
 valgrind-deps:
 	$(call install_missing,$(VALGRIND_DEBS))
 fuzz-deps: deps
@@ -53,13 +57,13 @@ serve: build
 
 # Unit and embedded-cluster tests, then the same delivery-guarantee tests on a
 # real Apache Kafka broker that scripts/kafka starts (and stops afterwards).
-test: build
+test: build test-deps
 	@scripts/kafka start >/dev/null
 	@status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 || status=$$?; \
 	  scripts/kafka stop >/dev/null; exit $$status
 
 # Only the unit and embedded-cluster tests (no Java needed).
-test-embedded: build
+test-embedded: build test-deps
 	ctest --test-dir $(BUILD) --output-on-failure -j2 -LE real
 
 # The crash proof: 20 SIGKILLs of a Tracked payouts service, with the table of
