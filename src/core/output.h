@@ -27,6 +27,9 @@ typedef struct cs_output {
  * traceparent becomes a header of the copy (unless r has its own), and the
  * copy has no parent. NULL on out of memory. */
 cs_output *cs__output_new(const cs_record *r, int64_t source_offset);
+/* The traceparent a record inherits from its parent delivery (cs_record
+ * .parent), unless it sets its own header; NULL if none. Any thread. */
+const char *cs__inherited_traceparent(const cs_record *r);
 /* Frees a list. */
 void cs__output_free_all(cs_output *o);
 

@@ -17,6 +17,7 @@
 #include "../core/broker.h"
 #include "../core/error.h"
 #include "../core/log.h"
+#include "../core/output.h"
 #include "../core/pipeline.h"
 #include "../core/trace.h"
 #include "kafka_internal.h"
@@ -202,17 +203,10 @@ rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n) {
     return hdrs;
 }
 
-/* The parent delivery's traceparent, unless the record sets its own. */
-static const char *inherited_traceparent(const cs_record *r) {
-    const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
-    for (size_t i = 0; tp && i < r->n_headers; i++)
-        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
-    return tp;
-}
 
 static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outgoing *o) {
     rd_kafka_headers_t *hdrs = cs__headers_new(r->headers, r->n_headers);
-    const char *traceparent = inherited_traceparent(r);
+    const char *traceparent = cs__inherited_traceparent(r);
     if (traceparent) {
         if (!hdrs) hdrs = rd_kafka_headers_new(1);
         rd_kafka_header_add(hdrs, CS_TRACEPARENT_HEADER, -1, traceparent, CS_TRACEPARENT_LEN);

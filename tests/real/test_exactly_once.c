@@ -341,6 +341,28 @@ static bool outputs_at(void *arg) {
     return st.outputs >= *(uint64_t *)a[1];
 }
 
+/* The in-process transform of the two tests below, started: its producer
+ * accepts a 2 MiB record, the broker does not. `dlq` NULL: no dead letters. */
+static cs_app *start_oversize(run *r, oversize *o, const char *dlq, cs_sub **out) {
+    cs_app *app = cs_app_new("eos-oversize", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_instance_id(k, r->instance));
+    CST_OK(cs_kafka_topic(k, r->out, PARTS));
+    CST_OK(cs_kafka_producer_config(k, "message.max.bytes", "4000000"));
+    cs_sub *s = cs_kafka_subscribe(k, r->topic, oversize_once, o);
+    CST_OK(cs_sub_group(s, r->group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_reply(s, r->out, 5000));
+    if (dlq) {
+        CST_OK(cs_sub_max_attempts(s, 2));
+        CST_OK(cs_sub_dead_letter(s, dlq));
+    }
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    *out = s;
+    return app;
+}
+
 static void aborted_transaction_is_invisible(void **state) {
     (void)state;
     run r;
@@ -352,17 +374,8 @@ static void aborted_transaction_is_invisible(void **state) {
         CST_OK(cs_test_produce(cst_cluster, r.topic, 0, NULL, 0, v, (size_t)n, NULL));
     }
     oversize o = {.out = r.out, .runs = cst_seen_new(PARTS, 200)};
-    cs_app *app = cs_app_new("eos-abort", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    CST_OK(cs_kafka_instance_id(k, r.instance));
-    CST_OK(cs_kafka_topic(k, r.out, PARTS));
-    CST_OK(cs_kafka_producer_config(k, "message.max.bytes", "4000000"));
-    cs_sub *s = cs_kafka_subscribe(k, r.topic, oversize_once, &o);
-    CST_OK(cs_sub_group(s, r.group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
-    CST_OK(cs_sub_reply(s, r.out, 5000));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_oversize(&r, &o, NULL, &s);
     uint64_t want = 200;
     void *arg[2] = {s, &want};
     assert_true(cst_wait(outputs_at, arg, 60000));
@@ -399,19 +412,8 @@ static void refused_output_is_dead_lettered(void **state) {
     CST_OK(cs_test_topic_create(cst_cluster, dlq, 1));
     for (int i = 0; i < 100; i++) CST_OK(cs_test_produce(cst_cluster, r.topic, 0, NULL, 0, "v", 1, NULL));
     oversize o = {.out = r.out, .runs = cst_seen_new(PARTS, 100), .always = true};
-    cs_app *app = cs_app_new("eos-refused", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    CST_OK(cs_kafka_instance_id(k, r.instance));
-    CST_OK(cs_kafka_topic(k, r.out, PARTS));
-    CST_OK(cs_kafka_producer_config(k, "message.max.bytes", "4000000"));
-    cs_sub *s = cs_kafka_subscribe(k, r.topic, oversize_once, &o);
-    CST_OK(cs_sub_group(s, r.group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
-    CST_OK(cs_sub_reply(s, r.out, 5000));
-    CST_OK(cs_sub_max_attempts(s, 2));
-    CST_OK(cs_sub_dead_letter(s, dlq));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_oversize(&r, &o, dlq, &s);
     uint64_t want = 100; /* 99 replies and 1 dead letter */
     void *arg[2] = {s, &want};
     assert_true(cst_wait(outputs_at, arg, 120000));
