@@ -58,6 +58,20 @@ static bool all_settled(payouts_service *svc) {
            rec.acked + rec.dropped >= LINES;
 }
 
+/* One line of progress while the service works (every half second). */
+static void show_progress(const payouts_service *svc, int waited_ms) {
+    cs_sub_stats pay, view, rec;
+    cs_sub_stats_get(svc->pay_out, &pay);
+    cs_sub_stats_get(svc->count_view, &view);
+    cs_sub_stats_get(svc->reconcile, &rec);
+    printf("progress %4.1f s: payouts settled %llu (retried %llu, dead-lettered %llu), page views %llu, "
+           "statement lines %llu\n",
+           waited_ms / 1000.0, (unsigned long long)(pay.acked + pay.dropped), (unsigned long long)pay.retried,
+           (unsigned long long)pay.dead_lettered, (unsigned long long)(view.acked + view.dropped),
+           (unsigned long long)(rec.acked + rec.dropped));
+    fflush(stdout);
+}
+
 int main(void) {
     clients cl;
     payouts_options opt = {.clients = &cl, .counters_fail_every = 50, .bank_fail_every = 20, .tune = fast_timings};
@@ -87,7 +101,10 @@ int main(void) {
         statement_line l = {.payout_id = i, .amount_cents = i % 100 == 0 ? 0 : 100 * i};
         seed(svc.kafka, TOPIC_STATEMENTS, &statement_line_type, &l, i);
     }
-    for (int waited = 0; waited < 120000 && !all_settled(&svc); waited += 50) usleep(50 * 1000);
+    for (int waited = 0; waited < 120000 && !all_settled(&svc); waited += 50) {
+        if (waited % 500 == 0) show_progress(&svc, waited);
+        usleep(50 * 1000);
+    }
     cs_app_stop(svc.app);
 
     cs_sub_stats pay, view, rec;
