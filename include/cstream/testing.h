@@ -83,7 +83,10 @@ cs_err cs_test_wait_committed(cs_test_cluster *c, const char *group, const char 
                               int64_t at_least, int timeout_ms);
 
 /* Waits until every subscription of the app has an assignment, nothing is
- * queued or in flight, and every assigned partition is consumed to its end. */
+ * queued or in flight, and every assigned partition is consumed to its end.
+ * "Consumed" means a record at the last offset was handed out: a partition
+ * written in transactions ends with a commit marker, which is never handed
+ * out, so on such topics wait for what the handlers saw instead. */
 cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms);
 /* Simulated crash: stops every consumer without committing or closing (the
  * group only notices at session timeout), skips the shutdown hook, frees the app. */
