@@ -138,8 +138,8 @@ cs_err cs_sub_window_records(cs_sub *s, size_t n);
 /* Transactional: how long a retried record may hold its partition's window
  * (the position cannot pass it) before the window aborts: its buffered
  * outputs are discarded, the partition rewinds to the last committed position
- * and its records are read again (default 5000 ms, half the 10 s
- * transaction.timeout.ms cstream gives its transactional producers). */
+ * and its records are read again (default 5000 ms, well under the
+ * producer's transaction.timeout.ms, 60 s). */
 cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms);
 /* How long a revoke, and the graceful stop, wait for in-flight deliveries
  * (running, pending, or waiting for their reply's report) to settle before the

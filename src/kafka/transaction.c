@@ -98,11 +98,13 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
     }
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     cs_err err = cs__conf_set(conf, who, "client.id", cs_app_name(app)); /* default; config may override */
-    /* Default 10 s (librdkafka: 60 s; config may override): a window commits
-     * within milliseconds, and in librdkafka 2.0.2 an abort after the broker
-     * refused an output waits for the records queued behind it until the
-     * transaction times out (message.timeout.ms follows it down). */
-    if (!err) err = cs__conf_set(conf, who, "transaction.timeout.ms", "10000");
+    /* message.timeout.ms 10 s (librdkafka: 300 s, capped at the transaction
+     * timeout, 60 s; config may override): in librdkafka 2.0.2 an abort after
+     * the broker refused an output waits for the records queued behind it
+     * (their sequence has a gap) until they time out. They must time out well
+     * before the coordinator times the transaction out and bumps the epoch,
+     * or the abort itself is fenced (fatal in 2.0.2). */
+    if (!err) err = cs__conf_set(conf, who, "message.timeout.ms", "10000");
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
     if (!err) err = cs__conf_set(conf, who, "bootstrap.servers", s->k->bootstrap);
