@@ -20,23 +20,14 @@
 #include "log.h"
 #include "pipeline.h"
 
+#include "fake_source.h"
+
 enum { MAX_OPEN = 8, N = 12 };
 
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static cs_delivery *held[N];
 static int n_held;
 
-static void release(void *msg) { (void)msg; }
-static size_t header_count(void *msg) {
-    (void)msg;
-    return 0;
-}
-static int header_at(void *msg, size_t idx, const char **name, const void **value, size_t *len) {
-    (void)msg, (void)idx, (void)name, (void)value, (void)len;
-    return -1;
-}
-static const cs_source_ops ops = {release, header_count, header_at};
-static int dummy_msg;
 
 /* Keeps every delivery pending, for the test to settle. */
 static cs_outcome hold(cs_delivery *d, void *user) {
@@ -67,7 +58,7 @@ static cs_pipeline *start(cs_part **part_out, int n) {
     cs_pipeline_config cfg = {.name = "t", .handler = hold, .tracked = true, .workers = 1, .max_open = MAX_OPEN};
     cs_pipeline *p = cs__pipeline_new(&cfg);
     assert_non_null(p);
-    cs_part *part = cs__pipeline_part(p, "in", 0, &ops);
+    cs_part *part = cs__pipeline_part(p, "in", 0, &fake_source);
     assert_non_null(part);
     cs__pipeline_assign(p, part);
     for (int i = 0; i < n; i++) {
@@ -76,7 +67,7 @@ static cs_pipeline *start(cs_part **part_out, int n) {
         d->topic = part->topic;
         d->offset = i;
         d->timestamp = -1;
-        d->msg = &dummy_msg;
+        d->msg = &fake_msg;
         cs__pipeline_dispatch(p, part, d); /* past max_open it asks for a pause; the test ignores it */
     }
     while (held_count() < n) usleep(1000); /* every handler ran (a condition, not a timing) */

@@ -22,23 +22,14 @@
 #include "log.h"
 #include "pipeline.h"
 
+#include "fake_source.h"
+
 enum { N = 3000 };
 
 static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static cs_delivery *held[N];
 static int n_held;
 
-static void release(void *msg) { (void)msg; }
-static size_t header_count(void *msg) {
-    (void)msg;
-    return 0;
-}
-static int header_at(void *msg, size_t idx, const char **name, const void **value, size_t *len) {
-    (void)msg, (void)idx, (void)name, (void)value, (void)len;
-    return -1;
-}
-static const cs_source_ops ops = {release, header_count, header_at};
-static int dummy_msg;
 
 /* Publishes one output carrying its source offset, keeps the delivery. */
 static cs_outcome hold(cs_delivery *d, void *user) {
@@ -65,7 +56,7 @@ static cs_pipeline *start(cs_part **part_out) {
                               .max_open = 100000};
     cs_pipeline *p = cs__pipeline_new(&cfg);
     assert_non_null(p);
-    cs_part *part = cs__pipeline_part(p, "in", 0, &ops);
+    cs_part *part = cs__pipeline_part(p, "in", 0, &fake_source);
     cs__pipeline_assign(p, part);
     for (int i = 0; i < N; i++) {
         cs_delivery *d = cs__delivery_alloc(part);
@@ -73,7 +64,7 @@ static cs_pipeline *start(cs_part **part_out) {
         d->partition = 0;
         d->offset = i;
         d->timestamp = -1;
-        d->msg = &dummy_msg;
+        d->msg = &fake_msg;
         cs__pipeline_dispatch(p, part, d);
     }
     while (held_count() < N) usleep(1000); /* every handler ran (a condition, not a timing) */
