@@ -1,0 +1,129 @@
+/* soak_service.c — the Tracked service `make soak` runs for millions of
+ * records while soak_driver samples its memory and restarts the broker under it.
+ *
+ * Each record's value starts with its id in decimal. The handler asks for a
+ * retry on the first attempt of every record whose id ends in 07 (1% of them),
+ * and acks everything else. Every ack sets the id's bit in a bitmap that lives
+ * in a file shared with the driver (MAP_SHARED), so the driver counts lost and
+ * duplicated records without asking this process anything, even if it dies.
+ *
+ * usage: soak_service TOPIC GROUP SHARED_FILE WORKERS
+ * CSTREAM_BROKERS names the cluster; SIGTERM stops it gracefully. */
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cstream.h>
+
+#include "soak_shared.h"
+
+static soak_shared *shared;
+
+static cs_outcome handle(cs_delivery *d, void *user) {
+    (void)user;
+    size_t len = 0;
+    const char *value = cs_delivery_value(d, &len);
+    char digits[24];
+    size_t n = len < sizeof digits - 1 ? len : sizeof digits - 1;
+    memcpy(digits, value ? value : "", value ? n : 0);
+    digits[value ? n : 0] = '\0';
+    char *end = NULL;
+    unsigned long long id = strtoull(digits, &end, 10);
+    if (end == digits || id >= shared->records) {
+        /* Not one of ours: counted, so the driver reports it, and settled so
+         * it cannot hold the committed position back. */
+        atomic_fetch_add(&shared->foreign, 1);
+        return CS_DROP;
+    }
+    if (id % 100 == 7 && cs_delivery_attempt(d) == 1) {
+        atomic_fetch_add(&shared->retries, 1);
+        return CS_RETRY;
+    }
+    uint64_t bit = UINT64_C(1) << (id % 64);
+    uint64_t before = atomic_fetch_or(&shared->seen[id / 64], bit);
+    if (before & bit)
+        atomic_fetch_add(&shared->duplicates, 1);
+    else
+        atomic_fetch_add(&shared->distinct, 1);
+    return CS_ACK;
+}
+
+/* The resident set keeps the allocator's high-water marks (glibc does not
+ * hand freed arena memory back), so it steps up after bursts and never comes
+ * down. The bytes malloc holds for live allocations do come down: they are
+ * what shows a leak. */
+static void *report_heap(void *arg) {
+    (void)arg;
+    for (;;) {
+        struct mallinfo2 mi = mallinfo2();
+        atomic_store(&shared->heap_bytes, (uint64_t)(mi.uordblks + mi.hblkhd));
+        struct timespec nap = {0, 250 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+static soak_shared *map_shared(const char *path) {
+    int fd = open(path, O_RDWR);
+    if (fd < 0) {
+        perror(path);
+        return NULL;
+    }
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(soak_shared))
+        p = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "soak_service: cannot map %s\n", path);
+        return NULL;
+    }
+    soak_shared *s = p;
+    /* Touch every page of the bitmap now, so the resident set does not grow
+     * by the bitmap's size as the ids go by and blur the curve we watch. */
+    volatile uint64_t sink = 0;
+    for (uint64_t i = 0; i < soak_shared_words(s->records); i += 512) sink += atomic_load(&s->seen[i]);
+    (void)sink;
+    return s;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s TOPIC GROUP SHARED_FILE WORKERS\n", argv[0]);
+        return 2;
+    }
+    /* A stop signal that arrives before cs_app_run waits for it stays pending
+     * and starts the graceful stop. */
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    sigprocmask(SIG_BLOCK, &stop, NULL);
+    shared = map_shared(argv[3]);
+    if (!shared) return 2;
+    pthread_t heap_reporter;
+    pthread_create(&heap_reporter, NULL, report_heap, NULL);
+    pthread_detach(heap_reporter);
+
+    cs_log_set_level(CS_LOG_WARN);
+    cs_app *app = cs_app_new("soak", "1.0");
+    cs_kafka *k = cs_kafka_new(NULL);
+    cs_sub *s = cs_kafka_subscribe(k, argv[1], handle, NULL);
+    cs_err err = s ? CS_OK : CS_ERR_ARG;
+    if (!err) err = cs_sub_group(s, argv[2]);
+    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_workers(s, atoi(argv[4]));
+    if (!err) err = cs_app_add_kafka(app, k);
+    if (!err) err = cs_app_run(app);
+    if (err) fprintf(stderr, "soak_service: %s\n", cs_errmsg());
+    cs_app_destroy(app);
+    return err ? 1 : 0;
+}
