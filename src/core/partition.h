@@ -85,6 +85,7 @@ typedef struct cs_part {
     size_t n_prior, prior_next;
     int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
     size_t suspect_left; /* records that still commit their attempt before running */
+    bool out_of_memory;  /* the tracker could not record an offset: the app must stop */
 
     /* Transactional (window.c): outputs of settled records waiting for a
      * transaction that commits past their source, in settlement order */

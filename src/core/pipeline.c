@@ -267,6 +267,7 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     part->n_prior = part->prior_next = 0;
     part->max_fetched = -1;
     part->suspect_left = 0;
+    part->out_of_memory = false;
     part->first_fetched = -1;
     part->stall_offset = -1;
     part->stall_since_ms = 0;
@@ -545,7 +546,16 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
     else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
     pthread_mutex_lock(&part->lock);
     d->epoch = part->epoch;
-    if (part->tracker && cs_tracker_delivered(part->tracker, d->offset, &d->seq) != 0) {
+    int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
+    if (tracked == -2) {
+        /* The record is not handed out and the committed position stays
+         * below it; the fetch thread stops the app (cs__part_out_of_memory). */
+        part->out_of_memory = true;
+        pthread_mutex_unlock(&part->lock);
+        cs__delivery_free(d);
+        return false;
+    }
+    if (tracked != 0) {
         /* Not increasing: librdkafka re-delivered an offset of this epoch (it
          * does after a seek). The open entry already covers it. */
         pthread_mutex_unlock(&part->lock);

@@ -38,6 +38,7 @@ struct cs_tracker {
     uint64_t next_seq;      /* seq the next delivery gets */
     size_t open;            /* delivered and not yet settled */
     int64_t last_delivered; /* -1 when nothing was delivered since the reset */
+    bool out_of_memory;     /* the ring could not grow: refuse every delivery until the reset */
 };
 
 static size_t ring_size(const cs_tracker *t)
@@ -96,6 +97,7 @@ cs_tracker *cs_tracker_new(void)
     t->next_seq = 0;
     t->open = 0;
     t->last_delivered = -1;
+    t->out_of_memory = false;
     return t;
 }
 
@@ -114,6 +116,7 @@ void cs_tracker_reset(cs_tracker *t)
     t->base_seq = t->next_seq;
     t->open = 0;
     t->last_delivered = -1;
+    t->out_of_memory = false;
 }
 
 int cs_tracker_delivered(cs_tracker *t, int64_t offset, uint64_t *seq)
@@ -121,8 +124,14 @@ int cs_tracker_delivered(cs_tracker *t, int64_t offset, uint64_t *seq)
     /* INT64_MAX is refused so that last delivered + 1 cannot overflow. */
     if (offset < 0 || offset == INT64_MAX || offset <= t->last_delivered)
         return -1;
-    if (ring_size(t) == t->capacity && grow_the_ring(t) != 0)
-        return -1;
+    /* Once an offset could not be recorded, later ones must not be either:
+     * settling them would move the position past the unrecorded one. */
+    if (t->out_of_memory)
+        return -2;
+    if (ring_size(t) == t->capacity && grow_the_ring(t) != 0) {
+        t->out_of_memory = true;
+        return -2;
+    }
     uint64_t new_seq = t->next_seq;
     cs_tracker_entry *e = entry_for_seq(t, new_seq);
     e->offset = offset;

@@ -33,9 +33,11 @@ void cs_tracker_destroy(cs_tracker *t);
 void cs_tracker_reset(cs_tracker *t);
 
 /* Records offset as handed out. Offsets must strictly increase across calls
- * since the last reset, and lie in [0, INT64_MAX) (returns -1 and changes nothing
- * otherwise, or on out of memory). On success returns 0 and stores in *seq a
- * sequence number that identifies this delivery for cs_tracker_settle. */
+ * since the last reset, and lie in [0, INT64_MAX) (returns -1 and changes
+ * nothing otherwise). Out of memory returns -2, and so does every later call
+ * until the reset, so the position never passes the offset it could not
+ * record. On success returns 0 and stores in *seq a sequence number that
+ * identifies this delivery for cs_tracker_settle. */
 int cs_tracker_delivered(cs_tracker *t, int64_t offset, uint64_t *seq);
 
 /* Marks a delivery settled. Returns 0; -1 if seq is unknown (never issued

@@ -36,6 +36,10 @@ struct cs_consumer {
     _Atomic bool stop;
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
+    /* A record could not be handed out or tracked for lack of memory: the app
+     * is stopping, and no later record is handed out either, so none can be
+     * settled past the one that was not (fetch thread only). */
+    bool out_of_memory;
     /* readiness (read by the HTTP thread through cs__consumer_ready) */
     _Atomic bool joined;       /* the last rebalance ended with an assignment, empty or not */
     _Atomic bool brokers_down; /* librdkafka reported all brokers down; cleared by a probe that answers */
@@ -541,16 +545,25 @@ static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
 
 /* ---- the fetch loop --------------------------------------------------------- */
 
+/* The record at topic/partition@offset was not handed out: stop the app, and
+ * hand out nothing more, so that no later record can be settled and commit a
+ * position past it (it is read again after the restart). */
+static void out_of_memory(cs_consumer *c, const char *topic, int32_t partition, int64_t offset, const char *what) {
+    c->out_of_memory = true;
+    cs__app_fatal(c->app, "%s: out of memory %s at %s/%d@%lld; nothing after it is handed out or committed", c->who,
+                  what, topic, (int)partition, (long long)offset);
+}
+
 static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
     const char *topic = rd_kafka_topic_name(m->rkt);
+    if (c->out_of_memory) {
+        rd_kafka_message_destroy(m);
+        return;
+    }
     cs_part *part = part_of(c, topic, m->partition);
     cs_delivery *d = part ? cs__delivery_alloc(part) : NULL;
     if (!d) {
-        /* Out of memory: the record is not handed out. Under Tracked it is
-         * not tracked either, so the position cannot pass it only if an
-         * earlier record is open; stop rather than risk a gap. */
-        cs__app_fatal(c->app, "%s: out of memory at %s/%d@%lld", c->who, topic, (int)m->partition,
-                      (long long)m->offset);
+        out_of_memory(c, topic, m->partition, m->offset, "for the delivery");
         rd_kafka_message_destroy(m);
         return;
     }
@@ -565,7 +578,9 @@ static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
     d->value = m->payload;
     d->value_len = m->len;
     d->msg = m;
+    int64_t offset = m->offset;
     if (cs__pipeline_dispatch(c->pipe, part, d)) pause_or_resume(c, part, true);
+    else if (part->out_of_memory) out_of_memory(c, topic, part->partition, offset, "to track the offset");
 }
 
 static void *fetch_main(void *arg) {

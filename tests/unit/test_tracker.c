@@ -21,6 +21,16 @@
 
 static uint64_t test_seed;
 
+/* The tracker's malloc, wrapped at link time (-Wl,--wrap=malloc in
+ * tests/CMakeLists.txt): while fail_malloc is set, it fails. */
+static bool fail_malloc;
+void *__real_malloc(size_t size);
+void *__wrap_malloc(size_t size);
+void *__wrap_malloc(size_t size)
+{
+    return fail_malloc ? NULL : __real_malloc(size);
+}
+
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                  */
 /* ------------------------------------------------------------------------ */
@@ -558,6 +568,32 @@ static uint64_t choose_seed(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The ring cannot grow: the delivery is refused, and so is every later one
+ * until the reset, so settling what was recorded cannot move the position
+ * past the offset that was not. */
+static void test_out_of_memory_stops_the_position(void **state)
+{
+    cs_tracker *t = *state;
+    uint64_t seqs[64], seq = 0;
+    size_t n = 0;
+    int64_t offset = 0;
+    for (; n < 64; n++, offset++)
+        assert_int_equal(cs_tracker_delivered(t, offset, &seqs[n]), 0);
+    /* Offsets 0..63 fill the initial ring; 64 needs it to grow. */
+    fail_malloc = true;
+    assert_int_equal(cs_tracker_delivered(t, 64, &seq), -2);
+    fail_malloc = false;
+    assert_int_equal(cs_tracker_delivered(t, 65, &seq), -2);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
+    assert_int_equal(cs_tracker_position(t), 64);
+    assert_int_equal(cs_tracker_open_count(t), 0);
+    /* A new assignment starts over from the committed position. */
+    cs_tracker_reset(t);
+    assert_int_equal(cs_tracker_delivered(t, 64, &seq), 0);
+    assert_int_equal(cs_tracker_position(t), 64);
+}
+
 int main(void)
 {
     test_seed = choose_seed();
@@ -580,6 +616,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_growth_past_initial_capacity, setup_tracker,
                                         teardown_tracker),
         cmocka_unit_test_setup_teardown(test_random_against_model, setup_tracker,
+                                        teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_out_of_memory_stops_the_position, setup_tracker,
                                         teardown_tracker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
