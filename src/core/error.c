@@ -36,6 +36,7 @@ const char *cs_err_name(cs_err err) {
     case CS_ERR_STALE: return "CS_ERR_STALE";
     case CS_ERR_NOMEM: return "CS_ERR_NOMEM";
     case CS_ERR_HOOK: return "CS_ERR_HOOK";
+    case CS_ERR_AUTH: return "CS_ERR_AUTH";
     }
     return "CS_ERR_UNKNOWN";
 }
