@@ -78,6 +78,32 @@ static void load_env(void) {
     snprintf(wrong_password, sizeof wrong_password, "wrong-%ld-never-logged", (long)ts.tv_nsec);
 }
 
+/* The capture running now, if any. A failed check inside a capture restores
+ * stderr first (CFG_OK), or its message would only reach the capture file. */
+static cst_capture *capturing;
+
+static void capture_begin(cst_capture *c) {
+    cst_capture_start(c);
+    capturing = c;
+}
+
+static char *capture_end(void) {
+    char *text = cst_capture_stop(capturing);
+    capturing = NULL;
+    return text;
+}
+
+#define CFG_OK(expr)                                                                               \
+    do {                                                                                           \
+        cs_err cfg_err_ = (expr);                                                                  \
+        if (cfg_err_ != CS_OK) {                                                                   \
+            char cfg_why_[1024];                                                                   \
+            snprintf(cfg_why_, sizeof cfg_why_, "%s", cs_errmsg());                                \
+            if (capturing) free(capture_end());                                                    \
+            fail_msg("%s -> %s: %s", #expr, cs_err_name(cfg_err_), cfg_why_);                      \
+        }                                                                                          \
+    } while (0)
+
 static void assert_no_passwords(const char *what, const char *text) {
     cst_assert_no_secret(what, text, sasl.password);
     cst_assert_no_secret(what, text, wrong_password);
@@ -87,13 +113,13 @@ static void assert_no_passwords(const char *what, const char *text) {
  * debug output on if `debug` (it goes through cstream's logger). */
 static cs_kafka *sasl_kafka_with(const char *mechanism, const char *password, const char *ca, bool debug) {
     cs_kafka *k = cs_kafka_new(sasl.brokers);
-    assert_non_null(k);
-    CST_OK(cs_kafka_config(k, "security.protocol", "SASL_SSL"));
-    CST_OK(cs_kafka_config(k, "sasl.mechanisms", mechanism));
-    CST_OK(cs_kafka_config(k, "sasl.username", sasl.user));
-    CST_OK(cs_kafka_config(k, "sasl.password", password));
-    CST_OK(cs_kafka_config(k, "ssl.ca.location", ca));
-    if (debug) CST_OK(cs_kafka_config(k, "debug", "security,broker"));
+    if (!k) CFG_OK(CS_ERR_ARG);
+    CFG_OK(cs_kafka_config(k, "security.protocol", "SASL_SSL"));
+    CFG_OK(cs_kafka_config(k, "sasl.mechanisms", mechanism));
+    CFG_OK(cs_kafka_config(k, "sasl.username", sasl.user));
+    CFG_OK(cs_kafka_config(k, "sasl.password", password));
+    CFG_OK(cs_kafka_config(k, "ssl.ca.location", ca));
+    if (debug) CFG_OK(cs_kafka_config(k, "debug", "security,broker"));
     return k;
 }
 
@@ -128,20 +154,20 @@ static void right_credentials_consume_commit_and_publish(void **state) {
     snprintf(reply, sizeof reply, "%s.reply", topic);
     CST_OK(cs_test_topic_create(cst_cluster, reply, 1));
 
+    /* Everything from the configuration on is captured. */
     cst_capture cap;
-    cst_capture_start(&cap);
+    capture_begin(&cap);
     cs_log_set_level(CS_LOG_DEBUG);
     cs_log_set_format(CS_LOG_JSON);
-
     run r = {.seen = cst_seen_new(PARTITIONS, RECORDS)};
     cs_app *app = cs_app_new("sasl-test", "1.0");
     cs_kafka *k = sasl_kafka(good_mechanism(), sasl.password, sasl.ca);
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, &r);
-    assert_non_null(s);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_reply(s, reply, 5000));
-    CST_OK(cs_app_add_kafka(app, k));
+    if (!s) CFG_OK(CS_ERR_ARG);
+    CFG_OK(cs_sub_group(s, group));
+    CFG_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CFG_OK(cs_sub_reply(s, reply, 5000));
+    CFG_OK(cs_app_add_kafka(app, k));
     cs_err started = cs_app_start(app);
     char why[1024];
     snprintf(why, sizeof why, "%s", started ? cs_errmsg() : "");
@@ -166,7 +192,7 @@ static void right_credentials_consume_commit_and_publish(void **state) {
         /* Committed position = last offset + 1 once every record is settled. */
         committed = cs_test_wait_committed(cst_cluster, group, topic, p, last[p] + 1, 30000);
         if (committed != CS_OK) snprintf(why, sizeof why, "partition %d: %s", p, cs_errmsg());
-        else if (cs_kafka_committed(k, group, topic, p, &via_sasl[p]) != CS_OK)
+        else if ((committed = cs_kafka_committed(k, group, topic, p, &via_sasl[p])) != CS_OK)
             snprintf(why, sizeof why, "cs_kafka_committed over SASL_SSL: %s", cs_errmsg());
     }
     cs_err stopped = cs_app_stop(app);
@@ -176,7 +202,7 @@ static void right_credentials_consume_commit_and_publish(void **state) {
 
     cs_log_set_format(CS_LOG_TEXT);
     cs_log_set_level(CS_LOG_INFO);
-    char *log = cst_capture_stop(&cap);
+    char *log = capture_end();
     if (getenv("CST_DUMP")) fputs(log, stdout);
 
     if (started != CS_OK) fail_msg("cs_app_start over SASL_SSL with %s: %s", good_mechanism(), why);
@@ -223,14 +249,15 @@ static cs_err refused_run(const char *mechanism, const char *password, const cha
     char topic[128], group[160];
     cst_fresh("sasl-refused", 1, topic, group, sizeof topic);
     cst_capture cap;
-    cst_capture_start(&cap);
+    capture_begin(&cap);
     cs_log_set_level(CS_LOG_DEBUG);
     cs_app *app = cs_app_new("sasl-refused-test", "1.0");
     cs_kafka *k = sasl_kafka(mechanism, password, ca);
     cs_sub *s = cs_kafka_subscribe(k, topic, never, NULL);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_app_add_kafka(app, k));
+    if (!s) CFG_OK(CS_ERR_ARG);
+    CFG_OK(cs_sub_group(s, group));
+    CFG_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CFG_OK(cs_app_add_kafka(app, k));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     cs_err started = cs_app_start(app);
@@ -238,7 +265,7 @@ static cs_err refused_run(const char *mechanism, const char *password, const cha
     snprintf(why, size, "%s", started ? cs_errmsg() : "(started)");
     cs_app_destroy(app);
     cs_log_set_level(CS_LOG_INFO);
-    *log = cst_capture_stop(&cap);
+    *log = capture_end();
     if (getenv("CST_DUMP")) fputs(*log, stdout);
     /* Printed for the record (docs/real-kafka.md), not asserted: CS_ERR_AUTH
      * itself proves the start did not just run out its metadata timeout. */
@@ -342,24 +369,24 @@ static void refusal_after_start_is_logged_as_an_error(void **state) {
     load_env();
     char topic[128], group[160];
     cst_fresh("sasl-later", 1, topic, group, sizeof topic);
-    /* Configured before the capture: a failed check inside it would go to the
-     * capture file. No debug output: the ERROR line must stand on its own. */
+    /* No debug output: the ERROR line must stand on its own. */
+    cst_capture cap;
+    capture_begin(&cap);
     cs_app *app = cs_app_new("sasl-later-test", "1.0");
     cs_kafka *k = sasl_kafka_with(good_mechanism(), sasl.password, sasl.ca, false);
     cs_sub *s = cs_kafka_subscribe(k, topic, never, NULL);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_config(s, "sasl.password", wrong_password));
-    CST_OK(cs_app_add_kafka(app, k));
-    cst_capture cap;
-    cst_capture_start(&cap);
+    if (!s) CFG_OK(CS_ERR_ARG);
+    CFG_OK(cs_sub_group(s, group));
+    CFG_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CFG_OK(cs_sub_config(s, "sasl.password", wrong_password));
+    CFG_OK(cs_app_add_kafka(app, k));
     cs_err started = cs_app_start(app);
     char why[1024];
     snprintf(why, sizeof why, "%s", started ? cs_errmsg() : "");
     bool logged = started == CS_OK && cst_wait(log_has_refusal, &cap, 30000);
     cs_err stopped = cs_app_stop(app); /* CS_OK: no fatal error stopped it */
     cs_app_destroy(app);
-    char *log = cst_capture_stop(&cap);
+    char *log = capture_end();
     if (getenv("CST_DUMP")) fputs(log, stdout);
     if (started != CS_OK) fail_msg("cs_app_start: %s", why);
     if (!logged) fail_msg("no ERROR line for the consumer's refused login within 30 s; the log:\n%s", log);
