@@ -493,7 +493,7 @@ static cs_err kafka_start(void *impl, cs_app *app) {
         pthread_mutex_unlock(&k->subs[i]->stats_lock);
     }
     if (err) {
-        char reason[1024];
+        char reason[2048];
         snprintf(reason, sizeof reason, "%s", cs_errmsg());
         stop_everything(k);
         return cs__fail(err, "%s", reason);
