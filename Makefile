@@ -3,7 +3,7 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it). `make run` does not install it.
 TEST_DEBS  := prometheus

@@ -25,6 +25,7 @@ typedef enum cs_err {
     CS_ERR_STALE,       /* settlement of a delivery whose partition was revoked or closed */
     CS_ERR_NOMEM,       /* out of memory */
     CS_ERR_HOOK,        /* a start-up hook failed */
+    CS_ERR_AUTH,        /* the cluster refused the credentials (SASL) or the TLS handshake failed */
 } cs_err;
 
 /* Short constant name of a code, e.g. "CS_ERR_CONFIG". Never NULL. */

@@ -157,7 +157,7 @@ cs_err cs_app_start(cs_app *app) {
         broker_slot *b = &app->brokers[i];
         err = b->ops->start(b->impl, app);
         if (err != CS_OK) {
-            char reason[1024];
+            char reason[2048];
             snprintf(reason, sizeof reason, "%s", cs_errmsg());
             stop_brokers(app);
             run_shutdown_hook(app);

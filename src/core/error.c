@@ -4,7 +4,9 @@
 
 #include <stdio.h>
 
-static _Thread_local char last_message[1024] = "no error";
+/* 2 KB: a refused login's message quotes librdkafka's reason, the settings involved
+ * and a hint, and a long CA path must not cut the hint off. */
+static _Thread_local char last_message[2048] = "no error";
 
 cs_err cs__vfail(cs_err code, const char *fmt, va_list ap) {
     vsnprintf(last_message, sizeof last_message, fmt, ap);
@@ -36,6 +38,7 @@ const char *cs_err_name(cs_err err) {
     case CS_ERR_STALE: return "CS_ERR_STALE";
     case CS_ERR_NOMEM: return "CS_ERR_NOMEM";
     case CS_ERR_HOOK: return "CS_ERR_HOOK";
+    case CS_ERR_AUTH: return "CS_ERR_AUTH";
     }
     return "CS_ERR_UNKNOWN";
 }

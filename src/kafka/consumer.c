@@ -517,9 +517,14 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
     }
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->brokers_down, true);
     uint64_t skipped = 0;
+    /* Refused credentials or TLS after a good start (a rotated password, a
+     * subscription's own sasl.* settings): librdkafka keeps retrying and
+     * nothing is fetched meanwhile, so it is an error, not weather. */
+    bool refused = err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
-        CS_LOG_WARN("kafka client error subscription=%s error=%s reason=\"%s\" similar_since_last=%llu",
-                    c->sub->name, rd_kafka_err2name(err), reason, (unsigned long long)skipped);
+        cs__log(refused ? CS_LOG_ERROR : CS_LOG_WARN,
+                "kafka client error subscription=%s error=%s reason=\"%s\" similar_since_last=%llu", c->sub->name,
+                rd_kafka_err2name(err), reason, (unsigned long long)skipped);
 }
 
 /* A consumer's fatal error arrives as an error record from the poll (librdkafka

@@ -400,7 +400,9 @@ static cs_err start_embedded(cs_kafka *k) {
 }
 
 /* Every subscribed and declared topic must exist: a real broker would
- * otherwise let the consumer wait silently for a topic that never comes. */
+ * otherwise let the consumer wait silently for a topic that never comes.
+ * This is also the app's first request to the cluster, so a refused SASL
+ * login or TLS handshake fails the start here, at once (cs__start_check). */
 static cs_err check_topics(cs_kafka *k, cs_app *app) {
     size_t n = k->n_topics;
     for (size_t i = 0; i < k->n_subs; i++)
@@ -421,12 +423,14 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     if (!err) err = cs__conf_set(conf, "topic check", "bootstrap.servers", k->bootstrap);
     if (!err) err = cs__conf_set(conf, "topic check", "client.id", cs_app_name(app));
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    cs_conn_watch watch;
+    cs__conn_watch_install(conf, &watch);
     rd_kafka_t *rk = err ? NULL : rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
         if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
     } else {
-        err = cs__topics_exist(rk, k->bootstrap, names, n);
+        err = cs__start_check(rk, k->bootstrap, &watch, names, n, 10000);
         rd_kafka_destroy(rk);
     }
     free(names);
@@ -489,7 +493,7 @@ static cs_err kafka_start(void *impl, cs_app *app) {
         pthread_mutex_unlock(&k->subs[i]->stats_lock);
     }
     if (err) {
-        char reason[1024];
+        char reason[2048];
         snprintf(reason, sizeof reason, "%s", cs_errmsg());
         stop_everything(k);
         return cs__fail(err, "%s", reason);

@@ -167,6 +167,22 @@ bool cs__kafka_output_topic_ok(void *arg, const char *topic);
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);
 
+/* What the start-up check's client heard through error_cb. */
+typedef struct cs_conn_watch {
+    int refused;            /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
+    char refused_why[512];  /* librdkafka's reason for it (names the broker; holds no password) */
+    char last_why[512];     /* the last other client error, for a timeout's message */
+} cs_conn_watch;
+/* Sets w as conf's opaque and the error_cb that fills it. */
+void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);
+/* cs__topics_exist for cs_app_start, on a client made with
+ * cs__conn_watch_install: fails with CS_ERR_AUTH as soon as the cluster
+ * refuses the SASL login or the TLS handshake fails (the message names `who`,
+ * the protocol, mechanism and user, or the CA file), else with CS_ERR_KAFKA
+ * when no metadata came within timeout_ms. */
+cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *const *topics, size_t n,
+                       int timeout_ms);
+
 /* consumer.c: one per subscription, started after the topic checks. */
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */

@@ -31,6 +31,7 @@ struct cs_producer {
     pthread_cond_t space; /* a delivery report freed queue space */
     int queue_timeout_ms;
     cs_ratelimit reply_warning;
+    cs_ratelimit refused_warning; /* authentication or TLS refused */
     cs_publish_stats *stats; /* the broker's: it outlives the producer */
 };
 
@@ -119,6 +120,16 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
         char why[512];
         rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
         cs__app_fatal(p->app, "producer: librdkafka fatal error %s: %s", rd_kafka_err2name(orig), why);
+        return;
+    }
+    /* Refused credentials or TLS: nothing gets delivered until it is fixed
+     * (the consumer's twin logs it too); other client errors are transient
+     * and their records' delivery reports tell the rest. */
+    uint64_t skipped = 0;
+    if ((err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL) &&
+        cs__ratelimit_allow(&p->refused_warning, 5000, &skipped)) {
+        CS_LOG_ERR("producer refused by the cluster error=%s reason=\"%s\" similar_since_last=%llu",
+                   rd_kafka_err2name(err), reason, (unsigned long long)skipped);
         return;
     }
     CS_LOG_DEBUG("producer error error=%s reason=\"%s\"", rd_kafka_err2name(err), reason);

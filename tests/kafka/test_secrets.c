@@ -25,49 +25,7 @@ static void make_secret(void) {
     snprintf(secret, sizeof secret, "pw-%d-%ld-never-logged", (int)getpid(), (long)ts.tv_nsec);
 }
 
-typedef struct capture {
-    char path[64];
-    int saved;
-} capture;
-
-/* From here on, everything written to fd 2 goes to a file. */
-static void capture_start(capture *c) {
-    snprintf(c->path, sizeof c->path, "/tmp/cstream-secrets-XXXXXX");
-    int fd = mkstemp(c->path);
-    assert_true(fd >= 0);
-    fflush(stderr);
-    c->saved = dup(STDERR_FILENO);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
-}
-
-/* Restores fd 2; returns what was written (the caller frees). */
-static char *capture_stop(capture *c) {
-    fflush(stderr);
-    dup2(c->saved, STDERR_FILENO);
-    close(c->saved);
-    FILE *f = fopen(c->path, "r");
-    assert_non_null(f);
-    size_t cap = 1 << 20, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    unlink(c->path);
-    return buf;
-}
-
-static void assert_no_secret(const char *what, const char *text) {
-    const char *hit = strstr(text, secret);
-    if (!hit) return;
-    const char *line = hit;
-    while (line > text && line[-1] != '\n') line--;
-    const char *end = strchr(hit, '\n');
-    fail_msg("the password appears in %s: %.*s", what, (int)(end ? end - line : (long)strlen(line)), line);
-}
+static void assert_no_secret(const char *what, const char *text) { cst_assert_no_secret(what, text, secret); }
 
 static cs_outcome reply_ok(cs_delivery *d, void *user) {
     (void)user;
@@ -110,8 +68,8 @@ static cs_err one_run(const char *protocol, char *why, size_t size) {
 
 static void sasl_password_in_no_log_line(void **state) {
     (void)state;
-    capture cap;
-    capture_start(&cap);
+    cst_capture cap;
+    cst_capture_start(&cap);
     cs_log_set_level(CS_LOG_DEBUG);
 
     /* A Java client's property, with the password inside: librdkafka rejects it. */
@@ -129,7 +87,7 @@ static void sasl_password_in_no_log_line(void **state) {
     cs_err sasl_rc = one_run("sasl_plaintext", sasl_err, sizeof sasl_err);
 
     cs_log_set_level(CS_LOG_INFO);
-    char *log = capture_stop(&cap);
+    char *log = cst_capture_stop(&cap);
     if (getenv("CST_DUMP")) fputs(log, stdout);
 
     assert_int_not_equal(jaas_rc, CS_OK);

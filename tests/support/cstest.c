@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -171,6 +172,43 @@ static long read_topic(const char *topic, int partitions, bool committed,
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return n;
+}
+
+void cst_capture_start(cst_capture *c) {
+    snprintf(c->path, sizeof c->path, "/tmp/cstream-capture-XXXXXX");
+    int fd = mkstemp(c->path);
+    assert_true(fd >= 0);
+    fflush(stderr);
+    c->saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
+}
+
+char *cst_capture_stop(cst_capture *c) {
+    fflush(stderr);
+    dup2(c->saved, STDERR_FILENO);
+    close(c->saved);
+    FILE *f = fopen(c->path, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 20, n = 0, got;
+    char *buf = malloc(cap);
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+    }
+    buf[n] = '\0';
+    fclose(f);
+    unlink(c->path);
+    return buf;
+}
+
+void cst_assert_no_secret(const char *what, const char *text, const char *secret) {
+    const char *hit = strstr(text, secret);
+    if (!hit) return;
+    const char *line = hit;
+    while (line > text && line[-1] != '\n') line--;
+    const char *end = strchr(hit, '\n');
+    fail_msg("the password appears in %s: %.*s", what, (int)(end ? end - line : (long)strlen(line)), line);
 }
 
 long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),

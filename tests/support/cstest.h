@@ -58,4 +58,17 @@ long cst_read_committed(const char *topic, int partitions, void (*fn)(const void
 long cst_read_uncommitted(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
                           void *arg, int timeout_ms);
 
+/* Everything the process writes to fd 2 (cstream's log lines, librdkafka's
+ * routed through them) goes to a temporary file between cst_capture_start
+ * and cst_capture_stop, which restores fd 2 and returns what was written (the
+ * caller frees). For tests of what the logs must never contain. */
+typedef struct cst_capture {
+    char path[64];
+    int saved;
+} cst_capture;
+void cst_capture_start(cst_capture *c);
+char *cst_capture_stop(cst_capture *c);
+/* Fails the test, quoting the line, if `secret` occurs in `text` (`what` names it). */
+void cst_assert_no_secret(const char *what, const char *text, const char *secret);
+
 #endif
