@@ -252,6 +252,22 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         fprintf(stderr, "subscribe: %s\n", cs_errmsg());
         return 2;
     }
+    /* BENCH_CONFIG="key=value,key=value": consumer properties (cs_sub_config), a
+     * measurement knob (e.g. the pre-fetch bounds), not used by run.py */
+    const char *extra = getenv("BENCH_CONFIG");
+    if (extra && *extra) {
+        char *list = strdup(extra), *save = NULL;
+        for (char *kv = strtok_r(list, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (!eq) continue;
+            *eq = 0;
+            if (cs_sub_config(s, kv, eq + 1)) {
+                fprintf(stderr, "config: %s\n", cs_errmsg());
+                return 2;
+            }
+        }
+        free(list);
+    }
     /* BENCH_MAX_OPEN: a measurement knob (what max_open costs), not used by run.py */
     const char *max_open = getenv("BENCH_MAX_OPEN");
     if (max_open && *max_open && cs_sub_max_open(s, (size_t)atoll(max_open))) {

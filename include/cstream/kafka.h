@@ -123,11 +123,12 @@ typedef enum cs_lane_key { CS_LANES_BY_PARTITION = 0, CS_LANES_BY_KEY } cs_lane_
 cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
 /* Records cstream holds per partition between fetch and settlement (queued,
  * running, pending) — under Tracked, the span of the commit tracker, from the
- * lowest open record to the newest. When a partition reaches it, its fetching
- * pauses until it drains to half. Default: 500 under Auto (the records handed
- * to cstream are Auto's loss window, so keep it small), 10000 under Tracked
- * (it only bounds memory; each pause makes librdkafka drop and refetch what it
- * had prefetched, so a small cap costs throughput on busy partitions). */
+ * lowest open record to the newest. When a partition reaches it, cstream takes
+ * no more of its records from librdkafka until it drains to half (they wait in
+ * librdkafka's pre-fetch queue for that partition, see queued.min.messages and
+ * queued.max.messages.kbytes). Default: 500 under Auto (the records handed to
+ * cstream are Auto's loss window, so keep it small), 10000 under Tracked (it
+ * only bounds memory). */
 cs_err cs_sub_max_open(cs_sub *s, size_t n);
 /* Under Tracked: how often changed positions are committed (default 200 ms).
  * Under Transactional: how long a window stays open (default 100 ms). */

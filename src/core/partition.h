@@ -57,8 +57,8 @@ typedef struct cs_part {
      * this partition, so the hot path does not malloc a delivery per record.
      * Own lock, a leaf held only for one push or pop: deliveries are freed
      * from any thread, some of them under `lock`. At most spare_max, set
-     * to max_open at creation: fetching pauses at max_open records in flight
-     * and resumes at half, so a smaller cap would send every resume burst back
+     * to max_open at creation: the partition pauses at max_open records in
+     * flight and resumes at half, so a smaller cap would send every resume burst back
      * to malloc; and the spares never exceed what the partition already held
      * at its peak. Dropped when the partition is released. */
     pthread_mutex_t spare_lock;
@@ -74,7 +74,7 @@ typedef struct cs_part {
     size_t held;            /* queued + running + open (pending) records of this epoch */
     size_t n_inflight;      /* handed to a handler and not settled (running or pending) */
     cs_delivery *inflight;  /* list of those, for releasing pending payloads at close */
-    bool paused;            /* fetching paused at max_open (fetch thread's view) */
+    bool paused;            /* at max_open: the fetch thread takes none of its records until half */
     bool dirty;             /* a settlement moved the tracker since the last commit */
     int64_t last_committed; /* position the group holds, from the last commit result this epoch, -1 none */
     char last_meta[CS_META_MAX]; /* its attempts metadata */

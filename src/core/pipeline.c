@@ -436,12 +436,11 @@ static size_t part_load(const cs_part *part) {
     return span > part->held ? span : part->held;
 }
 
-bool cs__part_clear_paused(cs_part *part) {
+bool cs__part_paused(cs_part *part) {
     pthread_mutex_lock(&part->lock);
-    bool was = part->paused;
-    part->paused = false;
+    bool paused = part->paused;
     pthread_mutex_unlock(&part->lock);
-    return was;
+    return paused;
 }
 
 bool cs__part_should_resume(cs_pipeline *p, cs_part *part) {

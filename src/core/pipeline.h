@@ -89,7 +89,8 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
 cs_delivery *cs__delivery_alloc(cs_part *part);
 /* Fetch thread: hands a record to its lane. The delivery must have its record
  * fields and msg set (see cs__delivery_alloc). Returns true if the partition
- * has now reached max_open and its fetching should pause. */
+ * has now reached max_open: it is paused, the fetch thread takes no more of
+ * its records until it has drained to half. */
 bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d);
 
 /* Fetch thread, at assign: a new epoch for the partition. */
@@ -118,10 +119,12 @@ void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, boo
  * committed metadata, ascending; and what was committed. */
 void cs__part_set_prior(cs_part *part, int64_t committed, const char *meta, const int64_t *offsets,
                         const uint32_t *attempts, size_t n, bool suspect);
-/* Fetch thread, at revoke: clears the paused flag; true if it was set (the
- * caller resumes the partition so that a later assignment starts unpaused). */
-bool cs__part_clear_paused(cs_part *part);
-/* Fetch thread: true if a paused partition has drained enough to resume. */
+/* Fetch thread: true while the partition is paused: it reached max_open, and
+ * the fetch thread takes none of its records until it has drained to half
+ * (cs__part_should_resume). An assign (or a rewind) unpauses it. */
+bool cs__part_paused(cs_part *part);
+/* Fetch thread: true if a paused partition has drained enough to resume (it
+ * is unpaused then). */
 bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
 
 /* Graceful stop: lets the lanes run what they hold until they are empty or the

@@ -7,10 +7,19 @@
  * revoke again, which is idempotent). Workers only touch the pipeline, and
  * wake the fetch thread through wake_fetch (never blocks).
  *
- * Fetch path: one record per rd_kafka_consumer_poll, not the batch API:
- * librdkafka 2.0.x's batch consume can lose records when a pause, resume,
- * seek or rebalance runs in parallel (fixed in 2.1.0), and pausing a full
- * partition is part of normal operation here. See docs/architecture.md. */
+ * Fetch path: every assigned partition has its own librdkafka queue
+ * (rd_kafka_queue_get_partition, not forwarded to the consumer queue). The
+ * fetch thread takes records from a partition's queue one at a time
+ * (rd_kafka_consume_queue), and only while the partition is under max_open;
+ * a full partition is simply not served, and librdkafka stops fetching it
+ * once its queue holds queued.min.messages / queued.max.messages.kbytes.
+ * cstream never calls rd_kafka_pause_partitions: in librdkafka 2.0.2 a pause
+ * drops the partition's pre-fetched records and a resume waits up to a second
+ * for the broker thread (docs/benchmarks.md, "1-partition topics"). The
+ * consumer queue carries only events (rebalances, commit results, errors),
+ * served by rd_kafka_consumer_poll. Not the batch API: librdkafka 2.0.x's
+ * batch consume can lose records when a seek or rebalance runs in parallel
+ * (fixed in 2.1.0). See docs/architecture.md. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,11 +34,21 @@
 #include "kafka_internal.h"
 #include "transaction.h"
 
+/* One assigned partition and its own librdkafka queue (fetch thread, or the
+ * closing thread after the fetch thread exited). */
+typedef struct part_queue {
+    cs_part *part;
+    rd_kafka_queue_t *q;
+} part_queue;
+
 struct cs_consumer {
     cs_sub *sub;
     cs_app *app;
     rd_kafka_t *rk;
-    rd_kafka_queue_t *queue; /* the consumer queue, to wake a blocked poll */
+    rd_kafka_queue_t *queue; /* the consumer queue (events only), to wake a blocked poll */
+    part_queue *parts;       /* assigned partitions and their queues */
+    size_t n_parts, cap_parts;
+    size_t next_part;        /* where the next serving round starts (fairness) */
     cs_pipeline *pipe;
     pthread_t thread;
     bool thread_started;
@@ -60,6 +79,11 @@ struct cs_consumer {
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
     pthread_mutex_t commit_lock; /* orders async commits with suspect-record commits */
+    /* Orders wake-ups with the end of the fetch thread: once `stop` is set no
+     * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
+     * forwards that queue to its own and returns at the first yield it sees,
+     * before the group is left (the destroy then waits forever). A leaf lock. */
+    pthread_mutex_t wake_lock;
     char who[256];
 };
 
@@ -87,32 +111,80 @@ static cs_part *part_of(cs_consumer *c, const char *topic, int32_t partition) {
     return cs__pipeline_part(c->pipe, topic, partition, &kafka_records);
 }
 
+/* Cuts the fetch thread's wait in the poll short, while it runs. */
+static void yield_fetch(cs_consumer *c) {
+    pthread_mutex_lock(&c->wake_lock);
+    if (!atomic_load(&c->stop)) rd_kafka_queue_yield(c->queue);
+    pthread_mutex_unlock(&c->wake_lock);
+}
+
 static void wake_fetch(void *arg) {
     cs_consumer *c = arg;
     atomic_store(&c->resume_wanted, true);
-    rd_kafka_queue_yield(c->queue);
+    yield_fetch(c);
 }
 
-static void pause_or_resume(cs_consumer *c, cs_part *part, bool pause) {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
-    rd_kafka_resp_err_t err = pause ? rd_kafka_pause_partitions(c->rk, l) : rd_kafka_resume_partitions(c->rk, l);
-    rd_kafka_topic_partition_list_destroy(l);
-    if (err)
-        CS_LOG_WARN("%s failed subscription=%s topic=%s partition=%d error=\"%s\"", pause ? "pause" : "resume",
-                    c->sub->name, part->topic, (int)part->partition, rd_kafka_err2str(err));
-    else
-        CS_LOG_DEBUG("%s subscription=%s topic=%s partition=%d", pause ? "paused at max_open" : "resumed",
-                     c->sub->name, part->topic, (int)part->partition);
-    if (pause) cs__pipeline_count_pause(c->pipe);
+/* librdkafka's event callback of a partition queue: records arrived in an
+ * empty queue. Runs on a librdkafka thread with that queue's lock held: it
+ * only wakes the fetch thread's poll of the consumer queue (lock order:
+ * partition queue, wake_lock, consumer queue). */
+static void on_partition_records(rd_kafka_t *rk, void *opaque) {
+    (void)rk;
+    yield_fetch(opaque);
 }
 
-static void resume_drained(cs_consumer *c, const rd_kafka_topic_partition_list_t *assigned) {
-    atomic_store(&c->resume_wanted, false);
-    for (int i = 0; i < assigned->cnt; i++) {
-        cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
-        if (part && cs__part_should_resume(c->pipe, part)) pause_or_resume(c, part, false);
+static part_queue *queue_of(cs_consumer *c, const cs_part *part) {
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (c->parts[i].part == part) return &c->parts[i];
+    return NULL;
+}
+
+/* At assign, before librdkafka starts fetching the partition: its records go
+ * to its own queue from now on (the forward to NULL sticks in librdkafka, also
+ * across later assignments). */
+static bool open_queue(cs_consumer *c, cs_part *part) {
+    if (queue_of(c, part)) return true;
+    if (c->n_parts == c->cap_parts) {
+        size_t cap = c->cap_parts ? c->cap_parts * 2 : 8;
+        part_queue *grown = realloc(c->parts, cap * sizeof *grown);
+        if (!grown) return false;
+        c->parts = grown;
+        c->cap_parts = cap;
     }
+    rd_kafka_queue_t *q = rd_kafka_queue_get_partition(c->rk, part->topic, part->partition);
+    if (!q) return false;
+    rd_kafka_queue_forward(q, NULL);
+    rd_kafka_queue_cb_event_enable(q, on_partition_records, c);
+    c->parts[c->n_parts++] = (part_queue){part, q};
+    return true;
+}
+
+/* After the unassign returned: librdkafka has served the removal by then
+ * (rd_kafka_cgrp_handle_assign_op -> rd_kafka_assignment_serve: version
+ * barrier bumped, stored offset taken for the final commit), so everything
+ * the queue holds is outdated. No more wake-ups, and the queue is emptied:
+ * taking an outdated record makes librdkafka drop it, without storing an
+ * offset, which frees its memory now rather than at the next assignment. */
+static void close_queue(cs_consumer *c, part_queue *pq) {
+    rd_kafka_queue_cb_event_enable(pq->q, NULL, NULL); /* waits out a callback in progress */
+    for (rd_kafka_message_t *m; (m = rd_kafka_consume_queue(pq->q, 0));) rd_kafka_message_destroy(m);
+    rd_kafka_queue_destroy(pq->q);
+    *pq = c->parts[--c->n_parts];
+}
+
+/* Before the handle is destroyed: librdkafka must get every queue back. */
+static void close_all_queues(cs_consumer *c) {
+    while (c->n_parts) {
+        part_queue *pq = &c->parts[c->n_parts - 1];
+        rd_kafka_queue_cb_event_enable(pq->q, NULL, NULL);
+        rd_kafka_queue_destroy(pq->q);
+        c->n_parts--;
+    }
+}
+
+static void resume_drained(cs_consumer *c) {
+    atomic_store(&c->resume_wanted, false);
+    for (size_t i = 0; i < c->n_parts; i++) cs__part_should_resume(c->pipe, c->parts[i].part);
 }
 
 /* ---- commits (Tracked) ---------------------------------------------------- */
@@ -214,7 +286,6 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
 /* Aborts one partition's window: its records are read again from the last
  * committed position. A seek that fails would skip records, so it stops the app. */
 static void rewind_partition(cs_consumer *c, cs_part *part) {
-    if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
     int64_t seek = cs__window_rewind(c->pipe, part);
     if (seek < 0) return;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
@@ -426,6 +497,9 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
         if (part) cs__pipeline_assign(c->pipe, part);
+        if (!part || !open_queue(c, part))
+            cs__app_fatal(c->app, "%s: out of memory at the assignment of %s/%d", c->who, l->elems[i].topic,
+                          (int)l->elems[i].partition);
         CS_LOG_INFO("partition assigned subscription=%s group=%s topic=%s partition=%d", c->sub->name,
                     c->sub->group ? c->sub->group : c->sub->k->default_group, l->elems[i].topic,
                     (int)l->elems[i].partition);
@@ -470,7 +544,6 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
         if (!part) continue;
-        if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
         /* Payloads of deliveries still pending are released now: the
          * consumer may close before their holders settle them. */
         cs__pipeline_release_partition(c->pipe, part, true);
@@ -502,6 +575,11 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
         if (e) rd_kafka_error_destroy(e);
     } else {
         rd_kafka_assign(rk, NULL);
+    }
+    for (int i = 0; i < l->cnt; i++) {
+        cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
+        part_queue *pq = part ? queue_of(c, part) : NULL;
+        if (pq) close_queue(c, pq);
     }
 }
 
@@ -559,18 +637,19 @@ static void out_of_memory(cs_consumer *c, const char *topic, int32_t partition, 
                   what, topic, (int)partition, (long long)offset);
 }
 
-static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
+/* Returns true if the record's partition is now paused (it reached max_open). */
+static bool dispatch(cs_consumer *c, rd_kafka_message_t *m) {
     const char *topic = rd_kafka_topic_name(m->rkt);
     if (c->out_of_memory) {
         rd_kafka_message_destroy(m);
-        return;
+        return false;
     }
     cs_part *part = part_of(c, topic, m->partition);
     cs_delivery *d = part ? cs__delivery_alloc(part) : NULL;
     if (!d) {
         out_of_memory(c, topic, m->partition, m->offset, "for the delivery");
         rd_kafka_message_destroy(m);
-        return;
+        return false;
     }
     rd_kafka_timestamp_type_t tstype;
     d->topic = part->topic;
@@ -584,23 +663,61 @@ static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
     d->value_len = m->len;
     d->msg = m;
     int64_t offset = m->offset;
-    if (cs__pipeline_dispatch(c->pipe, part, d)) pause_or_resume(c, part, true);
-    else if (part->out_of_memory) out_of_memory(c, topic, part->partition, offset, "to track the offset");
+    if (!cs__pipeline_dispatch(c->pipe, part, d)) {
+        if (part->out_of_memory) out_of_memory(c, topic, part->partition, offset, "to track the offset");
+        return false;
+    }
+    cs__pipeline_count_pause(c->pipe);
+    return true;
+}
+
+typedef enum took { TOOK_NOTHING, TOOK_ONE, TOOK_AND_PAUSED } took;
+
+/* Takes a record (or an error) from a partition's queue, or an event from the
+ * consumer queue (q NULL), waiting at most timeout_ms. Sets *fatal if the
+ * consumer hit a fatal error. */
+static took take_one(cs_consumer *c, rd_kafka_queue_t *q, int timeout_ms, bool *fatal) {
+    rd_kafka_message_t *m = q ? rd_kafka_consume_queue(q, timeout_ms) : rd_kafka_consumer_poll(c->rk, timeout_ms);
+    if (!m) return TOOK_NOTHING;
+    if (m->err) {
+        on_record_error(c, m);
+        rd_kafka_message_destroy(m);
+        *fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
+        return TOOK_ONE;
+    }
+    return dispatch(c, m) ? TOOK_AND_PAUSED : TOOK_ONE;
+}
+
+/* Records a partition gives per serving round, so that one busy partition
+ * does not hold up the others, the commit tick or a rebalance for long. */
+#define ROUND_RECORDS 256
+
+/* One round over the assigned partitions that are not paused, starting with
+ * a different one each time. Returns how many records (and errors) it took. */
+static size_t serve_partitions(cs_consumer *c, bool *fatal) {
+    size_t taken = 0, n = c->n_parts;
+    for (size_t k = 0; k < n && !*fatal; k++) {
+        part_queue *pq = &c->parts[(c->next_part + k) % n];
+        if (cs__part_paused(pq->part)) continue;
+        for (int i = 0; i < ROUND_RECORDS && !*fatal; i++) {
+            took t = take_one(c, pq->q, 0, fatal);
+            if (t == TOOK_NOTHING) break;
+            taken++;
+            if (t == TOOK_AND_PAUSED) break;
+        }
+    }
+    c->next_part = n ? (c->next_part + 1) % n : 0;
+    return taken;
 }
 
 static void *fetch_main(void *arg) {
     cs_consumer *c = arg;
     int interval = c->interval_ms;
     c->next_commit_ms = cs__now_ms() + interval;
-    while (!atomic_load(&c->stop)) {
+    bool fatal = false;
+    while (!atomic_load(&c->stop) && !fatal) {
         int64_t now = cs__now_ms();
-        if (atomic_load(&c->resume_wanted)) {
-            rd_kafka_topic_partition_list_t *assigned = NULL;
-            if (rd_kafka_assignment(c->rk, &assigned) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                resume_drained(c, assigned);
-                rd_kafka_topic_partition_list_destroy(assigned);
-            }
-        }
+        if (atomic_load(&c->resume_wanted)) resume_drained(c);
         bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
                            now >= c->next_commit_ms - interval; /* not during an abort backoff */
         if (now >= c->next_commit_ms || window_full) {
@@ -608,18 +725,15 @@ static void *fetch_main(void *arg) {
             cs__pipeline_check_slow(c->pipe);
             c->next_commit_ms = now + interval + c->abort_backoff_ms;
         }
-        int64_t wait = c->next_commit_ms - now;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
-        if (!m) continue;
-        if (m->err) {
-            on_record_error(c, m);
-            rd_kafka_message_destroy(m);
-            if (rd_kafka_fatal_error(c->rk, NULL, 0)) break; /* the app is stopping; nothing more to fetch */
-            continue;
-        }
-        dispatch(c, m);
+        size_t taken = serve_partitions(c, &fatal);
+        /* Events (rebalances, commit results, errors). The poll waits only when
+         * no partition had records to take; records arriving in a partition's
+         * empty queue, and settlements that bring a full partition down to
+         * half of max_open, cut the wait short (rd_kafka_queue_yield). */
+        int64_t wait = taken ? 0 : c->next_commit_ms - now;
+        if (!fatal) take_one(c, NULL, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait), &fatal);
     }
-    return NULL;
+    return NULL; /* after a fatal error the app is stopping; nothing more to fetch */
 }
 
 /* ---- lifecycle -------------------------------------------------------------- */
@@ -657,6 +771,9 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
 static void consumer_free(cs_consumer *c) {
     cs__txn_destroy(c->txn); /* the consumer has closed (or crashed): nothing commits any more */
     pthread_mutex_destroy(&c->commit_lock);
+    pthread_mutex_destroy(&c->wake_lock);
+    close_all_queues(c);
+    free(c->parts);
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     if (c->rk) rd_kafka_destroy(c->rk);
     cs__pipeline_destroy(c->pipe);
@@ -672,6 +789,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
     c->interval_ms = s->commit_interval_ms ? s->commit_interval_ms : c->transactional ? 100 : 200;
     pthread_mutex_init(&c->commit_lock, NULL);
+    pthread_mutex_init(&c->wake_lock, NULL);
     snprintf(c->who, sizeof c->who, "subscription %s", s->name);
 
     rd_kafka_conf_t *conf = NULL;
@@ -763,8 +881,10 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
 }
 
 static void join_fetch_thread(cs_consumer *c) {
+    pthread_mutex_lock(&c->wake_lock);
     atomic_store(&c->stop, true);
     if (c->queue) rd_kafka_queue_yield(c->queue);
+    pthread_mutex_unlock(&c->wake_lock);
     if (c->thread_started) pthread_join(c->thread, NULL);
     c->thread_started = false;
 }
@@ -797,6 +917,7 @@ static void close_after_fatal(cs_consumer *c, cs_sub_stats *final_stats) {
     release_assigned(c);
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
     cs__pipeline_stats(c->pipe, final_stats);
+    close_all_queues(c);
     rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
     rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
@@ -822,6 +943,7 @@ void cs__consumer_crash(cs_consumer *c) {
     join_fetch_thread(c);
     cs__pipeline_crash(c->pipe);
     release_assigned(c);
+    close_all_queues(c);
     rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
     rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);

@@ -1,8 +1,9 @@
 /* test_lifecycle.c — the app lifecycle: the start-up and shutdown hooks run
  * exactly once and in their place, a failing start-up hook stops the start
  * before any consumer, SIGTERM and SIGINT stop a service run by cs_app_run
- * gracefully (hooks, commit, exit 0), and a librdkafka fatal error stops the
- * app with its reason instead of hanging. */
+ * gracefully (hooks, commit, exit 0), a stop returns while records keep
+ * arriving, and a librdkafka fatal error stops the app with its reason instead
+ * of hanging. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -186,7 +187,7 @@ static void failing_startup_hook_aborts_the_start(void **state) {
     assert_int_equal(atomic_load(&f.handled), 0);
 }
 
-/* ---- a librdkafka fatal error ------------------------------------------------ */
+/* ---- stopping from another thread ------------------------------------------- */
 
 typedef struct stopper {
     cs_app *app;
@@ -216,6 +217,69 @@ static void hang(const char *what) {
     fflush(stderr);
     _exit(1);
 }
+
+/* ---- a stop while records keep arriving ------------------------------------- */
+
+typedef struct feeder {
+    const char *topic;
+    int partitions;
+    _Atomic bool stop;
+} feeder;
+
+static void *feed(void *arg) {
+    feeder *fd = arg;
+    for (int i = 0; !atomic_load(&fd->stop); i++) {
+        cs_test_produce(cst_cluster, fd->topic, i % fd->partitions, NULL, 0, "v", 1, NULL);
+        struct timespec ms = {0, 2000000};
+        nanosleep(&ms, NULL);
+    }
+    return NULL;
+}
+
+static void *stop_app(void *arg) {
+    stopper *st = arg;
+    st->stop_err = cs_app_stop(st->app);
+    atomic_store(&st->phase, 2);
+    return NULL;
+}
+
+static bool handled_many(void *arg) { return atomic_load(&((fixture *)arg)->handled) >= 50; }
+
+/* Records keep arriving in the partitions' (empty) queues while the consumer
+ * closes. Each arrival wakes the fetch thread with a yield on the consumer
+ * queue; rd_kafka_consumer_close forwards that queue to its own and returned
+ * at the first yield, before the group was left, and the destroy that
+ * followed never returned. Several rounds, Auto and Tracked. */
+static void stop_while_records_arrive(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("lc-feed", 4, topic, group, sizeof topic);
+    feeder fd = {.topic = topic, .partitions = 4};
+    pthread_t feeder_thread;
+    assert_int_equal(pthread_create(&feeder_thread, NULL, feed, &fd), 0);
+    for (int round = 0; round < 6; round++) {
+        fixture f;
+        fixture_init(&f, "lc-feed", topic, group);
+        CST_OK(cs_sub_commit(f.sub, round % 2 ? CS_COMMIT_TRACKED : CS_COMMIT_AUTO));
+        CST_OK(cs_app_start(f.app));
+        if (!cst_wait(handled_many, &f, 30000)) fail_msg("round %d: records were not handled within 30 s", round);
+        stopper st = {.app = f.app};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, stop_app, &st), 0);
+        if (!cst_wait(phase_reached_2, &st, 30000)) {
+            fprintf(stderr, "FAILED: round %d: cs_app_stop did not return within 30 s while records arrived\n", round);
+            fflush(stderr);
+            _exit(1);
+        }
+        pthread_join(t, NULL);
+        CST_OK(st.stop_err);
+        cs_app_destroy(f.app);
+    }
+    atomic_store(&fd.stop, true);
+    pthread_join(feeder_thread, NULL);
+}
+
+/* ---- a librdkafka fatal error ------------------------------------------------ */
 
 static void fatal_error_stops_the_app_with_its_reason(void **state) {
     (void)state;
@@ -453,6 +517,7 @@ int main(void) {
         cmocka_unit_test(sigterm_stops_gracefully),
         cmocka_unit_test(sigint_stops_gracefully),
         cmocka_unit_test(fatal_error_stops_the_app_with_its_reason),
+        cmocka_unit_test(stop_while_records_arrive),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
