@@ -738,11 +738,20 @@ static void *fetch_main(void *arg) {
 
 /* ---- lifecycle -------------------------------------------------------------- */
 
+/* Default pre-fetch bound per partition, in KiB (queued.max.messages.kbytes). */
+#define CS_PREFETCH_KBYTES "16384"
+
 static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *group = s->group ? s->group : s->k->default_group;
     bool auto_mode = s->mode == CS_COMMIT_AUTO;
     cs_err err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app)); /* default; config may override */
+    /* Each partition has its own queue (take_one), so librdkafka's pre-fetch
+     * bound applies per partition: its 64 MiB default would let a consumer
+     * of many partitions catching up on a backlog hold 64 MiB for each. A
+     * default of 16 MiB keeps memory close to what one shared queue held;
+     * config may raise it (docs/guide.md: the pre-fetch). */
+    if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", CS_PREFETCH_KBYTES);
     if (!err) err = cs__conf_apply(conf, c->who, &s->k->config);
     if (!err) err = cs__conf_apply(conf, c->who, &s->config);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
