@@ -167,6 +167,10 @@ bool cs__kafka_output_topic_ok(void *arg, const char *topic);
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);
 
+/* consumer.c: the consumers' topic.metadata.refresh.interval.ms unless
+ * configured: how soon a subscription notices partitions added to its topics
+ * or a topic deleted under it (librdkafka's own default is 300000). */
+#define CS_METADATA_REFRESH_MS "30000"
 /* consumer.c: one per subscription, started after the topic checks. */
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */
