@@ -7,8 +7,9 @@
  *   Tracked and an Auto subscription (two groups, one app) consume it; the
  *   records produced to the new partitions are all handled and committed
  *   without a restart. The subscriptions use a 1 s metadata refresh to keep
- *   the test short; with cstream's default (30 s) a deployment notices new
- *   partitions within about 30 s (docs/real-kafka.md, "Bad inputs").
+ *   the test short (CS_REFRESH_MS overrides it, "default" keeps cstream's
+ *   30 s); a deployment notices new partitions within about 30 s
+ *   (docs/real-kafka.md, "Bad inputs").
  * - topic_deleted_under_subscription: a topic is deleted under a Tracked
  *   subscription to it and another topic, and under an Auto subscription to
  *   it alone. The records handled before were committed; the deletion gives
@@ -33,7 +34,13 @@
 #include "cstream/main.h"
 
 enum { MAXOFF = 256, MAXPARTS = 4 };
-#define REFRESH_MS "1000"
+/* The subscriptions' metadata refresh: short, to keep the test short.
+ * CS_REFRESH_MS=default measures cstream's default (30 s) instead. */
+static const char *refresh_ms(void) {
+    const char *env = getenv("CS_REFRESH_MS");
+    return env && *env ? env : "1000";
+}
+#define REFRESH_MS refresh_ms()
 
 static int64_t now_ms(void) {
     struct timespec ts;
@@ -118,8 +125,7 @@ static cs_sub *subscribe(cs_kafka *k, const char *const *topics, size_t n, const
     CST_OK(cs_sub_commit(sub, mode));
     if (mode == CS_COMMIT_TRACKED) CST_OK(cs_sub_commit_interval_ms(sub, 50));
     CST_OK(cs_sub_drain_timeout_ms(sub, 2000));
-    /* Short, to keep the test short: cstream's default is 30 s. */
-    CST_OK(cs_sub_config(sub, "topic.metadata.refresh.interval.ms", REFRESH_MS));
+    if (strcmp(REFRESH_MS, "default")) CST_OK(cs_sub_config(sub, "topic.metadata.refresh.interval.ms", REFRESH_MS));
     return sub;
 }
 
