@@ -197,7 +197,8 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
         cs_part *part = part_of(c, only->elems[i].topic, only->elems[i].partition);
         int64_t pos;
         char meta[CS_META_MAX];
-        if (!part || !cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
+        if (!part || atomic_load(&part->log_unknown)) continue; /* see mark_topic_partitions */
+        if (!cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
         rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
@@ -265,7 +266,8 @@ static void close_window(cs_consumer *c, bool final) {
         cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
         int64_t pos;
         char meta[CS_META_MAX];
-        if (!part || !cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
+        if (!part || atomic_load(&part->log_unknown)) continue; /* see mark_topic_partitions */
+        if (!cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
         rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(offsets, part->topic, part->partition);
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
@@ -345,37 +347,54 @@ static int subscribed_topic_in(const cs_consumer *c, const char *text, bool exac
     return -1;
 }
 
-/* The topic's partitions still assigned to this member start over: a new
- * epoch (what is in flight becomes stale: those positions cannot be committed
- * to a topic that is gone) and an empty tracker. librdkafka keeps them in the
- * assignment until the group rebalances, about a second later; a topic
- * recreated before that is read from its start (librdkafka resets the
- * position it had, now out of range), and without the reset the tracker
- * would take the new topic's first offsets for re-deliveries of the old one
- * and drop them (measured: records 0-4 of the recreated topic were lost).
- * Fetch thread (error callbacks run inside its poll). */
-static void restart_topic_partitions(cs_consumer *c, const char *topic) {
-    if (c->closing || atomic_load(&c->stop)) return; /* the close releases everything anyway */
+/* The topic's partitions still assigned to this member: their log may have
+ * restarted. librdkafka keeps them in the assignment until the group
+ * rebalances, about a second later, and a topic created again before that is
+ * read from its start (librdkafka resets the old position, now out of range).
+ * Until a record shows whether the log restarted, their positions are not
+ * committed: an old topic's position must not land on a new topic. Nothing
+ * is discarded yet, since the report may be wrong (a broker briefly missing
+ * the topic) and then queued records must still run. Fetch thread (error
+ * callbacks run inside its poll). */
+static void mark_topic_partitions(cs_consumer *c, const char *topic) {
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     for (int i = 0; i < assigned->cnt; i++) {
         if (strcmp(assigned->elems[i].topic, topic)) continue;
         cs_part *part = part_of(c, topic, assigned->elems[i].partition);
-        if (!part) continue;
-        if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
-        cs__pipeline_release_partition(c->pipe, part, true);
-        cs__pipeline_assign(c->pipe, part);
+        if (part) atomic_store(&part->log_unknown, true);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
+}
+
+/* Dispatch, for a partition whose log may have restarted: a record below the
+ * ones already fetched proves it did, so the partition starts over (a new
+ * epoch: what is in flight of the old topic becomes stale, its positions mean
+ * nothing here; an empty tracker, which would otherwise take the new topic's
+ * first offsets for re-deliveries and drop them, as measured before this
+ * existed: records 0-4 of a recreated topic lost). A record above them: the
+ * same log, nothing to do. Either way commits resume. Under Auto there is no
+ * tracker to reset, only the line to log. Fetch thread. */
+static void settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
+    atomic_store(&part->log_unknown, false);
+    int64_t next = cs__pipeline_next_offset(c->pipe, topic, part->partition);
+    if (next < 0 || offset >= next) return;
+    CS_LOG_WARN("partition log restarted (topic deleted and created again): read from its new start "
+                "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
+                c->sub->name, topic, (int)part->partition, (long long)offset, (long long)next);
+    if (!c->tracked) return; /* Auto tracks no offsets: nothing to forget */
+    if (cs__part_clear_paused(part)) pause_or_resume(c, part, false);
+    cs__pipeline_release_partition(c->pipe, part, true);
+    cs__pipeline_assign(c->pipe, part);
 }
 
 static void topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason) {
     atomic_store(&c->topic_vanished, true);
     if (atomic_exchange(&c->topic_unavailable[i], true)) return; /* said so already */
     atomic_fetch_add(&c->n_unavailable, 1);
-    restart_topic_partitions(c, c->sub->topics[i]);
-    CS_LOG_ERR("subscribed topic not available (deleted, or not visible to this client): its partitions are "
-               "released, the subscription keeps running and takes them again if the topic comes back "
+    mark_topic_partitions(c, c->sub->topics[i]);
+    CS_LOG_ERR("subscribed topic not available (deleted, or not visible to this client): nothing is committed "
+               "for it until it is back, the subscription keeps running and consumes it again then "
                "subscription=%s group=%s topic=%s error=%s reason=\"%s\"",
                c->sub->name, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->topics[i],
                rd_kafka_err2name(err), reason);
@@ -472,7 +491,7 @@ static int precommit(void *arg, cs_part *part) {
     /* The state is taken under commit_lock, so that no older state can be
      * enqueued after this one (and this one after no newer one). */
     pthread_mutex_lock(&c->commit_lock);
-    if (!cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
+    if (atomic_load(&part->log_unknown) || !cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
         pthread_mutex_unlock(&c->commit_lock);
         return 0;
     }
@@ -641,6 +660,8 @@ static void dispatch(cs_consumer *c, rd_kafka_message_t *m) {
     const char *topic = rd_kafka_topic_name(m->rkt);
     topic_available(c, topic);
     cs_part *part = part_of(c, topic, m->partition);
+    if (part && atomic_load_explicit(&part->log_unknown, memory_order_relaxed))
+        settle_log_restart(c, part, topic, m->offset);
     cs_delivery *d = part ? cs__delivery_alloc(part) : NULL;
     if (!d) {
         /* Out of memory: the record is not handed out. Under Tracked it is
@@ -828,7 +849,7 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     bool left_behind = c->rk && !destroy_handle(c, flags);
     cs__pipeline_destroy(c->pipe);
-    if (left_behind) return; /* c is the handle's opaque, and its lock may still be taken by callbacks */
+    if (left_behind) return; /* c is the abandoned handle's opaque: keep it for any callback it still makes */
     pthread_mutex_destroy(&c->commit_lock);
     free(c->topic_unavailable);
     free(c);
