@@ -327,8 +327,9 @@ static void close_window(cs_consumer *c, bool final) {
  * consuming its other topics. cstream keeps running: the topic may come back
  * (recreated, or ACLs fixed), and then its partitions are assigned again and
  * read from the start (Kafka deleted the group's offsets with the topic). What
- * it adds is one ERROR line that names the topic, per loss, and the
- * cstream_topic_unavailable gauge for alerting. */
+ * it adds is one ERROR line that names the topic, per loss, the
+ * cstream_topic_unavailable gauge for alerting, and care that an old topic's
+ * positions never land on a new one (mark_topic_partitions). */
 
 static bool topic_error(rd_kafka_resp_err_t err) {
     return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
