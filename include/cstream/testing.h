@@ -65,6 +65,14 @@ cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int 
 
 cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions);
 
+/* Real clusters only (Admin API; CS_ERR_UNSUPPORTED on the embedded cluster,
+ * whose librdkafka 2.0.2 mock has neither request). Each waits until the
+ * cluster's metadata shows the change. */
+/* Raises the topic's partition count to `partitions` (CreatePartitions). */
+cs_err cs_test_topic_add_partitions(cs_test_cluster *c, const char *topic, int partitions);
+/* Deletes the topic (DeleteTopics). The group offsets of its partitions go with it. */
+cs_err cs_test_topic_delete(cs_test_cluster *c, const char *topic);
+
 /* Publishes one record and waits for its delivery report. partition -1: any.
  * key/value may be NULL. *offset_out (if not NULL) gets the record's offset. */
 cs_err cs_test_produce(cs_test_cluster *c, const char *topic, int32_t partition, const void *key, size_t key_len,

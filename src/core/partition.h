@@ -65,6 +65,12 @@ typedef struct cs_part {
     cs_delivery *spare; /* linked through cs_delivery.next */
     size_t n_spare, spare_max;
 
+    /* The partition's topic was reported gone while it was assigned, so the
+     * log behind it may have restarted (deleted and created again): positions
+     * are not committed until a record shows which (consumer.c). Written by
+     * the fetch thread, cleared at assign; read also by workers (precommit). */
+    _Atomic bool log_unknown;
+
     pthread_mutex_t lock;
     pthread_cond_t drained; /* signalled when n_inflight drops to 0 */
     cs_pipeline *pipe;      /* NULL once the subscription is gone */

@@ -256,6 +256,7 @@ static void inflight_remove(cs_part *part, cs_delivery *d) {
 
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     (void)p;
+    atomic_store(&part->log_unknown, false); /* a new assignment starts from the group's position */
     pthread_mutex_lock(&part->lock);
     part->epoch++;
     part->assigned = true;

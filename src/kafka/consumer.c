@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../core/broker.h"
 #include "../core/error.h"
@@ -78,6 +79,16 @@ struct cs_consumer {
     int64_t next_commit_ms;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
+    /* Subscribed topics librdkafka reported unavailable (deleted, or not
+     * visible to this client), one flag per s->topics[i]: set by the error
+     * paths on the fetch thread, cleared when a partition of the topic is
+     * assigned again, read by /metrics. */
+    _Atomic bool *topic_unavailable;
+    _Atomic int n_unavailable; /* how many are set: dispatch looks only when > 0 */
+    /* Sticky: some subscribed topic vanished while this consumer ran. Then
+     * librdkafka 2.0.2 may never finish destroying the handle (see
+     * destroy_handle). */
+    _Atomic bool topic_vanished;
     pthread_mutex_t commit_lock; /* orders async commits with suspect-record commits */
     /* Orders wake-ups with the end of the fetch thread: once `stop` is set no
      * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
@@ -262,7 +273,8 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
         cs_part *part = part_of(c, only->elems[i].topic, only->elems[i].partition);
         int64_t pos;
         char meta[CS_META_MAX];
-        if (!part || !cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
+        if (!part || atomic_load(&part->log_unknown)) continue; /* see mark_topic_partitions */
+        if (!cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
         rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
@@ -329,7 +341,8 @@ static void close_window(cs_consumer *c, bool final) {
         cs_part *part = part_of(c, assigned->elems[i].topic, assigned->elems[i].partition);
         int64_t pos;
         char meta[CS_META_MAX];
-        if (!part || !cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
+        if (!part || atomic_load(&part->log_unknown)) continue; /* see mark_topic_partitions */
+        if (!cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
         rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(offsets, part->topic, part->partition);
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
@@ -379,6 +392,97 @@ static void close_window(cs_consumer *c, bool final) {
         }
     }
     rd_kafka_topic_partition_list_destroy(assigned);
+}
+
+/* ---- a subscribed topic that goes away ---------------------------------------
+ * A topic deleted under a subscription is bad input from outside the service:
+ * librdkafka reports it (a consume error "Subscribed topic not available: T",
+ * or "T [p]: desired partition is no longer available" through error_cb), the
+ * group rebalances the topic's partitions away, and the subscription keeps
+ * consuming its other topics. cstream keeps running: the topic may come back
+ * (recreated, or ACLs fixed), and then its partitions are assigned again and
+ * read from the start (Kafka deleted the group's offsets with the topic). What
+ * it adds is one ERROR line that names the topic, per loss, the
+ * cstream_topic_unavailable gauge for alerting, and care that an old topic's
+ * positions never land on a new one (mark_topic_partitions). */
+
+static bool topic_error(rd_kafka_resp_err_t err) {
+    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+           err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+}
+
+/* The index of the subscribed topic that `text` is about (a topic name, or
+ * librdkafka's reason, which starts with the topic name), or -1. */
+static int subscribed_topic_in(const cs_consumer *c, const char *text, bool exact) {
+    for (size_t i = 0; text && i < c->sub->n_topics; i++) {
+        const char *t = c->sub->topics[i];
+        size_t n = strlen(t);
+        if (exact ? !strcmp(text, t) : (!strncmp(text, t, n) && (text[n] == ' ' || text[n] == ':' || !text[n])))
+            return (int)i;
+    }
+    return -1;
+}
+
+/* The topic's partitions still assigned to this member: their log may have
+ * restarted. librdkafka keeps them in the assignment until the group
+ * rebalances, about a second later, and a topic created again before that is
+ * read from its start (librdkafka resets the old position, now out of range).
+ * Until a record shows whether the log restarted, their positions are not
+ * committed: an old topic's position must not land on a new topic. Nothing
+ * is discarded yet, since the report may be wrong (a broker briefly missing
+ * the topic) and then queued records must still run. Fetch thread (error
+ * callbacks run inside its poll). */
+static void mark_topic_partitions(cs_consumer *c, const char *topic) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    for (int i = 0; i < assigned->cnt; i++) {
+        if (strcmp(assigned->elems[i].topic, topic)) continue;
+        cs_part *part = part_of(c, topic, assigned->elems[i].partition);
+        if (part) atomic_store(&part->log_unknown, true);
+    }
+    rd_kafka_topic_partition_list_destroy(assigned);
+}
+
+/* Dispatch, for a partition whose log may have restarted: a record below the
+ * ones already fetched proves it did, so the partition starts over (a new
+ * epoch: what is in flight of the old topic becomes stale, its positions mean
+ * nothing here; an empty tracker, which would otherwise take the new topic's
+ * first offsets for re-deliveries and drop them, as measured before this
+ * existed: records 0-4 of a recreated topic lost). A record above them: the
+ * same log, nothing to do. Either way commits resume. Under Auto there is no
+ * tracker to reset, only the line to log. Fetch thread. */
+static void settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
+    atomic_store(&part->log_unknown, false);
+    int64_t next = cs__pipeline_next_offset(c->pipe, topic, part->partition);
+    if (next < 0 || offset >= next) return;
+    CS_LOG_WARN("partition log restarted (topic deleted and created again): read from its new start "
+                "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
+                c->sub->name, topic, (int)part->partition, (long long)offset, (long long)next);
+    if (!c->tracked) return; /* Auto tracks no offsets: nothing to forget */
+    cs__pipeline_release_partition(c->pipe, part, true);
+    cs__pipeline_assign(c->pipe, part);
+}
+
+static void topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason) {
+    atomic_store(&c->topic_vanished, true);
+    if (atomic_exchange(&c->topic_unavailable[i], true)) return; /* said so already */
+    atomic_fetch_add(&c->n_unavailable, 1);
+    mark_topic_partitions(c, c->sub->topics[i]);
+    CS_LOG_ERR("subscribed topic not available (deleted, or not visible to this client): nothing is committed "
+               "for it until it is back, the subscription keeps running and consumes it again then "
+               "subscription=%s group=%s topic=%s error=%s reason=\"%s\"",
+               c->sub->name, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->topics[i],
+               rd_kafka_err2name(err), reason);
+}
+
+/* Fetch thread: a partition of the topic was assigned again, or a record of
+ * it arrived (a topic recreated before the group rebalanced stays assigned). */
+static void topic_available(cs_consumer *c, const char *topic) {
+    if (atomic_load_explicit(&c->n_unavailable, memory_order_relaxed) == 0) return;
+    int i = subscribed_topic_in(c, topic, true);
+    if (i < 0 || !atomic_exchange(&c->topic_unavailable[i], false)) return;
+    atomic_fetch_sub(&c->n_unavailable, 1);
+    CS_LOG_INFO("subscribed topic available again subscription=%s topic=%s", c->sub->name, topic);
 }
 
 /* ---- rebalance ------------------------------------------------------------ */
@@ -462,7 +566,7 @@ static int precommit(void *arg, cs_part *part) {
     /* The state is taken under commit_lock, so that no older state can be
      * enqueued after this one (and this one after no newer one). */
     pthread_mutex_lock(&c->commit_lock);
-    if (!cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
+    if (atomic_load(&part->log_unknown) || !cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
         pthread_mutex_unlock(&c->commit_lock);
         return 0;
     }
@@ -500,6 +604,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
         if (!part || !open_queue(c, part))
             cs__app_fatal(c->app, "%s: out of memory at the assignment of %s/%d", c->who, l->elems[i].topic,
                           (int)l->elems[i].partition);
+        topic_available(c, l->elems[i].topic);
         CS_LOG_INFO("partition assigned subscription=%s group=%s topic=%s partition=%d", c->sub->name,
                     c->sub->group ? c->sub->group : c->sub->k->default_group, l->elems[i].topic,
                     (int)l->elems[i].partition);
@@ -587,6 +692,11 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
 
 static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     cs_consumer *c = opaque;
+    int gone = topic_error(err) ? subscribed_topic_in(c, reason, false) : -1;
+    if (gone >= 0) {
+        topic_unavailable(c, gone, err, reason);
+        return;
+    }
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
         char why[512];
         rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
@@ -619,6 +729,11 @@ static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return;
     if (m->err == RD_KAFKA_RESP_ERR__FATAL && report_if_fatal(c)) return;
     const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
+    int gone = topic_error(m->err) ? subscribed_topic_in(c, topic, true) : -1;
+    if (gone >= 0) {
+        topic_unavailable(c, gone, m->err, rd_kafka_message_errstr(m));
+        return;
+    }
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
         CS_LOG_WARN("consume error subscription=%s topic=%s partition=%d offset=%lld error=%s reason=\"%s\"",
@@ -644,7 +759,10 @@ static bool dispatch(cs_consumer *c, rd_kafka_message_t *m) {
         rd_kafka_message_destroy(m);
         return false;
     }
+    topic_available(c, topic);
     cs_part *part = part_of(c, topic, m->partition);
+    if (part && atomic_load_explicit(&part->log_unknown, memory_order_relaxed))
+        settle_log_restart(c, part, topic, m->offset);
     cs_delivery *d = part ? cs__delivery_alloc(part) : NULL;
     if (!d) {
         out_of_memory(c, topic, m->partition, m->offset, "for the delivery");
@@ -752,6 +870,11 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
      * default of 16 MiB keeps memory close to what one shared queue held;
      * config may raise it (docs/guide.md: the pre-fetch). */
     if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", CS_PREFETCH_KBYTES);
+    /* Default; config may override. librdkafka's 5 minutes is how long a
+     * subscription would take to notice partitions added to its topics (and
+     * to be assigned them); 30 s costs one small Metadata request per consumer
+     * every 30 s instead of every 300 s. See docs/real-kafka.md "Bad inputs". */
+    if (!err) err = cs__conf_set(conf, c->who, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS);
     if (!err) err = cs__conf_apply(conf, c->who, &s->k->config);
     if (!err) err = cs__conf_apply(conf, c->who, &s->config);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
@@ -777,23 +900,121 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
     return CS_OK;
 }
 
-static void consumer_free(cs_consumer *c) {
+/* ---- destroying the handle ----------------------------------------------------
+ * librdkafka 2.0.2 never finishes rd_kafka_destroy() of a consumer after a
+ * partition it consumed was removed from the cluster (its topic deleted): a
+ * circular reference keeps the partition, and the broker thread waits for it
+ * forever (fixed in librdkafka 2.1.0, #4187, "A reference count issue was
+ * blocking the consumer from closing"). The close itself completes, so the
+ * positions are committed by then; only the destroy hangs. After a topic
+ * vanished, the destroy therefore runs on a helper thread, and the stop waits
+ * for it at most DESTROY_WAIT_MS: past that, the handle is left behind (its
+ * threads idle at about 1% of a core until the process exits) and said so,
+ * rather than hanging the service's stop forever. */
+enum { DESTROY_WAIT_MS = 3000 };
+
+typedef struct destroyer {
+    rd_kafka_t *rk;
+    int flags;
+    pthread_mutex_t lock;
+    pthread_cond_t done_cv;
+    bool done;
+    int refs; /* the helper and the waiter: the last one frees */
+} destroyer;
+
+static void destroyer_release(destroyer *d) {
+    pthread_mutex_lock(&d->lock);
+    bool last = --d->refs == 0;
+    pthread_mutex_unlock(&d->lock);
+    if (!last) return;
+    pthread_mutex_destroy(&d->lock);
+    pthread_cond_destroy(&d->done_cv);
+    free(d);
+}
+
+static void *destroy_main(void *arg) {
+    destroyer *d = arg;
+    rd_kafka_destroy_flags(d->rk, d->flags);
+    pthread_mutex_lock(&d->lock);
+    d->done = true;
+    pthread_cond_signal(&d->done_cv);
+    pthread_mutex_unlock(&d->lock);
+    destroyer_release(d);
+    return NULL;
+}
+
+/* Destroys c->rk; false if it was left behind (then c, its opaque, must stay
+ * allocated: the abandoned handle may still call back with it). */
+static bool destroy_handle(cs_consumer *c, int flags) {
+    if (!atomic_load(&c->topic_vanished)) {
+        rd_kafka_destroy_flags(c->rk, flags);
+        return true;
+    }
+    destroyer *d = calloc(1, sizeof *d);
+    pthread_t helper;
+    if (d) {
+        *d = (destroyer){.rk = c->rk, .flags = flags, .refs = 2};
+        pthread_mutex_init(&d->lock, NULL);
+        pthread_cond_init(&d->done_cv, NULL);
+    }
+    if (!d || pthread_create(&helper, NULL, destroy_main, d) != 0) {
+        if (d) {
+            d->refs = 1;
+            destroyer_release(d);
+        }
+        CS_LOG_ERR("consumer handle left behind: no thread to destroy it subscription=%s", c->sub->name);
+        return false;
+    }
+    pthread_detach(helper);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += DESTROY_WAIT_MS / 1000;
+    until.tv_nsec += (long)(DESTROY_WAIT_MS % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&d->lock);
+    while (!d->done && pthread_cond_timedwait(&d->done_cv, &d->lock, &until) == 0) {}
+    bool done = d->done;
+    pthread_mutex_unlock(&d->lock);
+    destroyer_release(d);
+    if (!done)
+        CS_LOG_ERR("consumer handle left behind: librdkafka %s does not finish destroying a consumer after one of "
+                   "its topics was deleted (fixed in librdkafka 2.1.0); its positions were committed at close, its "
+                   "threads stay until the process exits subscription=%s waited_ms=%d",
+                   rd_kafka_version_str(), c->sub->name, DESTROY_WAIT_MS);
+    return done;
+}
+
+static void consumer_free_flags(cs_consumer *c, int flags) {
     cs__txn_destroy(c->txn); /* the consumer has closed (or crashed): nothing commits any more */
+    close_all_queues(c); /* the partition queues go before the handle */
+    free(c->parts);
+    c->parts = NULL;
+    if (c->queue) rd_kafka_queue_destroy(c->queue);
+    c->queue = NULL;
+    bool left_behind = c->rk && !destroy_handle(c, flags);
+    cs__pipeline_destroy(c->pipe);
+    if (left_behind) return; /* c is the abandoned handle's opaque: keep it for any callback it still makes */
     pthread_mutex_destroy(&c->commit_lock);
     pthread_mutex_destroy(&c->wake_lock);
-    close_all_queues(c);
-    free(c->parts);
-    if (c->queue) rd_kafka_queue_destroy(c->queue);
-    if (c->rk) rd_kafka_destroy(c->rk);
-    cs__pipeline_destroy(c->pipe);
+    free(c->topic_unavailable);
     free(c);
 }
+
+static void consumer_free(cs_consumer *c) { consumer_free_flags(c, 0); }
 
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     cs_consumer *c = calloc(1, sizeof *c);
     if (!c) return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     c->sub = s;
     c->app = app;
+    c->topic_unavailable = calloc(s->n_topics, sizeof *c->topic_unavailable);
+    if (!c->topic_unavailable) {
+        free(c);
+        return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
+    }
     c->tracked = s->mode != CS_COMMIT_AUTO;
     c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
     c->interval_ms = s->commit_interval_ms ? s->commit_interval_ms : c->transactional ? 100 : 200;
@@ -804,6 +1025,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     rd_kafka_conf_t *conf = NULL;
     cs_err err = build_conf(s, app, c, &conf);
     if (err) {
+        free(c->topic_unavailable);
         free(c);
         return err;
     }
@@ -811,6 +1033,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!c->rk) {
         rd_kafka_conf_destroy(conf);
+        free(c->topic_unavailable);
         free(c);
         return cs__fail(CS_ERR_KAFKA, "subscription %s: consumer could not be created: %s", s->name, reason);
     }
@@ -926,12 +1149,7 @@ static void close_after_fatal(cs_consumer *c, cs_sub_stats *final_stats) {
     release_assigned(c);
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
     cs__pipeline_stats(c->pipe, final_stats);
-    close_all_queues(c);
-    rd_kafka_queue_destroy(c->queue);
-    c->queue = NULL;
-    rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-    c->rk = NULL;
-    consumer_free(c);
+    consumer_free_flags(c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
 void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
@@ -952,12 +1170,7 @@ void cs__consumer_crash(cs_consumer *c) {
     join_fetch_thread(c);
     cs__pipeline_crash(c->pipe);
     release_assigned(c);
-    close_all_queues(c);
-    rd_kafka_queue_destroy(c->queue);
-    c->queue = NULL;
-    rd_kafka_destroy_flags(c->rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
-    c->rk = NULL;
-    consumer_free(c);
+    consumer_free_flags(c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
 /* Idle: an assignment, nothing queued or in flight, and every assigned
@@ -1012,6 +1225,19 @@ rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }
 
 /* ---- /metrics -------------------------------------------------------------- */
 
+/* 1 while librdkafka reports the subscribed topic unavailable (deleted, or
+ * not visible to this client), else 0: one series per subscribed topic, so an
+ * alert can fire on `== 1`. */
+static void topic_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
+    for (size_t i = 0; i < c->sub->n_topics; i++) {
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", c->sub->topics[i], NULL};
+        cs__metric_int(m, "cstream_topic_unavailable", "gauge",
+                       "1 while the subscribed topic is reported unavailable (deleted, or not visible to this "
+                       "client); its partitions are not consumed until it comes back.",
+                       l, atomic_load(&c->topic_unavailable[i]) ? 1 : 0);
+    }
+}
+
 typedef struct part_list {
     cs_part_metrics *v;
     size_t n, cap;
@@ -1045,6 +1271,7 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     cs__metric_histogram(m, "cstream_handler_duration_seconds",
                          "Handler run time (one observation per call; a batch handler call is one).", labels, &h);
 
+    topic_metrics(c, m, sub, group);
     part_list parts = {0};
     cs__pipeline_each_part(c->pipe, collect_part, &parts);
     /* Records and dead letters by topic: the partitions of a topic add up

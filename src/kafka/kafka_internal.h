@@ -183,6 +183,10 @@ void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);
 cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *const *topics, size_t n,
                        int timeout_ms);
 
+/* consumer.c: the consumers' topic.metadata.refresh.interval.ms unless
+ * configured: how soon a subscription notices partitions added to its topics
+ * or a topic deleted under it (librdkafka's own default is 300000). */
+#define CS_METADATA_REFRESH_MS "30000"
 /* consumer.c: one per subscription, started after the topic checks. */
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */

@@ -236,6 +236,94 @@ static cs_err create_with_admin(cs_test_cluster *c, const char *topic, int parti
     return err;
 }
 
+/* Waits (bounded) until the cluster's metadata shows `topic` with at least
+ * `partitions` partitions (gone: absent), asking with a fresh request each
+ * time; the answer also updates the test producer's view of the topic, so a
+ * record produced next to a new partition is accepted. */
+static bool topic_shows(cs_test_cluster *c, const char *topic, int partitions, bool gone) {
+    const struct rd_kafka_metadata *md = NULL;
+    if (rd_kafka_metadata(c->producer, 1, NULL, &md, 5000) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+    bool ok = gone;
+    for (int t = 0; t < md->topic_cnt; t++)
+        if (!strcmp(md->topics[t].topic, topic) && md->topics[t].err == RD_KAFKA_RESP_ERR_NO_ERROR)
+            ok = !gone && md->topics[t].partition_cnt >= partitions;
+    rd_kafka_metadata_destroy(md);
+    return ok;
+}
+
+static cs_err wait_topic_shows(cs_test_cluster *c, const char *topic, int partitions, bool gone, const char *what) {
+    for (int i = 0; i < 150; i++) {
+        if (topic_shows(c, topic, partitions, gone)) return CS_OK;
+        usleep(100 * 1000);
+    }
+    return cs__fail(CS_ERR_TIMEOUT, "%s %s: not visible in metadata after 15 s", what, topic);
+}
+
+/* Runs one admin request and returns its result event (NULL: no answer in 30 s). */
+static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q) { return rd_kafka_queue_poll(q, 30000); }
+
+cs_err cs_test_topic_add_partitions(cs_test_cluster *c, const char *topic, int partitions) {
+    if (c->embedded)
+        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_add_partitions(%s): librdkafka 2.0.2's embedded cluster "
+                        "has no CreatePartitions", topic);
+    char reason[512];
+    rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(topic, (size_t)partitions, reason, sizeof reason);
+    if (!np) return cs__fail(CS_ERR_ARG, "cs_test_topic_add_partitions(%s): %s", topic, reason);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->producer);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    rd_kafka_CreatePartitions(c->producer, &np, 1, opt, q);
+    rd_kafka_event_t *ev = admin_wait(q);
+    cs_err err = CS_OK;
+    if (!ev) {
+        err = cs__fail(CS_ERR_TIMEOUT, "cs_test_topic_add_partitions(%s): no answer from %s", topic, c->brokers);
+    } else if (rd_kafka_event_error(ev)) {
+        err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_add_partitions(%s): %s", topic, rd_kafka_event_error_string(ev));
+    } else {
+        size_t n = 0;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
+        if (n == 1 && rd_kafka_topic_result_error(res[0]))
+            err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_add_partitions(%s): %s", topic,
+                           rd_kafka_topic_result_error_string(res[0]));
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_NewPartitions_destroy(np);
+    rd_kafka_queue_destroy(q);
+    return err ? err : wait_topic_shows(c, topic, partitions, false, "cs_test_topic_add_partitions");
+}
+
+cs_err cs_test_topic_delete(cs_test_cluster *c, const char *topic) {
+    if (c->embedded)
+        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_delete(%s): librdkafka 2.0.2's embedded cluster has no "
+                        "DeleteTopics", topic);
+    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->producer);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, RD_KAFKA_ADMIN_OP_DELETETOPICS);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    rd_kafka_DeleteTopics(c->producer, &dt, 1, opt, q);
+    rd_kafka_event_t *ev = admin_wait(q);
+    cs_err err = CS_OK;
+    if (!ev) {
+        err = cs__fail(CS_ERR_TIMEOUT, "cs_test_topic_delete(%s): no answer from %s", topic, c->brokers);
+    } else if (rd_kafka_event_error(ev)) {
+        err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_delete(%s): %s", topic, rd_kafka_event_error_string(ev));
+    } else {
+        size_t n = 0;
+        const rd_kafka_topic_result_t **res =
+            rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+        if (n == 1 && rd_kafka_topic_result_error(res[0]))
+            err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_delete(%s): %s", topic,
+                           rd_kafka_topic_result_error_string(res[0]));
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_DeleteTopic_destroy(dt);
+    rd_kafka_queue_destroy(q);
+    return err ? err : wait_topic_shows(c, topic, 0, true, "cs_test_topic_delete");
+}
+
 cs_err cs_test_topic_create(cs_test_cluster *c, const char *topic, int partitions) {
     if (c->embedded) return cs__embedded_topic(c->embedded, topic, partitions);
     cs_err err = create_with_admin(c, topic, partitions);

@@ -1,7 +1,8 @@
 /* test_faults.c — a Tracked service under the faults librdkafka 2.0.2's mock
  * cluster can inject: failing Fetch, OffsetCommit, Produce and JoinGroup
  * requests, brokers going down and up (shorter and longer than the session
- * timeout), a group coordinator and partition leaders moving, and slow brokers.
+ * timeout), a group coordinator and partition leaders moving, slow brokers,
+ * and a topic whose metadata says it does not exist.
  *
  * Each test runs the service on a 3-broker embedded cluster, injects the fault
  * while records flow, and asserts that the service recovers by itself: every
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "cstest.h"
+#include "cstream/main.h"
 
 enum { BROKERS = 3, PARTS = 4, MAXOFF = 2048, WAIT_MS = 90000 };
 
@@ -368,6 +370,47 @@ static void slow_brokers(void **state) {
     service_stop(&s, "slow brokers");
 }
 
+/* ---- a topic that goes away ---- */
+
+typedef struct topic_gauge {
+    service *s;
+    int want;
+} topic_gauge;
+
+/* cstream_topic_unavailable of the service's topic reads want. */
+static bool topic_gauge_is(void *arg) {
+    topic_gauge *g = arg;
+    char series[512], *text = NULL;
+    snprintf(series, sizeof series, "cstream_topic_unavailable{subscription=\"%s\",group=\"%s\",topic=\"%s\"} ",
+             g->s->topic, g->s->group, g->s->topic);
+    if (cs_app_metrics(g->s->app, &text) != CS_OK) return false;
+    const char *at = strstr(text, series);
+    bool ok = at && atoi(at + strlen(series)) == g->want;
+    free(text);
+    return ok;
+}
+
+/* The metadata of the subscribed topic answers UNKNOWN_TOPIC_OR_PARTITION, as
+ * for a deleted topic (the mock cannot delete one; tests/real/test_bad_inputs.c
+ * deletes it on the real broker): the topic is reported unavailable, its
+ * partitions go, and when it answers again they come back and every record is
+ * handled and committed. The stop is bounded although librdkafka 2.0.2 may not
+ * finish destroying the consumer (src/kafka/consumer.c, destroy_handle). */
+static void topic_reported_deleted(void **state) {
+    (void)state;
+    service s;
+    service_init(&s, "faults-topic", false);
+    warm_up(&s);
+    CST_OK(cs_test_topic_set_error(cst_cluster, s.topic, UNKNOWN_TOPIC_OR_PART));
+    topic_gauge gone = {&s, 1}, back = {&s, 0};
+    if (!cst_wait(topic_gauge_is, &gone, WAIT_MS)) fail_msg("topic %s never reported unavailable", s.topic);
+    CST_OK(cs_test_topic_set_error(cst_cluster, s.topic, 0));
+    produce(&s, 100);
+    expect_recovered(&s, "topic reported deleted");
+    if (!cst_wait(topic_gauge_is, &back, WAIT_MS)) fail_msg("topic %s never reported available again", s.topic);
+    service_stop(&s, "topic reported deleted");
+}
+
 static int setup(void **state) {
     (void)state;
     if (cs_test_cluster_new_embedded(BROKERS, &cst_cluster) != CS_OK) {
@@ -389,6 +432,7 @@ int main(void) {
         cmocka_unit_test(coordinator_moves),
         cmocka_unit_test(leaders_move),
         cmocka_unit_test(slow_brokers),
+        cmocka_unit_test(topic_reported_deleted),
     };
     /* CS_FAULT_TEST=<name or pattern>: run only the matching tests (cmocka's filter) */
     if (getenv("CS_FAULT_TEST")) cmocka_set_test_filter(getenv("CS_FAULT_TEST"));
