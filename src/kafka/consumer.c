@@ -1,7 +1,7 @@
 /* consumer.c — one subscription's librdkafka consumer and its fetch loop.
  *
- * Threads: the fetch thread (fetch_main) is the only one that polls, pauses,
- * resumes, assigns and commits while the subscription runs; the rebalance
+ * Threads: the fetch thread (fetch_main) is the only one that polls, takes
+ * records, assigns and commits while the subscription runs; the rebalance
  * callback runs on it, inside rd_kafka_consumer_poll. After the fetch thread
  * has exited, the stopping thread drains, commits and closes (close runs the
  * revoke again, which is idempotent). Workers only touch the pipeline, and
@@ -40,6 +40,10 @@
 typedef struct part_queue {
     cs_part *part;
     rd_kafka_queue_t *q;
+    /* ops that were in q when its topic was reported gone: records of the
+     * old log, which must not decide whether the log restarted (a count that
+     * is too high, from outdated ops librdkafka skips, only delays that). */
+    size_t before_report;
 } part_queue;
 
 struct cs_consumer {
@@ -166,7 +170,7 @@ static bool open_queue(cs_consumer *c, cs_part *part) {
     if (!q) return false;
     rd_kafka_queue_forward(q, NULL);
     rd_kafka_queue_cb_event_enable(q, on_partition_records, c);
-    c->parts[c->n_parts++] = (part_queue){part, q};
+    c->parts[c->n_parts++] = (part_queue){.part = part, .q = q};
     return true;
 }
 
@@ -176,9 +180,11 @@ static bool open_queue(cs_consumer *c, cs_part *part) {
  * the queue holds is outdated. No more wake-ups, and the queue is emptied:
  * taking an outdated record makes librdkafka drop it, without storing an
  * offset, which frees its memory now rather than at the next assignment. */
-static void close_queue(cs_consumer *c, part_queue *pq) {
+static void close_queue(cs_consumer *c, part_queue *pq, bool unassigned) {
     rd_kafka_queue_cb_event_enable(pq->q, NULL, NULL); /* waits out a callback in progress */
-    for (rd_kafka_message_t *m; (m = rd_kafka_consume_queue(pq->q, 0));) rd_kafka_message_destroy(m);
+    /* Without the unassign nothing in it is outdated: taking a record would
+     * store its offset under Auto. Leave the records to librdkafka then. */
+    for (rd_kafka_message_t *m; unassigned && (m = rd_kafka_consume_queue(pq->q, 0));) rd_kafka_message_destroy(m);
     rd_kafka_queue_destroy(pq->q);
     *pq = c->parts[--c->n_parts];
 }
@@ -438,7 +444,10 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
     for (int i = 0; i < assigned->cnt; i++) {
         if (strcmp(assigned->elems[i].topic, topic)) continue;
         cs_part *part = part_of(c, topic, assigned->elems[i].partition);
-        if (part) atomic_store(&part->log_unknown, true);
+        if (!part) continue;
+        atomic_store(&part->log_unknown, true);
+        part_queue *pq = queue_of(c, part);
+        if (pq) pq->before_report = (size_t)rd_kafka_queue_length(pq->q);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
 }
@@ -459,7 +468,10 @@ static void settle_log_restart(cs_consumer *c, cs_part *part, const char *topic,
                 "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
                 c->sub->name, topic, (int)part->partition, (long long)offset, (long long)next);
     if (!c->tracked) return; /* Auto tracks no offsets: nothing to forget */
-    cs__pipeline_release_partition(c->pipe, part, true);
+    /* A new epoch, as a Transactional rewind makes: the old topic's
+     * deliveries still running or pending stay on the in-flight list (their
+     * settlements are stale; a revoke or the stop waits for them). Releasing
+     * them here would free payloads their handlers are reading. */
     cs__pipeline_assign(c->pipe, part);
 }
 
@@ -675,16 +687,25 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
      * cooperative revoke keeps the rest of the assignment: still joined. */
     if (!cooperative || lost) atomic_store(&c->joined, false);
     revoke_partitions(c, l, lost);
+    bool unassigned = true;
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
-        if (e) rd_kafka_error_destroy(e);
+        if (e) {
+            CS_LOG_WARN("unassign failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_error_string(e));
+            rd_kafka_error_destroy(e);
+            unassigned = false;
+        }
     } else {
-        rd_kafka_assign(rk, NULL);
+        rd_kafka_resp_err_t e = rd_kafka_assign(rk, NULL);
+        if (e) {
+            CS_LOG_WARN("unassign failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(e));
+            unassigned = false;
+        }
     }
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = part_of(c, l->elems[i].topic, l->elems[i].partition);
         part_queue *pq = part ? queue_of(c, part) : NULL;
-        if (pq) close_queue(c, pq);
+        if (pq) close_queue(c, pq, unassigned);
     }
 }
 
@@ -752,21 +773,34 @@ static void out_of_memory(cs_consumer *c, const char *topic, int32_t partition, 
                   what, topic, (int)partition, (long long)offset);
 }
 
-/* Returns true if the record's partition is now paused (it reached max_open). */
-static bool dispatch(cs_consumer *c, rd_kafka_message_t *m) {
+/* A record taken from librdkafka and not handed out. Under Auto, taking it
+ * stored its offset + 1; store its own offset back, so that no commit passes
+ * it (librdkafka 2.0.2 commits only positions above the committed one, so the
+ * committed position stays at or below it). */
+static void not_handed_out(cs_consumer *c, rd_kafka_message_t *m) {
+    if (!c->tracked) rd_kafka_offset_store(m->rkt, m->partition, m->offset - 1);
+    rd_kafka_message_destroy(m);
+}
+
+/* Returns true if the record's partition is now paused (it reached max_open).
+ * old_log: the record was queued before its topic was reported gone. */
+static bool dispatch(cs_consumer *c, rd_kafka_message_t *m, bool old_log) {
     const char *topic = rd_kafka_topic_name(m->rkt);
     if (c->out_of_memory) {
-        rd_kafka_message_destroy(m);
+        not_handed_out(c, m);
         return false;
     }
-    topic_available(c, topic);
+    if (!old_log) topic_available(c, topic);
     cs_part *part = part_of(c, topic, m->partition);
-    if (part && atomic_load_explicit(&part->log_unknown, memory_order_relaxed))
+    /* A record below the position proves a restarted log whenever it was
+     * queued; one above proves the same log only if it came after the report. */
+    if (part && atomic_load_explicit(&part->log_unknown, memory_order_relaxed) &&
+        (!old_log || m->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition)))
         settle_log_restart(c, part, topic, m->offset);
     cs_delivery *d = part ? cs__delivery_alloc(part) : NULL;
     if (!d) {
         out_of_memory(c, topic, m->partition, m->offset, "for the delivery");
-        rd_kafka_message_destroy(m);
+        not_handed_out(c, m);
         return false;
     }
     rd_kafka_timestamp_type_t tstype;
@@ -792,18 +826,20 @@ static bool dispatch(cs_consumer *c, rd_kafka_message_t *m) {
 typedef enum took { TOOK_NOTHING, TOOK_ONE, TOOK_AND_PAUSED } took;
 
 /* Takes a record (or an error) from a partition's queue, or an event from the
- * consumer queue (q NULL), waiting at most timeout_ms. Sets *fatal if the
+ * consumer queue (pq NULL), waiting at most timeout_ms. Sets *fatal if the
  * consumer hit a fatal error. */
-static took take_one(cs_consumer *c, rd_kafka_queue_t *q, int timeout_ms, bool *fatal) {
-    rd_kafka_message_t *m = q ? rd_kafka_consume_queue(q, timeout_ms) : rd_kafka_consumer_poll(c->rk, timeout_ms);
+static took take_one(cs_consumer *c, part_queue *pq, int timeout_ms, bool *fatal) {
+    rd_kafka_message_t *m = pq ? rd_kafka_consume_queue(pq->q, timeout_ms) : rd_kafka_consumer_poll(c->rk, timeout_ms);
     if (!m) return TOOK_NOTHING;
+    bool old_log = pq && pq->before_report > 0;
+    if (old_log) pq->before_report--;
     if (m->err) {
         on_record_error(c, m);
         rd_kafka_message_destroy(m);
         *fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
         return TOOK_ONE;
     }
-    return dispatch(c, m) ? TOOK_AND_PAUSED : TOOK_ONE;
+    return dispatch(c, m, old_log) ? TOOK_AND_PAUSED : TOOK_ONE;
 }
 
 /* Records a partition gives per serving round, so that one busy partition
@@ -818,7 +854,7 @@ static size_t serve_partitions(cs_consumer *c, bool *fatal) {
         part_queue *pq = &c->parts[(c->next_part + k) % n];
         if (cs__part_paused(pq->part)) continue;
         for (int i = 0; i < ROUND_RECORDS && !*fatal; i++) {
-            took t = take_one(c, pq->q, 0, fatal);
+            took t = take_one(c, pq, 0, fatal);
             if (t == TOOK_NOTHING) break;
             taken++;
             if (t == TOOK_AND_PAUSED) break;
@@ -843,7 +879,9 @@ static void *fetch_main(void *arg) {
             cs__pipeline_check_slow(c->pipe);
             c->next_commit_ms = now + interval + c->abort_backoff_ms;
         }
-        size_t taken = serve_partitions(c, &fatal);
+        /* After an out-of-memory stop nothing more is taken: under Auto,
+         * taking a record stores its offset. */
+        size_t taken = c->out_of_memory ? 0 : serve_partitions(c, &fatal);
         /* Events (rebalances, commit results, errors). The poll waits only when
          * no partition had records to take; records arriving in a partition's
          * empty queue, and settlements that bring a full partition down to
@@ -994,9 +1032,10 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
     c->parts = NULL;
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
-    bool left_behind = c->rk && !destroy_handle(c, flags);
+    /* c is the abandoned handle's opaque: keep it, and the pipeline its
+     * callbacks reach, for any callback the handle still makes. */
+    if (c->rk && !destroy_handle(c, flags)) return;
     cs__pipeline_destroy(c->pipe);
-    if (left_behind) return; /* c is the abandoned handle's opaque: keep it for any callback it still makes */
     pthread_mutex_destroy(&c->commit_lock);
     pthread_mutex_destroy(&c->wake_lock);
     free(c->topic_unavailable);
@@ -1062,8 +1101,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .lanes_by_key = s->lanes == CS_LANES_BY_KEY,
         .workers = s->workers,
         /* Auto keeps its queue small (it is Auto's loss window); under Tracked
-         * the cap only bounds memory, and a small one costs a pause/resume
-         * cycle (librdkafka drops what it prefetched) every few hundred records. */
+         * the cap only bounds memory: a full partition is not served until it
+         * drains to half, its records wait in librdkafka's queue. */
         .max_open = s->max_open ? s->max_open : c->tracked ? 10000 : 500,
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = wake_fetch,
