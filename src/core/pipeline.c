@@ -296,11 +296,7 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
         int64_t left = deadline_ms - cs__now_ms();
         if (left <= 0) break;
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        left = left > 50 ? 50 : left; /* re-check: the condvar uses the realtime clock */
-        ts.tv_nsec += (long)left * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
+        cs__realtime_after(&ts, left > 50 ? 50 : left); /* re-check: the condvar uses the realtime clock */
         pthread_cond_timedwait(&part->drained, &part->lock, &ts);
     }
     size_t left = part->tracker ? part->n_inflight : part->held;
@@ -503,13 +499,7 @@ static void *delay_main(void *arg) {
         int64_t wait = p->delayed[0]->retry_at_ms - cs__now_ms();
         if (wait > 0) {
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += wait / 1000;
-            ts.tv_nsec += (long)(wait % 1000) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            cs__realtime_after(&ts, wait);
             pthread_cond_timedwait(&p->delay_cv, &p->delay_lock, &ts);
             continue;
         }

@@ -1005,13 +1005,7 @@ static bool destroy_handle(cs_consumer *c, int flags) {
     }
     pthread_detach(helper);
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += DESTROY_WAIT_MS / 1000;
-    until.tv_nsec += (long)(DESTROY_WAIT_MS % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    cs__realtime_after(&until, DESTROY_WAIT_MS);
     pthread_mutex_lock(&d->lock);
     while (!d->done && pthread_cond_timedwait(&d->done_cv, &d->lock, &until) == 0) {}
     bool done = d->done;

@@ -196,16 +196,6 @@ void cs__producer_close(cs_producer *p) {
     free(p);
 }
 
-static void deadline_after(struct timespec *ts, int ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n) {
     if (!n) return NULL;
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(n);
@@ -243,7 +233,7 @@ static cs_err enqueue(cs_producer *p, const cs_record *r, outgoing *o, int queue
 /* Enqueues, waiting for queue space at most queue_timeout_ms. */
 static cs_err produce_waiting(cs_producer *p, const cs_record *r, outgoing *o, int queue_timeout_ms) {
     struct timespec deadline;
-    deadline_after(&deadline, queue_timeout_ms);
+    cs__realtime_after(&deadline, queue_timeout_ms);
     rd_kafka_resp_err_t err;
     while ((err = produce_once(p, r, o)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         pthread_mutex_lock(&p->lock);
