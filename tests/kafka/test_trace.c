@@ -279,21 +279,6 @@ static cs_outcome always_retry(cs_delivery *d, void *user) {
     return CS_RETRY;
 }
 
-/* The whole file, NUL-terminated (the caller frees). */
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return strdup("");
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* The log line (from `log`) that says `what` about topic/0@offset, copied into out; false if none. */
 static bool line_about(const char *log, const char *what, const char *topic, int offset, char *out, size_t size) {
     char coords[300];
@@ -347,7 +332,7 @@ static void log_lines_carry_the_trace_id(void **state) {
     fflush(stderr);
     dup2(saved, STDERR_FILENO);
     close(saved);
-    char *log = slurp(path);
+    char *log = cst_slurp(path);
     unlink(path);
     char line[4096];
     const char *what = "record dropped after its last attempt";

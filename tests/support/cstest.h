@@ -68,6 +68,8 @@ typedef struct cst_capture {
 } cst_capture;
 void cst_capture_start(cst_capture *c);
 char *cst_capture_stop(cst_capture *c);
+/* The whole file at path, NUL-terminated (the caller frees); "" if it cannot be opened. */
+char *cst_slurp(const char *path);
 /* Fails the test, quoting the line, if `secret` occurs in `text` (`what` names it). */
 void cst_assert_no_secret(const char *what, const char *text, const char *secret);
 
