@@ -208,31 +208,65 @@ void cs_test_unique_name(char *buf, size_t size, const char *prefix) {
 }
 
 /* Admin API for real clusters (the embedded one has no CreateTopics). */
+/* A queue and options for one admin request of type op (10 s broker-side timeout). */
+static rd_kafka_AdminOptions_t *admin_options(cs_test_cluster *c, rd_kafka_admin_op_t op, rd_kafka_queue_t **q) {
+    *q = rd_kafka_queue_new(c->producer);
+    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, op);
+    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    return opt;
+}
+
+/* The one topic result of a CreateTopics, CreatePartitions or DeleteTopics answer. */
+static const rd_kafka_topic_result_t *admin_topic_result(rd_kafka_event_t *ev) {
+    size_t n = 0;
+    const rd_kafka_topic_result_t **res = NULL;
+    switch (rd_kafka_event_type(ev)) {
+    case RD_KAFKA_EVENT_CREATETOPICS_RESULT:
+        res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+        break;
+    case RD_KAFKA_EVENT_CREATEPARTITIONS_RESULT:
+        res = rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
+        break;
+    case RD_KAFKA_EVENT_DELETETOPICS_RESULT:
+        res = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
+        break;
+    default:
+        break;
+    }
+    return n == 1 ? res[0] : NULL;
+}
+
+/* Waits (30 s) for the answer to the admin request `what` about topic on q,
+ * then releases q and opt. `tolerated`: a topic error that counts as done. */
+static cs_err admin_answer(cs_test_cluster *c, rd_kafka_queue_t *q, rd_kafka_AdminOptions_t *opt, const char *what,
+                           const char *topic, rd_kafka_resp_err_t tolerated) {
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    cs_err err = CS_OK;
+    if (!ev) {
+        err = cs__fail(CS_ERR_TIMEOUT, "%s %s: no answer from %s", what, topic, c->brokers);
+    } else if (rd_kafka_event_error(ev)) {
+        err = cs__fail(CS_ERR_TOPIC, "%s %s: %s", what, topic, rd_kafka_event_error_string(ev));
+    } else {
+        const rd_kafka_topic_result_t *r = admin_topic_result(ev);
+        rd_kafka_resp_err_t e = r ? rd_kafka_topic_result_error(r) : RD_KAFKA_RESP_ERR_NO_ERROR;
+        if (e && e != tolerated)
+            err = cs__fail(CS_ERR_TOPIC, "%s %s: %s", what, topic, rd_kafka_topic_result_error_string(r));
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opt);
+    rd_kafka_queue_destroy(q);
+    return err;
+}
+
 static cs_err create_with_admin(cs_test_cluster *c, const char *topic, int partitions) {
     char reason[512];
     rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(topic, partitions, 1, reason, sizeof reason);
     if (!nt) return cs__fail(CS_ERR_TOPIC, "create topic %s: %s", topic, reason);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(c->producer);
-    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, RD_KAFKA_ADMIN_OP_CREATETOPICS);
-    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    rd_kafka_queue_t *q;
+    rd_kafka_AdminOptions_t *opt = admin_options(c, RD_KAFKA_ADMIN_OP_CREATETOPICS, &q);
     rd_kafka_CreateTopics(c->producer, &nt, 1, opt, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    cs_err err = CS_OK;
-    if (!ev) {
-        err = cs__fail(CS_ERR_TIMEOUT, "create topic %s: no answer from %s", topic, c->brokers);
-    } else if (rd_kafka_event_error(ev)) {
-        err = cs__fail(CS_ERR_TOPIC, "create topic %s: %s", topic, rd_kafka_event_error_string(ev));
-    } else {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-        if (n == 1 && rd_kafka_topic_result_error(res[0]) &&
-            rd_kafka_topic_result_error(res[0]) != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS)
-            err = cs__fail(CS_ERR_TOPIC, "create topic %s: %s", topic, rd_kafka_topic_result_error_string(res[0]));
-    }
-    if (ev) rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(opt);
+    cs_err err = admin_answer(c, q, opt, "create topic", topic, RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS);
     rd_kafka_NewTopic_destroy(nt);
-    rd_kafka_queue_destroy(q);
     return err;
 }
 
@@ -259,9 +293,6 @@ static cs_err wait_topic_shows(cs_test_cluster *c, const char *topic, int partit
     return cs__fail(CS_ERR_TIMEOUT, "%s %s: not visible in metadata after 15 s", what, topic);
 }
 
-/* Runs one admin request and returns its result event (NULL: no answer in 30 s). */
-static rd_kafka_event_t *admin_wait(rd_kafka_queue_t *q) { return rd_kafka_queue_poll(q, 30000); }
-
 cs_err cs_test_topic_add_partitions(cs_test_cluster *c, const char *topic, int partitions) {
     if (c->embedded)
         return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_add_partitions(%s): librdkafka 2.0.2's embedded cluster "
@@ -269,28 +300,11 @@ cs_err cs_test_topic_add_partitions(cs_test_cluster *c, const char *topic, int p
     char reason[512];
     rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(topic, (size_t)partitions, reason, sizeof reason);
     if (!np) return cs__fail(CS_ERR_ARG, "cs_test_topic_add_partitions(%s): %s", topic, reason);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(c->producer);
-    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS);
-    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    rd_kafka_queue_t *q;
+    rd_kafka_AdminOptions_t *opt = admin_options(c, RD_KAFKA_ADMIN_OP_CREATEPARTITIONS, &q);
     rd_kafka_CreatePartitions(c->producer, &np, 1, opt, q);
-    rd_kafka_event_t *ev = admin_wait(q);
-    cs_err err = CS_OK;
-    if (!ev) {
-        err = cs__fail(CS_ERR_TIMEOUT, "cs_test_topic_add_partitions(%s): no answer from %s", topic, c->brokers);
-    } else if (rd_kafka_event_error(ev)) {
-        err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_add_partitions(%s): %s", topic, rd_kafka_event_error_string(ev));
-    } else {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_CreatePartitions_result_topics(rd_kafka_event_CreatePartitions_result(ev), &n);
-        if (n == 1 && rd_kafka_topic_result_error(res[0]))
-            err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_add_partitions(%s): %s", topic,
-                           rd_kafka_topic_result_error_string(res[0]));
-    }
-    if (ev) rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(opt);
+    cs_err err = admin_answer(c, q, opt, "cs_test_topic_add_partitions", topic, RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_NewPartitions_destroy(np);
-    rd_kafka_queue_destroy(q);
     return err ? err : wait_topic_shows(c, topic, partitions, false, "cs_test_topic_add_partitions");
 }
 
@@ -299,28 +313,11 @@ cs_err cs_test_topic_delete(cs_test_cluster *c, const char *topic) {
         return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_delete(%s): librdkafka 2.0.2's embedded cluster has no "
                         "DeleteTopics", topic);
     rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(c->producer);
-    rd_kafka_AdminOptions_t *opt = rd_kafka_AdminOptions_new(c->producer, RD_KAFKA_ADMIN_OP_DELETETOPICS);
-    rd_kafka_AdminOptions_set_operation_timeout(opt, 10000, NULL, 0);
+    rd_kafka_queue_t *q;
+    rd_kafka_AdminOptions_t *opt = admin_options(c, RD_KAFKA_ADMIN_OP_DELETETOPICS, &q);
     rd_kafka_DeleteTopics(c->producer, &dt, 1, opt, q);
-    rd_kafka_event_t *ev = admin_wait(q);
-    cs_err err = CS_OK;
-    if (!ev) {
-        err = cs__fail(CS_ERR_TIMEOUT, "cs_test_topic_delete(%s): no answer from %s", topic, c->brokers);
-    } else if (rd_kafka_event_error(ev)) {
-        err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_delete(%s): %s", topic, rd_kafka_event_error_string(ev));
-    } else {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res =
-            rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
-        if (n == 1 && rd_kafka_topic_result_error(res[0]))
-            err = cs__fail(CS_ERR_TOPIC, "cs_test_topic_delete(%s): %s", topic,
-                           rd_kafka_topic_result_error_string(res[0]));
-    }
-    if (ev) rd_kafka_event_destroy(ev);
-    rd_kafka_AdminOptions_destroy(opt);
+    cs_err err = admin_answer(c, q, opt, "cs_test_topic_delete", topic, RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_DeleteTopic_destroy(dt);
-    rd_kafka_queue_destroy(q);
     return err ? err : wait_topic_shows(c, topic, 0, true, "cs_test_topic_delete");
 }
 

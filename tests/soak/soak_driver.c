@@ -30,6 +30,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstream.h>
+#include <cstream/testing.h>
 #include <librdkafka/rdkafka.h>
 
 #include "soak_shared.h"
@@ -96,30 +98,14 @@ bad:
     return NULL;
 }
 
+/* The soak's topic, made with cstream's test API (the Admin API on the real broker). */
 static bool create_topic(void) {
-    rd_kafka_t *rk = new_client(RD_KAFKA_PRODUCER, NULL);
-    if (!rk) return false;
-    char err[512];
-    rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(soak.topic, soak.partitions, 1, err, sizeof err);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    bool ok = false;
-    if (!ev) {
-        fprintf(stderr, "soak: creating topic %s: no answer in 30 s\n", soak.topic);
-    } else if (rd_kafka_event_error(ev)) {
-        fprintf(stderr, "soak: creating topic %s: %s\n", soak.topic, rd_kafka_event_error_string(ev));
-    } else {
-        size_t n = 0;
-        const rd_kafka_topic_result_t **res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-        ok = n == 1 && !rd_kafka_topic_result_error(res[0]);
-        if (!ok) fprintf(stderr, "soak: creating topic %s: %s\n", soak.topic, n ? rd_kafka_topic_result_error_string(res[0]) : "no result");
-    }
-    if (ev) rd_kafka_event_destroy(ev);
-    rd_kafka_queue_destroy(q);
-    rd_kafka_NewTopic_destroy(nt);
-    rd_kafka_destroy(rk);
-    return ok;
+    cs_test_cluster *cluster = NULL;
+    cs_err err = cs_test_cluster_new(&cluster);
+    if (!err) err = cs_test_topic_create(cluster, soak.topic, soak.partitions);
+    if (err) fprintf(stderr, "soak: creating topic %s: %s\n", soak.topic, cs_errmsg());
+    cs_test_cluster_destroy(cluster);
+    return !err;
 }
 
 static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {

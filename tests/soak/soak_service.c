@@ -23,6 +23,8 @@
 
 #include <cstream.h>
 
+#include "../support/stop_signals.h"
+
 #include "soak_shared.h"
 
 static soak_shared *shared;
@@ -100,13 +102,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TOPIC GROUP SHARED_FILE WORKERS\n", argv[0]);
         return 2;
     }
-    /* A stop signal that arrives before cs_app_run waits for it stays pending
-     * and starts the graceful stop. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
+    cst_hold_stop_signals();
     shared = map_shared(argv[3]);
     if (!shared) return 2;
     pthread_t heap_reporter;

@@ -13,6 +13,8 @@
 
 #include <cstream.h>
 
+#include "stop_signals.h"
+
 static int out_fd = -1;
 static bool self_kill;
 
@@ -32,11 +34,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TOPIC GROUP DEAD_LETTER_TOPIC OUTPUT_FILE selfkill|retry\n", argv[0]);
         return 2;
     }
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
+    cst_hold_stop_signals();
     self_kill = !strcmp(argv[5], "selfkill");
     out_fd = open(argv[4], O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out_fd < 0) return 2;

@@ -15,6 +15,8 @@
 
 #include <cstream.h>
 
+#include "stop_signals.h"
+
 static int out_fd = -1;
 
 static cs_outcome pay_out(cs_delivery *d, void *user) {
@@ -33,13 +35,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto]\n", argv[0]);
         return 2;
     }
-    /* A stop signal that arrives before cs_app_run waits for it stays pending
-     * (instead of killing the process) and starts the graceful stop. */
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
+    cst_hold_stop_signals();
     out_fd = open(argv[3], O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out_fd < 0) {
         perror(argv[3]);

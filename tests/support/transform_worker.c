@@ -22,6 +22,8 @@
 
 #include <cstream.h>
 
+#include "stop_signals.h"
+
 enum { MAX_HELD = 4096 };
 
 typedef struct held {
@@ -107,11 +109,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s TOPIC OUT_TOPIC GROUP RUNS_FILE ERR_FILE INSTANCE_ID\n", argv[0]);
         return 2;
     }
-    sigset_t stop;
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
-    sigprocmask(SIG_BLOCK, &stop, NULL);
+    cst_hold_stop_signals();
     out_topic = argv[2];
     runs_fd = open(argv[4], O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (runs_fd < 0) {
