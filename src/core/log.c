@@ -184,7 +184,7 @@ void cs__log(cs_log_level level, const char *fmt, ...) {
     if (!cs__log_enabled(level)) return;
     char line[2048];
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    cs__realtime_now(&ts); /* a timestamp people read: the wall clock */
     struct tm tm;
     gmtime_r(&ts.tv_sec, &tm);
     int n = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ %-5s ", tm.tm_year + 1900,
@@ -209,22 +209,6 @@ void cs__log(cs_log_level level, const char *fmt, ...) {
     line[n++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
-}
-
-int64_t cs__now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void cs__realtime_after(struct timespec *ts, int64_t ms) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += (time_t)(ms / 1000);
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
 }
 
 bool cs__ratelimit_allow(cs_ratelimit *rl, int64_t interval_ms, uint64_t *suppressed) {

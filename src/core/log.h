@@ -30,11 +30,7 @@ typedef struct cs_ratelimit {
 /* Returns true if the caller should log now; *suppressed gets how many were skipped. */
 bool cs__ratelimit_allow(cs_ratelimit *rl, int64_t interval_ms, uint64_t *suppressed);
 
-int64_t cs__now_ms(void); /* monotonic clock */
-#include <time.h>
-/* *ts = the realtime clock plus ms: the deadline pthread_cond_timedwait takes
- * (condition variables here keep its default clock, CLOCK_REALTIME). */
-void cs__realtime_after(struct timespec *ts, int64_t ms);
+#include "clock.h" /* cs__now_ms and the condition-variable deadlines */
 
 /* ---- operations surface: log format and level parsing (cs_app_main) ---------- */
 #include <stddef.h>

@@ -15,8 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <time.h>
-
 #include "broker.h"
 #include "error.h"
 #include "metrics.h"
@@ -27,12 +25,6 @@ const double cs__hist_bounds[CS_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0
 static const uint64_t bounds_ns[CS_HIST_BUCKETS] = {
     500000ULL,    1000000ULL,   2500000ULL,    5000000ULL,    10000000ULL,   25000000ULL,   50000000ULL,
     100000000ULL, 250000000ULL, 500000000ULL, 1000000000ULL, 2500000000ULL, 5000000000ULL, 10000000000ULL};
-
-uint64_t cs__mono_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 void cs__histogram_observe(cs_histogram *h, uint64_t ns) {
     size_t i = 0;

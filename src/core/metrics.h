@@ -30,7 +30,7 @@ typedef struct cs_histogram_snap {
     uint64_t sum_ns;
 } cs_histogram_snap;
 
-uint64_t cs__mono_ns(void);
+#include "clock.h" /* cs__mono_ns: durations on the monotonic clock */
 void cs__histogram_observe(cs_histogram *h, uint64_t ns);
 /* Adds h's reading to *acc. */
 void cs__histogram_read(const cs_histogram *h, cs_histogram_snap *acc);

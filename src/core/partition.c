@@ -2,6 +2,7 @@
  * reference (the subscription's or a delivery's). */
 #include "partition.h"
 
+#include "clock.h"
 #include "delivery_internal.h"
 #include "output.h"
 
@@ -30,7 +31,7 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
     atomic_init(&p->refs, 1);
     pthread_mutex_init(&p->spare_lock, NULL);
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->drained, NULL);
+    cs__cond_init_monotonic(&p->drained); /* timed: the drain deadline */
     return p;
 }
 

@@ -107,7 +107,7 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
     }
     pthread_mutex_init(&p->parts_lock, NULL);
     pthread_mutex_init(&p->delay_lock, NULL);
-    pthread_cond_init(&p->delay_cv, NULL);
+    cs__cond_init_monotonic(&p->delay_cv); /* timed: retry_after */
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         l->pipe = p;
@@ -296,7 +296,7 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
         int64_t left = deadline_ms - cs__now_ms();
         if (left <= 0) break;
         struct timespec ts;
-        cs__realtime_after(&ts, left > 50 ? 50 : left); /* re-check: the condvar uses the realtime clock */
+        cs__deadline_after(&ts, left);
         pthread_cond_timedwait(&part->drained, &part->lock, &ts);
     }
     size_t left = part->tracker ? part->n_inflight : part->held;
@@ -499,7 +499,7 @@ static void *delay_main(void *arg) {
         int64_t wait = p->delayed[0]->retry_at_ms - cs__now_ms();
         if (wait > 0) {
             struct timespec ts;
-            cs__realtime_after(&ts, wait);
+            cs__deadline_after(&ts, wait); /* the due time is monotonic too (cs_retry_after) */
             pthread_cond_timedwait(&p->delay_cv, &p->delay_lock, &ts);
             continue;
         }

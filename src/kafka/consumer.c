@@ -993,7 +993,7 @@ static bool destroy_handle(cs_consumer *c, int flags) {
     if (d) {
         *d = (destroyer){.rk = c->rk, .flags = flags, .refs = 2};
         pthread_mutex_init(&d->lock, NULL);
-        pthread_cond_init(&d->done_cv, NULL);
+        cs__cond_init_monotonic(&d->done_cv); /* timed: DESTROY_WAIT_MS */
     }
     if (!d || pthread_create(&helper, NULL, destroy_main, d) != 0) {
         if (d) {
@@ -1005,7 +1005,7 @@ static bool destroy_handle(cs_consumer *c, int flags) {
     }
     pthread_detach(helper);
     struct timespec until;
-    cs__realtime_after(&until, DESTROY_WAIT_MS);
+    cs__deadline_after(&until, DESTROY_WAIT_MS);
     pthread_mutex_lock(&d->lock);
     while (!d->done && pthread_cond_timedwait(&d->done_cv, &d->lock, &until) == 0) {}
     bool done = d->done;

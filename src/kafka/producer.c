@@ -148,7 +148,7 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     p->app = app;
     p->stats = &k->pub_stats;
     pthread_mutex_init(&p->lock, NULL);
-    pthread_cond_init(&p->space, NULL);
+    cs__cond_init_monotonic(&p->space); /* timed: the queue timeout */
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     cs_err err = cs__conf_set(conf, "producer", "client.id", cs_app_name(app)); /* default; config may override */
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
@@ -232,8 +232,8 @@ static cs_err enqueue(cs_producer *p, const cs_record *r, outgoing *o, int queue
 
 /* Enqueues, waiting for queue space at most queue_timeout_ms. */
 static cs_err produce_waiting(cs_producer *p, const cs_record *r, outgoing *o, int queue_timeout_ms) {
-    struct timespec deadline;
-    cs__realtime_after(&deadline, queue_timeout_ms);
+    struct timespec deadline; /* monotonic: a clock step neither stretches nor cuts the queue timeout */
+    cs__deadline_after(&deadline, queue_timeout_ms);
     rd_kafka_resp_err_t err;
     while ((err = produce_once(p, r, o)) == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
         pthread_mutex_lock(&p->lock);
