@@ -60,6 +60,7 @@ struct cs_consumer {
     _Atomic bool stop;
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
+    bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be
      * settled past the one that was not (fetch thread only). */
@@ -1177,17 +1178,16 @@ static void release_assigned(cs_consumer *c) {
 
 /* After a fatal error librdkafka can neither commit nor close the consumer
  * (close fails and a plain destroy then never returns): release everything
- * without committing and destroy without closing. */
-static void close_after_fatal(cs_consumer *c, cs_sub_stats *final_stats) {
+ * without committing; cs__consumer_destroy then destroys without closing. */
+static void close_after_fatal(cs_consumer *c) {
+    c->closed_after_fatal = true;
     release_assigned(c);
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
-    cs__pipeline_stats(c->pipe, final_stats);
-    consumer_free_flags(c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 
-void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
+void cs__consumer_close(cs_consumer *c) {
     if (rd_kafka_fatal_error(c->rk, NULL, 0)) {
-        close_after_fatal(c, final_stats);
+        close_after_fatal(c);
         return;
     }
     c->closing = true;
@@ -1195,8 +1195,10 @@ void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats) {
     release_assigned(c);
     rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
     if (err) CS_LOG_WARN("consumer close subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
-    cs__pipeline_stats(c->pipe, final_stats); /* after close: its commits are counted */
-    consumer_free(c);
+}
+
+void cs__consumer_destroy(cs_consumer *c) {
+    consumer_free_flags(c, c->closed_after_fatal ? RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE : 0);
 }
 
 void cs__consumer_crash(cs_consumer *c) {
@@ -1289,7 +1291,8 @@ static void collect_part(void *arg, const cs_part_metrics *m) {
 }
 
 /* Called with the subscription's stats lock held, so the consumer (its
- * handle and pipeline) cannot close meanwhile. Never waits on the network:
+ * handle and pipeline) cannot be freed meanwhile; it may be closing (the
+ * stop holds no lock across the close). Never waits on the network:
  * the high watermark is librdkafka's cached value from its last fetch
  * response (rd_kafka_get_watermark_offsets, not the querying variant), and
  * the committed position is what the last commit this member made reported

@@ -446,9 +446,24 @@ static void retire_producer(cs_kafka *k) {
     if (p) cs__producer_close(p);
 }
 
+/* Takes the subscription's consumer out of its readers' reach: its final
+ * counters replace it in one step under stats_lock, so a reader sees either
+ * the consumer or its final counters, and never a counter go down. The lock is
+ * held only for these reads; the caller frees c afterwards, without it. */
+static void retire_consumer(cs_sub *s, cs_consumer *c) {
+    pthread_mutex_lock(&s->stats_lock);
+    cs__consumer_stats(c, &s->final_stats);
+    s->consumer = NULL;
+    pthread_mutex_unlock(&s->stats_lock);
+}
+
 /* The graceful stop: stop fetching and drain handlers everywhere, flush the
  * producer (so that acks gated on replies settle), then commit and close the
- * consumers, then close the producer. */
+ * consumers, then close the producer. No lock is held across a close: it
+ * blocks on the group (and, after a deleted topic, its destroy up to
+ * DESTROY_WAIT_MS), and its revoke callback runs the service's on_revoke hook
+ * on this thread, which may read the stats; readers meanwhile see the live
+ * counters of the closing consumer. */
 static void stop_everything(cs_kafka *k) {
     for (size_t i = 0; i < k->n_subs; i++)
         if (k->subs[i]->consumer) cs__consumer_stop_fetching(k->subs[i]->consumer);
@@ -461,11 +476,11 @@ static void stop_everything(cs_kafka *k) {
     }
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
-        if (!s->consumer) continue;
-        pthread_mutex_lock(&s->stats_lock); /* readers of the stats wait for the close */
-        cs__consumer_close(s->consumer, &s->final_stats);
-        s->consumer = NULL;
-        pthread_mutex_unlock(&s->stats_lock);
+        cs_consumer *c = s->consumer; /* this thread is the only writer: no lock to read it */
+        if (!c) continue;
+        cs__consumer_close(c);
+        retire_consumer(s, c); /* after the close: its commits are counted */
+        cs__consumer_destroy(c);
     }
     retire_producer(k);
 }
@@ -506,12 +521,10 @@ static void kafka_crash(void *impl) {
     cs_kafka *k = impl;
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
-        if (!s->consumer) continue;
-        pthread_mutex_lock(&s->stats_lock);
-        cs__consumer_stats(s->consumer, &s->final_stats);
-        cs__consumer_crash(s->consumer);
-        s->consumer = NULL;
-        pthread_mutex_unlock(&s->stats_lock);
+        cs_consumer *c = s->consumer;
+        if (!c) continue;
+        retire_consumer(s, c); /* before: the crash frees it */
+        cs__consumer_crash(c); /* joins threads that run user code: without stats_lock */
     }
     retire_producer(k);
     k->started = false;
@@ -599,7 +612,8 @@ static cs_kafka *kafka_publisher(void *impl, const char *servers) {
     return p;
 }
 /* /metrics: the subscriptions' records, durations, positions and lag (each
- * under its stats lock, which keeps its consumer from closing meanwhile),
+ * under its stats lock, which keeps its consumer from being freed meanwhile;
+ * a stop never holds it across a close, so a scrape never waits for one),
  * then the publishes. */
 static void kafka_metrics(void *impl, cs_metrics *m) {
     cs_kafka *k = impl;
@@ -649,7 +663,13 @@ static const cs_broker_ops kafka_broker_ops = {
     .metrics = kafka_metrics,
 };
 
-rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) { return s && s->consumer ? cs__consumer_handle(s->consumer) : NULL; }
+rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) {
+    if (!s) return NULL;
+    pthread_mutex_lock(&s->stats_lock); /* the pointer, not the handle's lifetime: that is the caller's (app running) */
+    rd_kafka_t *rk = s->consumer ? cs__consumer_handle(s->consumer) : NULL;
+    pthread_mutex_unlock(&s->stats_lock);
+    return rk;
+}
 
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
     cs_err err = configurable(k, "cs_kafka_queue_timeout_ms");

@@ -191,15 +191,19 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */
 void cs__consumer_stop_fetching(cs_consumer *c);
-/* Commit what is settled, release payloads, close the consumer, free. */
-void cs__consumer_close(cs_consumer *c, cs_sub_stats *final_stats);
+/* Commits what is settled, releases payloads and closes the consumer (blocks
+ * on the group; the revoke callback runs the on_revoke hook on this thread).
+ * Call it with no lock held. c stays readable (cs__consumer_stats,
+ * cs__consumer_metrics) until cs__consumer_destroy, which frees it. */
+void cs__consumer_close(cs_consumer *c);
+void cs__consumer_destroy(cs_consumer *c);
 /* Tests: destroy without committing or closing. */
 void cs__consumer_crash(cs_consumer *c);
 int cs__consumer_idle(cs_consumer *c);
 /* Joined its group (empty assignment included), no fatal error, a broker answers. */
 int cs__consumer_ready(cs_consumer *c, int probe_ms);
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out);
-/* /metrics (the HTTP thread, with the subscription's stats lock held). */
+/* /metrics (the scraping thread, with the subscription's stats lock held). */
 void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group);
 rd_kafka_t *cs__consumer_handle(cs_consumer *c);
 
