@@ -51,9 +51,10 @@ cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
 
 /* The app's counters in the Prometheus text format (version 0.0.4): one series
  * per subscription and counter of cs_sub_stats, labelled subscription and
- * group, plus cstream_up. The caller frees *out with free(). Safe while the app
- * runs only from the thread that drives its lifecycle or while it cannot stop
- * (cs_app_main's HTTP server takes care of that). */
+ * group, plus cstream_up. The caller frees *out with free(). Any thread, at any
+ * time until cs_app_destroy, a start or stop in progress included: it reads
+ * counters and takes short locks, none of which a start or stop holds across
+ * a blocking call, so it never waits for a consumer to close. */
 cs_err cs_app_metrics(cs_app *app, char **out);
 
 #ifdef __cplusplus

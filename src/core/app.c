@@ -33,9 +33,9 @@ struct cs_app {
     bool startup_done; /* the shutdown hook runs only after a successful start-up hook */
     broker_slot *brokers;
     size_t n_brokers;
-    app_state state;
+    _Atomic app_state state; /* written by the lifecycle thread, read by cs_app_metrics on any thread */
 
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* stop request, fatal reason: a leaf (lock_order.h) */
     pthread_cond_t stop_cv;
     bool stop_requested;
     char *fatal; /* first fatal reason */

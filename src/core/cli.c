@@ -204,6 +204,10 @@ static int apply_brokers(cs_app *app, const options *o, const char *prog) {
 
 typedef struct ops_state {
     cs_app *app;
+    /* Lock order: level 1, the outermost (lock_order.h): a route reads the
+     * subscriptions under it, and their locks come after. Held across
+     * /readyz's broker probe (at most 1 s per subscription, after "all brokers
+     * down"), so the stop's flip of `running` may wait that long. */
     pthread_mutex_t lock;
     bool running; /* started and not stopping: subscriptions may be read */
     _Atomic bool done;

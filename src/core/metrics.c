@@ -3,8 +3,9 @@
  * (one series per subscription labelled subscription and group), then what
  * each broker adds (records by topic and outcome, handler durations, in-flight
  * records, committed offsets and lag, publishes; see docs/guide.md). Reads
- * only atomics, the configuration and short-lived locks; the caller makes
- * sure the app does not stop meanwhile (cli.c holds its ops lock). Also the
+ * only atomics, the configuration and short-lived locks (a subscription's
+ * stats_lock keeps its consumer from being freed meanwhile; no stop holds it
+ * across a close), so any thread may call it while the app exists. Also the
  * lock-free duration histograms (metrics.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>

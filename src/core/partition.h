@@ -6,8 +6,10 @@
  * and every delivery holds one, so a pending delivery settled after the
  * subscription closed still finds a valid (closed) partition.
  *
- * Lock: `lock` guards every field below it. Lock order: partition, then lane.
- * Never held across a handler call or a call into librdkafka. */
+ * Lock: `lock` guards every field below it. Lock order: level 5
+ * (lock_order.h): after the consumer's commit_lock and the registry's
+ * parts_lock, before a lane, the delay heap, the wake lock and the spares.
+ * Never held across a handler call or a blocking call into librdkafka. */
 #ifndef CS_CORE_PARTITION_H
 #define CS_CORE_PARTITION_H
 
@@ -55,8 +57,9 @@ typedef struct cs_part {
 
     /* Spare deliveries (delivery.c): freed ones kept for the next records of
      * this partition, so the hot path does not malloc a delivery per record.
-     * Own lock, a leaf held only for one push or pop: deliveries are freed
-     * from any thread, some of them under `lock`. At most spare_max, set
+     * Own lock, a leaf held only for one push or pop (lock order: level 6,
+     * lock_order.h): deliveries are freed from any thread, some of them under
+     * `lock`. At most spare_max, set
      * to max_open at creation: the partition pauses at max_open records in
      * flight and resumes at half, so a smaller cap would send every resume burst back
      * to malloc; and the spares never exceed what the partition already held

@@ -4,7 +4,8 @@
  * and the counters. Threads: the fetch thread dispatches and manages
  * partitions; each worker runs its lane's handlers; any thread may settle a
  * pending delivery. Locks: lane->lock guards the lane queue; part->lock guards
- * the partition (partition.h); lock order is partition, then lane. No lock is
+ * the partition (partition.h); their order, with every other lock's, is in
+ * lock_order.h: parts_lock, then partition, then lane or delay. No lock is
  * held while a handler runs. */
 #define _POSIX_C_SOURCE 200809L
 #include "pipeline.h"
@@ -19,7 +20,7 @@
 #include "log.h"
 
 typedef struct lane {
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* lock order: level 6, after the partition's (a retry to the head); a leaf */
     pthread_cond_t ready;
     cs_delivery *head, *tail;
     size_t queued;
@@ -31,7 +32,7 @@ typedef struct lane {
     cs_outcome *outcomes;
 
     /* the running handler, for the time-limit check (only used with a limit) */
-    pthread_mutex_t run_lock;
+    pthread_mutex_t run_lock; /* a leaf (lock_order.h) */
     const char *run_topic;
     int32_t run_partition;
     int64_t run_offset;
@@ -50,7 +51,9 @@ struct cs_pipeline {
     lane *lanes;
     int n_lanes;
 
-    pthread_mutex_t parts_lock; /* written by the fetch thread only; readers lock */
+    /* written by the fetch thread only; readers lock. Lock order: level 4,
+     * before partition locks (lock_order.h) */
+    pthread_mutex_t parts_lock;
     cs_part **parts;
     size_t n_parts, cap_parts;
     cs_part *last_hit; /* fetch thread only */
@@ -58,7 +61,9 @@ struct cs_pipeline {
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */
 
     /* Deliveries waiting for their retry_after delay, soonest first (a binary
-     * heap). `delay_lock` guards them; lock order: partition, then delay. */
+     * heap). `delay_lock` guards them; lock order: level 6, after the
+     * partition's (a delayed retry enters the heap under it); a leaf: the
+     * timer releases it before it takes a lane lock (lock_order.h). */
     pthread_mutex_t delay_lock;
     pthread_cond_t delay_cv;
     cs_delivery **delayed;
@@ -74,7 +79,7 @@ struct cs_pipeline {
     _Atomic uint64_t transactions, aborts, outputs;
     _Atomic size_t settled; /* Transactional: records settled since the window opened */
     /* window_barrier only: handlers wait at the gate while a window commits */
-    pthread_mutex_t gate_lock;
+    pthread_mutex_t gate_lock; /* a leaf (lock_order.h) */
     pthread_cond_t gate_cv;
     bool gate_closed;
     int in_handler;

@@ -94,11 +94,18 @@ struct cs_consumer {
      * librdkafka 2.0.2 may never finish destroying the handle (see
      * destroy_handle). */
     _Atomic bool topic_vanished;
-    pthread_mutex_t commit_lock; /* orders async commits with suspect-record commits */
+    /* Orders the commits' enqueues (tick, revoke, close, assignment marks,
+     * suspect-record commits). Lock order: level 3 (src/core/lock_order.h),
+     * before the registry and partition locks. Held only while commit states
+     * are taken and enqueued, never while a result is awaited. */
+    pthread_mutex_t commit_lock;
     /* Orders wake-ups with the end of the fetch thread: once `stop` is set no
      * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
      * forwards that queue to its own and returns at the first yield it sees,
-     * before the group is left (the destroy then waits forever). A leaf lock. */
+     * before the group is left (the destroy then waits forever). Lock order:
+     * level 6, a leaf (src/core/lock_order.h): taken under a partition lock
+     * (settle wakes the fetch thread) and under a librdkafka queue lock
+     * (on_partition_records); it only yields. */
     pthread_mutex_t wake_lock;
     char who[256];
 };
@@ -260,6 +267,36 @@ static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
  * marked clean, on revoke and close. */
 static void close_window(cs_consumer *c, bool final);
 
+/* A synchronous commit in two steps, so that commit_lock is never held while
+ * the coordinator answers: commit_enqueue (under commit_lock: the order the
+ * states were taken is the order they reach the wire) puts the commit on a
+ * queue of its own, and commit_await (after the lock is released) waits for
+ * its result as long as the commit takes, as rd_kafka_commit does. Returns
+ * the queue; *err is set if librdkafka refused the commit (the queue is then
+ * destroyed and NULL returned). */
+static rd_kafka_queue_t *commit_enqueue(cs_consumer *c, rd_kafka_topic_partition_list_t *l, rd_kafka_resp_err_t *err) {
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
+    *err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL); /* no callback: the result comes as an event */
+    if (!*err) return q;
+    rd_kafka_queue_destroy(q);
+    return NULL;
+}
+
+/* Waits for the result on q and destroys q; with `record`, hands it to
+ * commit_result like on_commit_result. Returns the request's error, else the
+ * first partition's. */
+static rd_kafka_resp_err_t commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool record) {
+    rd_kafka_event_t *ev;
+    while (!(ev = rd_kafka_queue_poll(q, 1000))) {} /* as long as it takes: every commit gets a result */
+    rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
+    const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
+    if (record && err != RD_KAFKA_RESP_ERR__NO_OFFSET) commit_result(c, err, res);
+    if (!err && res && res->cnt) err = res->elems[0].err;
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    return err;
+}
+
 static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     if (c->transactional) {
         close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
@@ -288,15 +325,19 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
         e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
     if (all) rd_kafka_topic_partition_list_destroy(all);
+    rd_kafka_queue_t *result_q = NULL;
     if (l->cnt > 0 && sync) {
-        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, NULL, on_commit_result, c); /* serves the result */
-        (void)err;
+        /* Its result is awaited once commit_lock is released (commit_await). */
+        rd_kafka_resp_err_t err;
+        result_q = commit_enqueue(c, l, &err);
+        if (err) commit_result(c, err, l);
     } else if (l->cnt > 0) {
         /* The result comes to on_commit_result through the fetch loop's poll. */
         rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_commit_result, c);
         if (err) commit_result(c, err, l);
     }
     pthread_mutex_unlock(&c->commit_lock);
+    if (result_q) commit_await(c, result_q, true);
     rd_kafka_topic_partition_list_destroy(l);
 }
 
@@ -557,9 +598,11 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         CS_LOG_WARN("attempt counts not read, they restart from zero subscription=%s error=\"%s\"", c->sub->name,
                     rd_kafka_err2str(err));
     if (running->cnt > 0) {
+        rd_kafka_resp_err_t cerr;
         pthread_mutex_lock(&c->commit_lock);
-        rd_kafka_resp_err_t cerr = rd_kafka_commit(c->rk, running, 0);
+        rd_kafka_queue_t *q = commit_enqueue(c, running, &cerr);
         pthread_mutex_unlock(&c->commit_lock);
+        if (q) cerr = commit_await(c, q, false);
         if (cerr)
             CS_LOG_WARN("could not mark the partitions as running, a crash before the first commit may not count "
                         "an attempt subscription=%s error=\"%s\"",
@@ -955,7 +998,7 @@ enum { DESTROY_WAIT_MS = 3000 };
 typedef struct destroyer {
     rd_kafka_t *rk;
     int flags;
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* a leaf (src/core/lock_order.h) */
     pthread_cond_t done_cv;
     bool done;
     int refs; /* the helper and the waiter: the last one frees */

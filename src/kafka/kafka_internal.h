@@ -115,7 +115,16 @@ struct cs_sub {
     int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
-    pthread_mutex_t stats_lock; /* guards consumer (its replacement by NULL) and final_stats for readers */
+    /* Lock order: level 2 (src/core/lock_order.h), after cli.c's ops lock,
+     * before the consumer's commit_lock and the pipeline's locks. Guards
+     * `consumer` and `final_stats` for readers on other threads (the
+     * lifecycle thread is their only writer): cs_sub_stats_get,
+     * cs_sub_rdkafka_consumer and /metrics read under it, which keeps the
+     * consumer from being freed meanwhile. Held only for those reads and for
+     * the swap to the final counters (retire_consumer), never across a close,
+     * a crash's joins or a hook: the close blocks on the group and runs the
+     * on_revoke hook, which may read the stats on the same thread. */
+    pthread_mutex_t stats_lock;
 };
 
 typedef struct topic_decl {
@@ -142,7 +151,9 @@ struct cs_kafka {
     _Atomic size_t unflushed_records; /* written by stop, read by /metrics */
     cs_publish_stats pub_stats;       /* outlives the producer: /metrics reads it */
     /* The producer while running. Publishers hold the read lock while they use
-     * it; stop takes the write lock to retire it. */
+     * it; stop takes the write lock to retire it. Lock order: a leaf but for
+     * the producer's own lock, taken under the read side to wait for queue
+     * space (at most the queue timeout; src/core/lock_order.h). */
     pthread_rwlock_t producer_lock;
     cs_producer *producer;
 };

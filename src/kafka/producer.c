@@ -7,7 +7,8 @@
  * condition that every delivery report signals. RD_KAFKA_MSG_F_BLOCK is not
  * used: it has no timeout and deadlocks on the thread that serves reports.
  * Lock: `lock` guards completions and the space condition; it is never held
- * across a call into librdkafka. */
+ * across a call into librdkafka. A leaf, taken under the broker's producer
+ * read lock (src/core/lock_order.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -40,8 +41,9 @@ typedef enum outgoing_kind { OUT_WAIT, OUT_CALLBACK, OUT_REPLY_GATED, OUT_REPLY_
 typedef struct outgoing {
     outgoing_kind kind;
     uint64_t enqueued_ns; /* first enqueue attempt (monotonic), for the publish latency */
-    /* OUT_WAIT: the publisher waits on the outgoing's own lock and condition,
-     * so that it never touches the producer once its record was reported. */
+    /* OUT_WAIT: the publisher waits on the outgoing's own lock (a leaf) and
+     * condition, so that it never touches the producer once its record was
+     * reported. */
     pthread_mutex_t lock;
     pthread_cond_t cv;
     bool done;

@@ -1,0 +1,50 @@
+/* lock_order.h — every mutex in cstream, and the order they nest in. No code:
+ * the one list that the comment beside each lock refers to ("lock order:
+ * level N") and that docs/architecture.md ("Locks and their order") copies.
+ *
+ * A thread holding a lock of level N takes only locks of a higher level.
+ * Locks on the same level never nest in each other. A lock without a level
+ * is a leaf that nests in nothing of cstream's and takes nothing.
+ *
+ *   1  ops_state.lock          src/core/cli.c          cs_app_main's "the app runs" flag against the
+ *                                                      HTTP routes (/metrics, /readyz) that read the
+ *                                                      subscriptions
+ *   2  cs_sub.stats_lock       src/kafka/kafka_internal.h  the subscription's consumer pointer and its
+ *                                                      final counters, for readers (cs_sub_stats_get,
+ *                                                      /metrics, cs_sub_rdkafka_consumer)
+ *   3  cs_consumer.commit_lock src/kafka/consumer.c    the order in which commits are enqueued
+ *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
+ *   5  cs_part.lock            src/core/partition.h    one partition's state
+ *   6  lane.lock               src/core/pipeline.c     a lane's queue (a retry to its head)
+ *   6  cs_pipeline.delay_lock  src/core/pipeline.c     the delay heap (a delayed retry)
+ *   6  cs_consumer.wake_lock   src/kafka/consumer.c    wake-ups against the fetch thread's end; also
+ *                                                      taken under a librdkafka queue lock
+ *                                                      (on_partition_records)
+ *   6  cs_part.spare_lock      src/core/partition.h    the spare deliveries (a delivery freed under
+ *                                                      its partition lock)
+ *   -  cs_app.lock             src/core/app.c          stop request, fatal reason
+ *   -  lane.run_lock           src/core/pipeline.c     the running handler, for the time-limit check
+ *   -  cs_pipeline.gate_lock   src/core/pipeline.c     the measurement-only stop-the-world gate
+ *   -  cs_kafka.producer_lock  src/kafka/kafka_internal.h  (a rwlock) the producer pointer; its read
+ *                                                      side is held while a record is queued, and
+ *                                                      takes cs_producer.lock to wait for space
+ *   -  cs_producer.lock        src/kafka/producer.c    the "space" condition
+ *   -  outgoing.lock           src/kafka/producer.c    one blocking publish's completion
+ *   -  destroyer.lock          src/kafka/consumer.c    a consumer destroy that may hang
+ *   -  cs_test_cluster.lock    src/kafka/testing.c     the test API's producer (tests only)
+ *
+ * What no mutex is ever held across: a handler, a hook or any other user
+ * callback; a librdkafka call that blocks (rd_kafka_consumer_close,
+ * rd_kafka_commit or a commit whose result is awaited, rd_kafka_flush,
+ * rd_kafka_destroy, a poll with a timeout); a thread join. Three exceptions,
+ * each bounded: the producer read lock across the wait for queue space (at
+ * most the queue timeout), ops_state.lock across /readyz's metadata probe of a
+ * consumer that heard "all brokers down" (at most 1 s per subscription, so a
+ * stop waits for the probe in progress), and cs_test_cluster.lock across the
+ * test API's synchronous produce (tests only). The librdkafka calls made under
+ * a lock never block: rd_kafka_queue_yield (wake_lock), rd_kafka_commit_queue
+ * onto a queue (commit_lock), rd_kafka_assignment, rd_kafka_producev without
+ * RD_KAFKA_MSG_F_BLOCK, rd_kafka_get_watermark_offsets (stats_lock, /metrics). */
+#ifndef CS_CORE_LOCK_ORDER_H
+#define CS_CORE_LOCK_ORDER_H
+#endif
