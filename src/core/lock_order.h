@@ -34,17 +34,18 @@
  *   -  cs_test_cluster.lock    src/kafka/testing.c     the test API's producer (tests only)
  *
  * What no mutex is ever held across: a handler, a hook or any other user
- * callback; a librdkafka call that blocks (rd_kafka_consumer_close,
+ * callback; a thread join; a librdkafka call that blocks (rd_kafka_consumer_close,
  * rd_kafka_commit or a commit whose result is awaited, rd_kafka_flush,
- * rd_kafka_destroy, a poll with a timeout); a thread join. Three exceptions,
- * each bounded: the producer read lock across the wait for queue space (at
+ * rd_kafka_destroy, a poll with a timeout), with three exceptions, each
+ * bounded: the producer read lock across the wait for queue space (at
  * most the queue timeout), ops_state.lock across /readyz's metadata probe of a
  * consumer that heard "all brokers down" (at most 1 s per subscription, so a
  * stop waits for the probe in progress), and cs_test_cluster.lock across the
- * test API's synchronous produce (tests only). The librdkafka calls made under
- * a lock never block: rd_kafka_queue_yield (wake_lock), rd_kafka_commit_queue
- * onto a queue (commit_lock), rd_kafka_assignment, rd_kafka_producev without
- * RD_KAFKA_MSG_F_BLOCK, rd_kafka_get_watermark_offsets (stats_lock, /metrics). */
+ * test API's synchronous produce (tests only). The other librdkafka calls
+ * made under a lock never block: rd_kafka_queue_yield (wake_lock),
+ * rd_kafka_commit_queue onto a queue and rd_kafka_assignment (commit_lock),
+ * rd_kafka_producev without RD_KAFKA_MSG_F_BLOCK (producer read lock),
+ * rd_kafka_get_watermark_offsets (stats_lock, /metrics). */
 #ifndef CS_CORE_LOCK_ORDER_H
 #define CS_CORE_LOCK_ORDER_H
 #endif
