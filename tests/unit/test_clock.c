@@ -138,15 +138,15 @@ static void a_timed_wait_ends_at_its_deadline_whatever_the_wall_clock(void **sta
         int64_t watchdog = kernel_ms() + WATCHDOG_MS;
         while (!atomic_load(&w.done) && kernel_ms() < watchdog) usleep(1000);
         if (!atomic_load(&w.done))
-            fail_msg("a %d ms wait had not ended after %d s with the realtime clock stepped %s an hour: it is measured on the "
-                     "realtime clock",
+            fail_msg("a %d ms wait had not ended after %d s with the realtime clock stepped %s an hour: it is "
+                     "measured on the realtime clock",
                      WAIT_MS, WATCHDOG_MS / 1000, STEPPED(step));
         pthread_join(t, NULL);
         assert_int_equal(w.rc, ETIMEDOUT);
         /* POSIX: ETIMEDOUT only once the condition's clock passed the deadline. */
         if (w.ended_ms - w.started_ms < WAIT_MS)
-            fail_msg("a %d ms wait ended after %lld ms with the realtime clock stepped %s an hour: the deadline and the "
-                     "condition variable do not measure on the same (monotonic) clock",
+            fail_msg("a %d ms wait ended after %lld ms with the realtime clock stepped %s an hour: the deadline "
+                     "and the condition variable do not measure on the same (monotonic) clock",
                      WAIT_MS, (long long)(w.ended_ms - w.started_ms), STEPPED(step));
         pthread_cond_destroy(&w.cv);
         pthread_mutex_destroy(&w.lock);
@@ -206,16 +206,17 @@ static void a_delayed_retry_comes_back_on_time_after_a_clock_step(void **state) 
         cs__pipeline_drain(p, cs__now_ms() + 1000);
         cs__pipeline_destroy(p);
         if (seen < 2)
-            fail_msg("a %d ms retry_after had not come back after %d s (attempts: %d) with the realtime clock stepped %s an "
-                     "hour: the delay timer waits on the realtime clock",
+            fail_msg("a %d ms retry_after had not come back after %d s (attempts: %d) with the realtime clock "
+                     "stepped %s an hour: the delay timer waits on the realtime clock",
                      DELAY_MS, WATCHDOG_MS / 1000, seen, STEPPED(step));
         int64_t waited = atomic_load(&returned_ms) - atomic_load(&retried_ms);
-        if (waited < DELAY_MS) fail_msg("the retry came back after %lld ms, before its %d ms delay", (long long)waited, DELAY_MS);
+        if (waited < DELAY_MS)
+            fail_msg("the retry came back after %lld ms, before its %d ms delay", (long long)waited, DELAY_MS);
         uint64_t reads = atomic_load(&reads_at_return) - atomic_load(&reads_at_retry);
         if (reads > MAX_READS_WHILE_DELAYED)
-            fail_msg("the monotonic clock was read %llu times during one %d ms delay with the realtime clock stepped %s an hour: "
-                     "the delay timer polls instead of waiting (its wait ends at once: cut by the step, or a "
-                     "deadline on another clock than its condition variable's)",
+            fail_msg("the monotonic clock was read %llu times during one %d ms delay with the realtime clock "
+                     "stepped %s an hour: the delay timer polls instead of waiting (its wait ends at once: cut by "
+                     "the step, or a deadline on another clock than its condition variable's)",
                      (unsigned long long)reads, DELAY_MS, STEPPED(step));
     }
 }
