@@ -2,7 +2,9 @@
 """bench/report.py — results JSON files -> docs/benchmarks.png and the tables for docs/benchmarks.md.
 
   bench/peers/.venv/bin/python bench/report.py bench/results/real.json bench/results/embedded.json
-Prints the Markdown tables on stdout; writes the chart to docs/benchmarks.png.
+Prints the Markdown tables on stdout (median records/s and spread, ratio to raw-batch, peak RSS,
+allocations and instructions per record); writes the chart to docs/benchmarks.png.
+  --no-chart: tables only.
 """
 import json, os, sys
 
@@ -14,6 +16,10 @@ def fmt(v, spec="{:,.0f}"):
     return "—" if v is None else spec.format(v)
 
 
+def ratio(v):
+    return "—" if v is None else f"{v:.2f}×"
+
+
 def main(paths):
     runs = []
     for p in paths:
@@ -23,18 +29,34 @@ def main(paths):
     for r in runs:
         groups.setdefault((r["cluster"], r["topic"]), []).append(r)
     for (cluster, topic), rs in groups.items():
+        # older results files have no ratios: derive them from raw-batch's row of the same topic
+        base = next((r for r in rs if r["contender"] == "raw-batch" and r.get("median")), None)
+        for r in rs:
+            if base and r.get("median") and r.get("ratio_to_raw_batch") is None:
+                r["ratio_to_raw_batch"] = r["median"] / base["median"]
+                r["rss_ratio_to_raw_batch"] = r["peak_rss_kb"] / base["peak_rss_kb"]
         print(f"\n### {cluster} cluster, {rs[0]['partitions']}-partition topic\n")
-        print("| contender | records/s median | best | records per round | shortest round (s) | allocs/record | peak RSS (MiB) | valid |")
-        print("|---|---:|---:|---:|---:|---:|---:|---|")
+        print("| contender | records/s median | spread (min–max) | × raw-batch | records per round | shortest round (s) "
+              "| peak RSS (MiB) | RSS × raw-batch | allocs/record | instructions/record | over raw-batch | valid |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rs:
             if not r.get("median"):
                 err = (r.get("error") or "").replace("\n", " ")[:120]
-                print(f"| {r['contender']} | invalid | | | | | | no: {err} |")
+                print(f"| {r['contender']} | invalid | | | | | | | | | | no: {err} |")
                 continue
             short = " (short)" if r.get("short") else ""
-            print(f"| {r['contender']} | {fmt(r['median'])} | {fmt(r['best'])} | {fmt(r['round_records'])} | "
-                  f"{r['min_round_s']:.2f}{short} | {fmt(r.get('allocs_per_record'), '{:.2f}')} | "
-                  f"{r['peak_rss_kb'] / 1024:.0f} | {'yes' if r['valid'] else 'some rounds invalid'} |")
+            # results from before the interleaved rounds have no worst/spread: derive what they have
+            worst = r.get("worst", min((x["records_per_s"] for x in r.get("rounds", []) if x.get("valid")), default=None))
+            spread = r.get("spread")
+            spread_txt = (f"{100 * spread:.0f} % ({fmt(worst)}–{fmt(r['best'])})" if spread is not None
+                          else f"({fmt(worst)}–{fmt(r['best'])})")
+            print(f"| {r['contender']} | {fmt(r['median'])} | {spread_txt} | {ratio(r.get('ratio_to_raw_batch'))} | "
+                  f"{fmt(r['round_records'])} | {r['min_round_s']:.2f}{short} | {r['peak_rss_kb'] / 1024:.0f} | "
+                  f"{ratio(r.get('rss_ratio_to_raw_batch'))} | {fmt(r.get('allocs_per_record'), '{:.2f}')} | "
+                  f"{fmt(r.get('ir_per_record'))} | {fmt(r.get('ir_over_raw_batch'), '{:+,.0f}')} | "
+                  f"{'yes' if r['valid'] else 'some rounds invalid'} |")
+    if "--no-chart" in sys.argv:
+        return
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -50,8 +72,8 @@ def main(paths):
         med = [r.get("median") or 0 for r in rs]
         best = [r.get("best") or 0 for r in rs]
         y = range(len(rs))
-        ax.barh(y, best, color="#cfd8e3", label="best of 3")
-        ax.barh(y, med, color="#3b6ea5", label="median of 3")
+        ax.barh(y, best, color="#cfd8e3", label="best round")
+        ax.barh(y, med, color="#3b6ea5", label="median")
         ax.set_yticks(list(y)); ax.set_yticklabels(names, fontsize=8); ax.invert_yaxis()
         ax.set_title(f"{key[0]} cluster, {groups[key][0]['partitions']}-partition topic: records/s (512 B JSON)", fontsize=9)
         for i, (m, r) in enumerate(zip(med, rs)):
@@ -64,4 +86,4 @@ def main(paths):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main([a for a in sys.argv[1:] if a != "--no-chart"])
