@@ -115,8 +115,10 @@ void cst_fresh(const char *prefix, int partitions, char *topic, char *group, siz
     if (cs_test_topic_create(cst_cluster, topic, partitions) != CS_OK) fail_msg("topic %s: %s", topic, cs_errmsg());
 }
 
+/* Exactly one of fn (values) and msg_fn (whole records) is set. */
 static long read_topic(const char *topic, int partitions, bool committed,
-                       void (*fn)(const void *value, size_t len, void *arg), void *arg, int timeout_ms) {
+                       void (*fn)(const void *value, size_t len, void *arg),
+                       void (*msg_fn)(const rd_kafka_message_t *m, void *arg), void *arg, int timeout_ms) {
     char group[160], err[512];
     cs_test_unique_name(group, sizeof group, "checker");
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -163,7 +165,8 @@ static long read_topic(const char *topic, int partitions, bool committed,
                 eofs++;
             }
         } else if (!m->err) {
-            fn(m->payload, m->len, arg);
+            if (msg_fn) msg_fn(m, arg);
+            else fn(m->payload, m->len, arg);
             n++;
         }
         rd_kafka_message_destroy(m);
@@ -223,10 +226,26 @@ void cst_assert_no_secret(const char *what, const char *text, const char *secret
 
 long cst_read_committed(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
                         void *arg, int timeout_ms) {
-    return read_topic(topic, partitions, true, fn, arg, timeout_ms);
+    return read_topic(topic, partitions, true, fn, NULL, arg, timeout_ms);
 }
 
 long cst_read_uncommitted(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
                           void *arg, int timeout_ms) {
-    return read_topic(topic, partitions, false, fn, arg, timeout_ms);
+    return read_topic(topic, partitions, false, fn, NULL, arg, timeout_ms);
+}
+
+long cst_read_records(const char *topic, int partitions, void (*fn)(const rd_kafka_message_t *m, void *arg), void *arg,
+                      int timeout_ms) {
+    return read_topic(topic, partitions, true, NULL, fn, arg, timeout_ms);
+}
+
+const char *cst_header(const rd_kafka_message_t *m, const char *name, char *buf, size_t size) {
+    rd_kafka_headers_t *hdrs = NULL;
+    const void *v = NULL;
+    size_t len = 0;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+        rd_kafka_header_get_last(hdrs, name, &v, &len) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        return NULL;
+    snprintf(buf, size, "%.*s", (int)len, v ? (const char *)v : "");
+    return buf;
 }

@@ -58,6 +58,16 @@ long cst_read_committed(const char *topic, int partitions, void (*fn)(const void
 long cst_read_uncommitted(const char *topic, int partitions, void (*fn)(const void *value, size_t len, void *arg),
                           void *arg, int timeout_ms);
 
+/* cst_read_committed for whole records (key, headers, timestamp), as
+ * librdkafka hands them to any consumer: a check that does not go through
+ * cstream's own accessors. The message is valid during the call only. */
+struct rd_kafka_message_s;
+long cst_read_records(const char *topic, int partitions, void (*fn)(const struct rd_kafka_message_s *m, void *arg),
+                      void *arg, int timeout_ms);
+/* The value of the record's last header `name`, as text in buf (cut to
+ * size), or NULL if it has no such header. */
+const char *cst_header(const struct rd_kafka_message_s *m, const char *name, char *buf, size_t size);
+
 /* Everything the process writes to fd 2 (cstream's log lines, librdkafka's
  * routed through them) goes to a temporary file between cst_capture_start
  * and cst_capture_stop, which restores fd 2 and returns what was written (the
