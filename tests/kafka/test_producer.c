@@ -2,11 +2,13 @@
  * report (its partition and offset are real); the queue timeout turns a full
  * local queue into an error; the shutdown flush reports what it could not
  * deliver; a reply that fails keeps its source record open and it comes back. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cstest.h"
@@ -182,23 +184,50 @@ typedef struct gated {
     bool free; /* every later attempt runs without waiting */
 } gated;
 
+/* GATE_WAIT_MS bounds every wait on a gate: the test thread fails with a
+ * message past it, and a handler still held then goes on (and says so), so a
+ * broken test ends instead of hanging its worker and the app's stop. */
+enum { GATE_WAIT_MS = 30000 };
+
+/* The deadline GATE_WAIT_MS from now, on the clock pthread_cond_timedwait
+ * uses for a default condition (CLOCK_REALTIME). */
+static struct timespec gate_deadline(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += GATE_WAIT_MS / 1000;
+    return t;
+}
+
 static cs_outcome reply_handler(cs_delivery *d, void *user) {
     gated *g = user;
+    struct timespec deadline = gate_deadline();
     pthread_mutex_lock(&g->lock);
     g->attempts[g->runs < 4 ? g->runs : 3] = cs_delivery_attempt(d);
     g->runs++;
     pthread_cond_broadcast(&g->cv);
-    while (!g->go && !g->free) pthread_cond_wait(&g->cv, &g->lock);
+    while (!g->go && !g->free)
+        if (pthread_cond_timedwait(&g->cv, &g->lock, &deadline) == ETIMEDOUT) {
+            fprintf(stderr, "reply_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
+            break;
+        }
     g->go = false;
     pthread_mutex_unlock(&g->lock);
     cs_delivery_reply(d, NULL, 0, "Paid", 4);
     return CS_ACK;
 }
 
-static void wait_runs(gated *g, int n) {
+/* Waits at most GATE_WAIT_MS for the handler's n-th run; false if it did not come. */
+static bool runs_reach(gated *g, int n) {
+    struct timespec deadline = gate_deadline();
     pthread_mutex_lock(&g->lock);
-    while (g->runs < n) pthread_cond_wait(&g->cv, &g->lock);
+    while (g->runs < n && pthread_cond_timedwait(&g->cv, &g->lock, &deadline) != ETIMEDOUT) continue;
+    bool reached = g->runs >= n;
     pthread_mutex_unlock(&g->lock);
+    return reached;
+}
+
+static void wait_runs(gated *g, int n) {
+    if (!runs_reach(g, n)) fail_msg("the reply handler did not run %d times within %d ms", n, GATE_WAIT_MS);
 }
 
 static void let_go(gated *g) {
