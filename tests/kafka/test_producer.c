@@ -1,12 +1,18 @@
 /* test_producer.c — the producer side: a publish returns after the delivery
  * report (its partition and offset are real); the queue timeout turns a full
  * local queue into an error; the shutdown flush reports what it could not
- * deliver; a reply that fails keeps its source record open and it comes back. */
+ * deliver; a reply that fails keeps its source record open and it comes back;
+ * a reply that cannot be queued within its queue timeout brings its source
+ * back under Tracked, and is logged and counted under Auto; a handler's
+ * blocking publish waits for queue space and succeeds; a reply purged at the
+ * stop leaves its source uncommitted, and the next owner handles it again. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cstest.h"
@@ -182,23 +188,50 @@ typedef struct gated {
     bool free; /* every later attempt runs without waiting */
 } gated;
 
+/* GATE_WAIT_MS bounds every wait on a gate: the test thread fails with a
+ * message past it, and a handler still held then goes on (and says so), so a
+ * broken test ends instead of hanging its worker and the app's stop. */
+enum { GATE_WAIT_MS = 30000 };
+
+/* The deadline GATE_WAIT_MS from now, on the clock pthread_cond_timedwait
+ * uses for a default condition (CLOCK_REALTIME). */
+static struct timespec gate_deadline(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += GATE_WAIT_MS / 1000;
+    return t;
+}
+
 static cs_outcome reply_handler(cs_delivery *d, void *user) {
     gated *g = user;
+    struct timespec deadline = gate_deadline();
     pthread_mutex_lock(&g->lock);
     g->attempts[g->runs < 4 ? g->runs : 3] = cs_delivery_attempt(d);
     g->runs++;
     pthread_cond_broadcast(&g->cv);
-    while (!g->go && !g->free) pthread_cond_wait(&g->cv, &g->lock);
+    while (!g->go && !g->free)
+        if (pthread_cond_timedwait(&g->cv, &g->lock, &deadline) == ETIMEDOUT) {
+            fprintf(stderr, "reply_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
+            break;
+        }
     g->go = false;
     pthread_mutex_unlock(&g->lock);
     cs_delivery_reply(d, NULL, 0, "Paid", 4);
     return CS_ACK;
 }
 
-static void wait_runs(gated *g, int n) {
+/* Waits at most GATE_WAIT_MS for the handler's n-th run; false if it did not come. */
+static bool runs_reach(gated *g, int n) {
+    struct timespec deadline = gate_deadline();
     pthread_mutex_lock(&g->lock);
-    while (g->runs < n) pthread_cond_wait(&g->cv, &g->lock);
+    while (g->runs < n && pthread_cond_timedwait(&g->cv, &g->lock, &deadline) != ETIMEDOUT) continue;
+    bool reached = g->runs >= n;
     pthread_mutex_unlock(&g->lock);
+    return reached;
+}
+
+static void wait_runs(gated *g, int n) {
+    if (!runs_reach(g, n)) fail_msg("the reply handler did not run %d times within %d ms", n, GATE_WAIT_MS);
 }
 
 static void let_go(gated *g) {
@@ -256,6 +289,350 @@ static void failed_reply_keeps_the_source_open(void **state) {
     assert_true(st.retried >= 1);
     assert_true(st.acked >= 1);
     CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+}
+
+/* ---- a reply that cannot be queued -------------------------------------------- */
+
+/* The app of the reply tests: one subscription of `topic` under `mode`,
+ * replying to `done` with a reply queue timeout of reply_queue_ms; the
+ * producer's local queue holds at most `max_messages` records (NULL: the
+ * default). */
+static cs_app *reply_app(gated *g, cs_kafka **k_out, cs_sub **s_out, const char *topic, const char *group,
+                         const char *done, cs_commit_mode mode, const char *max_messages, int reply_queue_ms,
+                         int drain_ms, int flush_ms) {
+    cs_app *app = cs_app_new("reply-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    if (max_messages) CST_OK(cs_kafka_producer_config(k, "queue.buffering.max.messages", max_messages));
+    CST_OK(cs_kafka_flush_timeout_ms(k, flush_ms));
+    cs_sub *s = cs_kafka_subscribe(k, topic, reply_handler, g);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_drain_timeout_ms(s, drain_ms));
+    CST_OK(cs_sub_reply(s, done, reply_queue_ms));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    if (k_out) *k_out = k;
+    if (s_out) *s_out = s;
+    return app;
+}
+
+/* The value of the series exactly `key` (name and labels) in the app's
+ * /metrics page, or -1 if it is not there. */
+static long long metric(cs_app *app, const char *key) {
+    char *text = NULL;
+    CST_OK(cs_app_metrics(app, &text));
+    long long v = -1;
+    size_t n = strlen(key);
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+        if (!strncmp(line, key, n) && line[n] == ' ') {
+            v = atoll(line + n + 1);
+            break;
+        }
+    free(text);
+    return v;
+}
+
+static bool one_reported(void *arg) {
+    reports *r = arg;
+    return atomic_load(&r->ok) + atomic_load(&r->failed) >= 1;
+}
+
+typedef struct settled_arg {
+    cs_sub *s;
+    uint64_t acked;
+} settled_arg;
+
+static bool acked_at_least(void *arg) {
+    settled_arg *a = arg;
+    cs_sub_stats st;
+    cs_sub_stats_get(a->s, &st);
+    return st.acked >= a->acked;
+}
+
+/* With the broker down, one record fills a local queue of one: the reply
+ * queued behind it cannot get in before its queue timeout, whatever the
+ * machine's speed (nothing is delivered while the broker is down). */
+static void fill_the_local_queue(cs_kafka *k, const char *topic, reports *rep) {
+    CST_OK(cs_test_cluster_set_down(cst_cluster, 1));
+    cs_record filler = {.topic = topic, .partition = 0, .value = "filler", .value_len = 6};
+    CST_OK(cs_publish_async(k, &filler, count_report, rep));
+}
+
+/* Tracked: the reply's queue timeout runs out, the ack becomes a retry and
+ * the handler runs again; nothing is committed until a reply gets out. */
+static void unqueued_reply_brings_the_source_back_under_tracked(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
+        skip();
+    }
+    char topic[128], group[160], done[160];
+    cst_fresh("unqueued-tracked", 1, topic, group, sizeof topic);
+    snprintf(done, sizeof done, "%s.done", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, done, 1));
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    cs_kafka *k;
+    cs_sub *s;
+    cs_app *app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_TRACKED, "1", 300, 10000, 10000);
+
+    wait_runs(&g, 1);
+    reports rep = {0};
+    fill_the_local_queue(k, done, &rep);
+    cst_capture c;
+    cst_capture_start(&c);
+    let_go(&g); /* its reply waits 300 ms for space, then the source comes back */
+    bool again = runs_reach(&g, 2);
+    char *log = cst_capture_stop(&c);
+    long long reply_errors = metric(app, "cstream_publish_errors_total{kind=\"reply\"}");
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    CST_OK(cs_test_cluster_set_down(cst_cluster, 0));
+    if (!again) fail_msg("the source did not come back within %d ms; the log said:\n%s", GATE_WAIT_MS, log);
+    int64_t committed; /* the second attempt is still held: nothing can have settled the source */
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    bool unqueued = strstr(log, "reply not queued") && strstr(log, done) && strstr(log, "queue_timeout");
+    if (!unqueued) fail_msg("no \"reply not queued\" line naming %s and the queue timeout in:\n%s", done, log);
+    free(log);
+    pthread_mutex_lock(&g.lock);
+    assert_int_equal(g.attempts[1], 2); /* the same record, as a retry */
+    pthread_mutex_unlock(&g.lock);
+    assert_true(committed <= 0); /* the source is still open */
+    assert_int_equal(st.retried, 1);
+    assert_int_equal(st.acked, 0);
+    assert_int_equal(reply_errors, 1);
+
+    /* Once the filler is out, the next attempt's reply fits and settles it. */
+    if (!cst_wait(one_reported, &rep, 30000))
+        fail_msg("the filler was not reported within 30 s of the broker's return");
+    assert_int_equal(atomic_load(&rep.ok), 1);
+    pthread_mutex_lock(&g.lock);
+    g.free = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.lock);
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 1, 60000));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+}
+
+/* Auto: nothing can be gated, so the source is acked all the same; the reply
+ * that did not get in is logged and counted, and the record is not run again. */
+static void unqueued_reply_is_logged_and_counted_under_auto(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
+        skip();
+    }
+    char topic[128], group[160], done[160];
+    cst_fresh("unqueued-auto", 1, topic, group, sizeof topic);
+    snprintf(done, sizeof done, "%s.done", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, done, 1));
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    cs_kafka *k;
+    cs_sub *s;
+    cs_app *app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_AUTO, "1", 300, 10000, 10000);
+
+    wait_runs(&g, 1);
+    reports rep = {0};
+    fill_the_local_queue(k, done, &rep);
+    cst_capture c;
+    cst_capture_start(&c);
+    let_go(&g);
+    settled_arg acked = {s, 1};
+    bool settled = cst_wait(acked_at_least, &acked, 30000);
+    char *log = cst_capture_stop(&c);
+    long long reply_errors = metric(app, "cstream_publish_errors_total{kind=\"reply\"}");
+    CST_OK(cs_test_cluster_set_down(cst_cluster, 0));
+    if (!settled) fail_msg("the source was not acked within 30 s; the log said:\n%s", log);
+    bool unqueued = strstr(log, "reply not queued") && strstr(log, done) && strstr(log, "queue_timeout");
+    if (!unqueued) fail_msg("no \"reply not queued\" line naming %s and the queue timeout in:\n%s", done, log);
+    free(log);
+    assert_int_equal(reply_errors, 1);
+
+    if (!cst_wait(one_reported, &rep, 30000))
+        fail_msg("the filler was not reported within 30 s of the broker's return");
+    assert_int_equal(atomic_load(&rep.ok), 1);
+    CST_OK(cs_app_stop(app));
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.acked, 1);
+    assert_int_equal(st.retried, 0);
+    assert_int_equal(st.retry_unsupported, 0);
+    pthread_mutex_lock(&g.lock);
+    assert_int_equal(g.runs, 1); /* nothing brought it back */
+    pthread_mutex_unlock(&g.lock);
+    cs_app_destroy(app);
+}
+
+/* ---- a blocking publish waits for queue space ---------------------------------- */
+
+typedef struct pressing {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    cs_kafka *k;
+    const char *out;
+    bool entered, go;
+    cs_err err; /* the blocking publish's */
+    char errmsg[256];
+    cs_published where;
+    reports fillers;
+} pressing;
+
+/* Fills the local queue (room for 2) with two asynchronous publishes, then
+ * publishes a third record blocking: it must wait for the fillers' reports. */
+static cs_outcome press_handler(cs_delivery *d, void *user) {
+    (void)d;
+    pressing *p = user;
+    struct timespec deadline = gate_deadline();
+    pthread_mutex_lock(&p->lock);
+    p->entered = true;
+    pthread_cond_broadcast(&p->cv);
+    while (!p->go)
+        if (pthread_cond_timedwait(&p->cv, &p->lock, &deadline) == ETIMEDOUT) {
+            fprintf(stderr, "press_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
+            break;
+        }
+    pthread_mutex_unlock(&p->lock);
+    cs_kafka *k = p->k;
+    cs_record r = {.topic = p->out, .partition = 0, .value = "filler", .value_len = 6};
+    for (int i = 0; i < 2; i++)
+        if (cs_publish_async(k, &r, count_report, &p->fillers) != CS_OK) atomic_fetch_add(&p->fillers.failed, 1);
+    r.value = "pressed";
+    r.value_len = 7;
+    cs_published where = {-1, -1};
+    cs_err err = cs_publish(k, &r, &where);
+    pthread_mutex_lock(&p->lock);
+    p->err = err;
+    snprintf(p->errmsg, sizeof p->errmsg, "%s", err ? cs_errmsg() : "");
+    p->where = where;
+    pthread_mutex_unlock(&p->lock);
+    return CS_ACK;
+}
+
+/* The handler's blocking publish finds the local queue full (two fillers the
+ * slowed broker answers only after 1 s) and waits for space instead of
+ * failing: it returns CS_OK with the record's place behind the fillers, and
+ * the handler acks. The 1 s round trip is what makes the queue full when the
+ * third publish comes, microseconds after the second; it only decides whether
+ * a broken wait is caught (a publish that fails when the queue is full fails
+ * here unless the handler thread stalls 1 s between two calls), never whether
+ * a working one passes. */
+static void blocking_publish_waits_for_queue_space(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it slows the broker down, which only the embedded cluster can do in-process\n");
+        skip();
+    }
+    char topic[128], group[160], out[160];
+    cst_fresh("pressed", 1, topic, group, sizeof topic);
+    snprintf(out, sizeof out, "%s.out", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, out, 1));
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "work", 4, NULL));
+    pressing p = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .out = out, .err = -1};
+    cs_app *app = cs_app_new("pressed-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    p.k = k;
+    CST_OK(cs_kafka_producer_config(k, "queue.buffering.max.messages", "2"));
+    CST_OK(cs_kafka_queue_timeout_ms(k, 30000));
+    cs_sub *s = cs_kafka_subscribe(k, topic, press_handler, &p);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+
+    /* Slowed only once the handler holds its record: joining the group at
+     * a 1 s round trip would take long. */
+    struct timespec deadline = gate_deadline();
+    pthread_mutex_lock(&p.lock);
+    while (!p.entered)
+        if (pthread_cond_timedwait(&p.cv, &p.lock, &deadline) == ETIMEDOUT) {
+            pthread_mutex_unlock(&p.lock);
+            fail_msg("the handler did not run within %d ms", GATE_WAIT_MS);
+        }
+    pthread_mutex_unlock(&p.lock);
+    CST_OK(cs_test_broker_set_rtt(cst_cluster, 1, 1000));
+    pthread_mutex_lock(&p.lock);
+    p.go = true;
+    pthread_cond_broadcast(&p.cv);
+    pthread_mutex_unlock(&p.lock);
+    settled_arg acked = {s, 1};
+    bool settled = cst_wait(acked_at_least, &acked, 60000);
+    CST_OK(cs_test_broker_set_rtt(cst_cluster, 1, 0));
+    if (!settled) fail_msg("the handler did not ack its record within 60 s");
+
+    pthread_mutex_lock(&p.lock);
+    if (p.err != CS_OK) fail_msg("the blocking publish failed (%s): %s", cs_err_name(p.err), p.errmsg);
+    assert_int_equal(p.where.partition, 0);
+    assert_int_equal(p.where.offset, 2); /* behind the two fillers */
+    pthread_mutex_unlock(&p.lock);
+    assert_int_equal(atomic_load(&p.fillers.ok), 2);
+    assert_int_equal(atomic_load(&p.fillers.failed), 0);
+    assert_int_equal(metric(app, "cstream_publish_errors_total{kind=\"publish\"}"), 0);
+    CST_OK(cs_app_stop(app));
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.delivered, 1); /* slowed, not failed: it ran once */
+    assert_int_equal(st.acked, 1);
+    assert_int_equal(st.retried, 0);
+    cs_app_destroy(app);
+}
+
+/* ---- a reply purged at the stop leaves its source to the next owner ----------- */
+
+/* Every Produce request fails with a retriable error (NOT_ENOUGH_REPLICAS), so
+ * the reply is retried in the producer, never delivered, and still there when
+ * the stop's flush times out: the stop commits without its source and purges
+ * it. The next member of the group reads the record again. */
+static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        printf("skipped here: it makes the broker refuse every produce, which only the embedded cluster can do\n");
+        skip();
+    }
+    /* Enough refusals for 100 s of the producer's resends (retry.backoff.ms
+     * is 100); the test needs a second or two, then clears the rest. */
+    enum { NOT_ENOUGH_REPLICAS = 19, REFUSALS = 1000 };
+    char topic[128], group[160], done[160];
+    cst_fresh("purged", 1, topic, group, sizeof topic);
+    snprintf(done, sizeof done, "%s.done", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, done, 1));
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
+    static int refusals[REFUSALS];
+    for (int i = 0; i < REFUSALS; i++) refusals[i] = NOT_ENOUGH_REPLICAS;
+    CST_OK(cs_test_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .free = true};
+    cs_kafka *k;
+    cs_sub *s;
+    cs_app *app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_TRACKED, NULL, 5000, 300, 300);
+    wait_runs(&g, 1);
+    CST_OK(cs_app_stop(app)); /* the handler acked; its reply is stuck */
+    size_t unflushed = cs_kafka_unflushed_records(k);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    cs_app_destroy(app);
+    CST_OK(cs_test_clear_request_errors(cst_cluster, 0));
+    int64_t committed;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_int_equal(unflushed, 1); /* the reply, purged */
+    assert_true(committed <= 0);    /* its source stayed open */
+    assert_int_equal(st.acked, 0);
+    pthread_mutex_lock(&g.lock);
+    assert_int_equal(g.runs, 1);
+    pthread_mutex_unlock(&g.lock);
+
+    /* The next owner: the record is handled again, and this time it settles. */
+    app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_TRACKED, NULL, 5000, 10000, 10000);
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 1, 60000));
+    CST_OK(cs_app_stop(app));
+    assert_int_equal(cs_kafka_unflushed_records(k), 0);
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.acked, 1);
+    pthread_mutex_lock(&g.lock);
+    assert_int_equal(g.runs, 2);
+    pthread_mutex_unlock(&g.lock);
     cs_app_destroy(app);
 }
 
@@ -371,6 +748,10 @@ int main(void) {
         cmocka_unit_test(queue_timeout_when_the_local_queue_is_full),
         cmocka_unit_test(flush_reports_unflushed_records),
         cmocka_unit_test(failed_reply_keeps_the_source_open),
+        cmocka_unit_test(unqueued_reply_brings_the_source_back_under_tracked),
+        cmocka_unit_test(unqueued_reply_is_logged_and_counted_under_auto),
+        cmocka_unit_test(blocking_publish_waits_for_queue_space),
+        cmocka_unit_test(purged_reply_leaves_its_source_to_the_next_owner),
         cmocka_unit_test(idempotent_publishes_land_once_across_broker_restart),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);

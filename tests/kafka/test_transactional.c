@@ -6,6 +6,8 @@
  *   the error names the subscription and the setting;
  * - replies and cs_delivery_publish outputs of out-of-order settlements reach
  *   a read_committed reader exactly once, in transactions;
+ * - dropped records settle in the window like acked ones: their
+ *   cs_delivery_publish outputs commit exactly once, their replies never leave;
  * - cs_delivery_publish is refused on other commit modes and for undeclared
  *   topics, with the topic in the message;
  * - a retry that holds its window past the stall timeout aborts the window:
@@ -29,10 +31,30 @@ typedef struct fixture {
     int64_t stall_offset; /* partition 0: its first attempt retries after a long delay (-1: none) */
     int stall_delay_ms;
     int64_t failing_offset; /* partition 0: always asks for a retry (-1: none) */
+    bool drop;              /* every record is dropped, its output published with cs_delivery_publish */
     pthread_mutex_t lock;
     cs_delivery *held[MAXREC];
     int n_held;
 } fixture;
+
+/* Keeps d for settle_held (false when the list is full: settle it now). */
+static bool hold(fixture *f, cs_delivery *d) {
+    pthread_mutex_lock(&f->lock);
+    bool kept = f->n_held < MAXREC;
+    if (kept) f->held[f->n_held++] = d;
+    pthread_mutex_unlock(&f->lock);
+    return kept;
+}
+
+/* f->drop: the output goes out with cs_delivery_publish, and a reply with the
+ * same value is set, which a drop must not publish (it would show as a
+ * duplicate). Every third record is held and dropped later, out of order. */
+static cs_outcome dropped_with_output(fixture *f, cs_delivery *d, const char *value, size_t n) {
+    cs_record r = {.topic = f->out, .partition = -1, .value = value, .value_len = n};
+    if (cs_delivery_publish(d, &r) != CS_OK || cs_delivery_reply(d, NULL, 0, value, n) != CS_OK) return CS_RETRY;
+    if (cs_delivery_offset(d) % 3 == 1 && hold(f, d)) return CS_PENDING;
+    return CS_DROP;
+}
 
 static cs_outcome transform(cs_delivery *d, void *user) {
     fixture *f = user;
@@ -46,15 +68,11 @@ static cs_outcome transform(cs_delivery *d, void *user) {
     }
     char value[48];
     int n = snprintf(value, sizeof value, "%d:%lld", (int)p, (long long)o);
+    if (f->drop) return dropped_with_output(f, d, value, (size_t)n);
     if (o % 3 == 1) { /* kept pending and settled later, out of order, from the test thread */
         cs_record r = {.topic = f->out, .partition = -1, .value = value, .value_len = (size_t)n};
         if (cs_delivery_publish(d, &r) != CS_OK) return CS_RETRY;
-        pthread_mutex_lock(&f->lock);
-        bool kept = f->n_held < MAXREC;
-        if (kept) f->held[f->n_held++] = d;
-        pthread_mutex_unlock(&f->lock);
-        if (kept) return CS_PENDING;
-        return CS_ACK;
+        return hold(f, d) ? CS_PENDING : CS_ACK;
     }
     return cs_delivery_reply(d, NULL, 0, value, (size_t)n) == CS_OK ? CS_ACK : CS_RETRY;
 }
@@ -67,7 +85,7 @@ static void settle_held(fixture *f) {
     memcpy(batch, f->held, (size_t)n * sizeof *batch);
     f->n_held = 0;
     pthread_mutex_unlock(&f->lock);
-    for (int i = n; i-- > 0;) cs_delivery_settle(batch[i], CS_ACK);
+    for (int i = n; i-- > 0;) cs_delivery_settle(batch[i], f->drop ? CS_DROP : CS_ACK);
 }
 
 typedef struct outputs {
@@ -209,6 +227,51 @@ static void outputs_commit_exactly_once(void **state) {
             int64_t c;
             CST_OK(cs_test_committed(cst_cluster, group, topic, p, &c));
             assert_int_equal(c, per[p]);
+        }
+    }
+    cs_app_destroy(app);
+    cst_seen_free(f.runs);
+    pthread_mutex_destroy(&f.lock);
+}
+
+/* CS_DROP under Transactional settles like an ack: the position moves past
+ * dropped records (out of order ones included), and what their handlers
+ * published with cs_delivery_publish joins the window and commits, exactly
+ * once; the reply they set is not published (a drop publishes no reply). */
+static void dropped_records_settle_and_their_outputs_commit(void **state) {
+    (void)state;
+    char topic[128], group[160], out[128];
+    cst_fresh("txn-drop", 3, topic, group, sizeof topic);
+    cst_fresh("txn-drop-out", 3, out, NULL, sizeof out);
+    fixture f = {.out = out, .partitions = 3, .runs = cst_seen_new(3, MAXREC), .stall_offset = -1,
+                 .failing_offset = -1, .drop = true};
+    pthread_mutex_init(&f.lock, NULL);
+    CST_OK(cs_test_produce_many(cst_cluster, topic, "rec-", 300));
+    cs_sub *s;
+    cs_app *app = start_transform(&f, topic, group, &s, 0);
+    done_arg a = {s, &f, 300};
+    bool committed = cst_wait(all_committed, &a, 60000);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    if (!committed)
+        fail_msg("%llu of 300 outputs committed within 60 s (%llu records dropped, %llu transactions)",
+                 (unsigned long long)st.outputs, (unsigned long long)st.dropped, (unsigned long long)st.transactions);
+    CST_OK(cs_app_stop(app));
+    cs_sub_stats_get(s, &st);
+    printf("transactions %llu, outputs %llu, dropped %llu, acked %llu\n", (unsigned long long)st.transactions,
+           (unsigned long long)st.outputs, (unsigned long long)st.dropped, (unsigned long long)st.acked);
+    assert_int_equal(st.dropped, 300);
+    assert_int_equal(st.acked, 0);
+    assert_int_equal(st.outputs, 300); /* one each: the published output, not the reply */
+    assert_int_equal(st.aborts, 0);
+    int per[3];
+    ends(topic, 3, per);
+    check_exactly_once(out, 3, per, 3);
+    if (!cs_test_cluster_is_embedded(cst_cluster)) { /* the mock does not store transactional offsets */
+        for (int p = 0; p < 3; p++) {
+            int64_t c;
+            CST_OK(cs_test_committed(cst_cluster, group, topic, p, &c));
+            assert_int_equal(c, per[p]); /* the transactions carried the positions past the drops */
         }
     }
     cs_app_destroy(app);
@@ -407,6 +470,7 @@ int main(void) {
         cmocka_unit_test(embedded_cluster_says_exactly_once_is_not_enforced),
         cmocka_unit_test(delivery_publish_is_checked),
         cmocka_unit_test(outputs_commit_exactly_once),
+        cmocka_unit_test(dropped_records_settle_and_their_outputs_commit),
         cmocka_unit_test(stalled_retry_aborts_and_rereads),
         cmocka_unit_test(dead_letter_joins_the_transaction),
     };
