@@ -248,6 +248,7 @@ typedef struct plan {
     cs_outcome whole;      /* returned for the whole batch, outcomes[] untouched */
     bool retry_first_run;  /* instead: CS_RETRY for a batch on its first attempt, CS_ACK after */
     int64_t unset_offset;  /* forgetful: this offset is left CS_UNSET on its first attempt (-1: none) */
+    bool unset_always;     /* forgetful: ... and on every attempt */
     bool hold_unset_retry; /* forgetful: the unset offset's second attempt waits for the gate */
     int64_t delay_offset;  /* forgetful: this offset asks for a retry 10 min later (-1: none) */
     bool reply;            /* forgetful: each element gets a reply carrying its offset */
@@ -268,8 +269,9 @@ static void note_call(plan *pl, cs_delivery *const *b, size_t n) {
         bt->attempts_of_first[call] = cs_delivery_attempt(b[0]);
     }
     pthread_cond_broadcast(&bt->cv);
-    bool wait = (call == 0 && bt->gate_first) ||
-                (pl->hold_unset_retry && cs_delivery_offset(b[0]) == pl->unset_offset && cs_delivery_attempt(b[0]) == 2);
+    bool held_retry = pl->hold_unset_retry && cs_delivery_offset(b[0]) == pl->unset_offset &&
+                      cs_delivery_attempt(b[0]) == 2;
+    bool wait = (call == 0 && bt->gate_first) || held_retry;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 60;
@@ -303,7 +305,8 @@ static cs_outcome forgetful(cs_delivery *const *b, size_t n, cs_outcome *outcome
                 continue;
             }
         }
-        if (off == pl->unset_offset && cs_delivery_attempt(b[i]) == 1) continue; /* the bug under test */
+        if (off == pl->unset_offset && (pl->unset_always || cs_delivery_attempt(b[i]) == 1))
+            continue; /* the bug under test */
         outcomes[i] = off == pl->delay_offset ? cs_retry_after(b[i], 600000) : CS_ACK;
     }
     return CS_EACH;
@@ -511,6 +514,49 @@ static void unset_element_auto_is_unsupported(void **state) {
     free(bt);
 }
 
+/* An element forgotten on every attempt counts its attempts: max_attempts
+ * ends it, with the reason cstream gave it. */
+static void unset_element_reaches_max_attempts(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("batch-unset-cap", 1, topic, group, sizeof topic);
+    for (int i = 0; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "x", 1, NULL));
+    batches *bt = batches_new();
+    plan pl = plan_of(bt);
+    pl.unset_offset = 3;
+    pl.unset_always = true;
+    cst_capture cap;
+    cst_capture_start(&cap);
+    cs_app *app = cs_app_new("batch-unset-cap", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe_batch(k, topic, forgetful, 10, &pl);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_interval_ms(s, 20));
+    CST_OK(cs_sub_max_attempts(s, 2));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    cs_err committed = cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 30000);
+    char *log = cst_capture_stop(&cap);
+    CST_OK(committed);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.exhausted, 1); /* offset 3, after its second attempt */
+    assert_int_equal(st.retried, 1);
+    assert_int_equal(st.acked, 9);
+    assert_int_equal(cst_seen_count(bt->seen, 0, 3), 2);
+    char want[256];
+    snprintf(want, sizeof want, "topic=%s partition=0 offset=3 attempts=2 reason=\"batch handler left the outcome unset\"",
+             topic);
+    assert_non_null(strstr(log, want));
+    free(log);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cst_seen_free(bt->seen);
+    free(bt);
+}
+
 static bool window_aborted(void *arg) {
     cs_sub_stats st;
     cs_sub_stats_get(arg, &st);
@@ -652,6 +698,7 @@ int main(void) {
         cmocka_unit_test(whole_batch_outcome_auto),
         cmocka_unit_test(unset_element_tracked_comes_back_alone),
         cmocka_unit_test(unset_element_auto_is_unsupported),
+        cmocka_unit_test(unset_element_reaches_max_attempts),
         cmocka_unit_test(unset_element_transactional_holds_window),
         cmocka_unit_test(acked_behind_retry_read_again_after_crash),
     };
