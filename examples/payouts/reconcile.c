@@ -1,7 +1,9 @@
 /* reconcile.c — takes statement lines in batches of up to 500 and settles
  * each line on its own: an empty line is dropped with a warning, the others
- * are matched in the ledger. Under Tracked a line that asked for a retry
- * would come back alone, with the committed position in front of it. */
+ * are matched in the ledger. Every line gets an outcome: outcomes[] starts as
+ * CS_UNSET, and a line left unset would be logged as a handler bug and come
+ * back as a retry. Under Tracked a line that asked for a retry would come back
+ * alone, with the committed position in front of it. */
 #include <inttypes.h>
 #include <stdio.h>
 

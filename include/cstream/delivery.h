@@ -30,17 +30,29 @@ typedef enum cs_outcome {
     CS_RETRY,   /* hand it to me again (Tracked); unsupported under Auto */
     CS_PENDING, /* I keep the delivery and settle it later */
     CS_EACH,    /* batch handlers only: `outcomes` holds one outcome per element */
+    CS_UNSET,   /* batch handlers only: what outcomes[i] holds until the handler sets it */
 } cs_outcome;
+/* CS_UNSET comes last so that the values above keep their numbers (a binary
+ * built against an older header still means the same outcomes). */
 
 /* Handler for one record. `user` is the pointer given at subscribe. */
 typedef cs_outcome (*cs_handler_fn)(cs_delivery *d, void *user);
 
 /* Handler for a batch: one delivery plus what was already queued behind it in
  * its lane (never waiting for more), at most the size given at subscribe, in
- * fetch order. Return one outcome for all elements, or CS_EACH after filling
- * outcomes[i] for each element (prefilled with CS_ACK). CS_PENDING is allowed
- * per element. Under Tracked an element that asks for a retry comes back in a
- * batch of its own, and the committed position stops in front of it. */
+ * fetch order. Return one outcome for all elements (outcomes[] is then not
+ * read), or CS_EACH after setting outcomes[i] for each element. CS_PENDING is
+ * allowed per element. Under Tracked an element that asks for a retry comes
+ * back in a batch of its own, and the committed position stops in front of it.
+ *
+ * outcomes[i] starts as CS_UNSET. An element still CS_UNSET when the handler
+ * returns CS_EACH (or every element, if it returns CS_UNSET) was settled by
+ * nobody: it is a handler bug, logged (at most one line per 5 s, naming the
+ * topic, partition and offset) and treated as a retry. Under Tracked it comes
+ * back alone and counts as an attempt (max_attempts applies); under
+ * Transactional it holds its window as any retry does (the stall timeout
+ * applies); under Auto it is reported like any Auto retry
+ * (retry_unsupported) and does not come back. */
 typedef cs_outcome (*cs_batch_fn)(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user);
 
 const char *cs_delivery_topic(const cs_delivery *d);

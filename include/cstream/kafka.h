@@ -168,7 +168,9 @@ cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
 
 /* Counters of one subscription (monotonic since start). */
 typedef struct cs_sub_stats {
-    uint64_t delivered;         /* handler runs */
+    uint64_t delivered;         /* records handed to a handler, once per attempt: each element of a
+                                   batch counts, and a record that comes back counts again (handler
+                                   calls are the count of cstream_handler_duration_seconds) */
     uint64_t acked;
     uint64_t dropped;
     uint64_t retried;           /* retries under Tracked (during a revoke or stop the record is read

@@ -47,7 +47,7 @@ typedef struct counter {
 
 #define C(m, h) {"cstream_subscription_" #m "_total", h, offsetof(cs_sub_stats, m)}
 static const counter counters[] = {
-    C(delivered, "Handler runs."),
+    C(delivered, "Records handed to a handler, once per attempt (each batch element counts)."),
     C(acked, "Records acked."),
     C(dropped, "Records dropped (settled without being handled)."),
     C(retried, "Retries under Tracked commits."),

@@ -86,6 +86,7 @@ struct cs_pipeline {
     cs_ratelimit retry_warning;
     cs_ratelimit decode_warning;
     cs_ratelimit exhausted_warning;
+    cs_ratelimit unset_warning;
 };
 
 static void *worker_main(void *arg);
@@ -984,6 +985,25 @@ static void run_one(lane *l, cs_delivery *d) {
     if (outcome != CS_PENDING) settle_or_reply(d, outcome); /* after PENDING, d is the handler's */
 }
 
+static const char *commit_mode_name(const cs_pipeline *p) {
+    return p->cfg.transactional ? "transactional" : p->cfg.tracked ? "tracked" : "auto";
+}
+
+/* An element the batch handler left CS_UNSET: nobody settled it, so it must
+ * not count as handled. It becomes a retry (the mode decides what a retry
+ * does), with a rate-limited line, because a handler that forgets one element
+ * usually forgets one per batch. The reason, unless the handler gave one, is
+ * what a dead letter at the attempt cap will carry. */
+static void unset_to_retry(cs_pipeline *p, cs_delivery *d) {
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->unset_warning, 5000, &skipped))
+        CS_LOG_ERR("batch handler left an element unset (handler bug), treated as retry subscription=%s commit=%s "
+                   "topic=%s partition=%d offset=%lld attempt=%d similar_since_last=%llu" CS_TRACE_FMT,
+                   p->name, commit_mode_name(p), d->topic, (int)d->partition, (long long)d->offset, d->attempt,
+                   (unsigned long long)skipped, CS_TRACE_ARGS(d));
+    if (!d->reason) cs_delivery_set_reason(d, "batch handler left the outcome unset");
+}
+
 static void run_batch(lane *l, size_t n) {
     cs_pipeline *p = l->pipe;
     size_t kept = 0;
@@ -993,7 +1013,7 @@ static void run_batch(lane *l, size_t n) {
     if (kept == 0) return;
     for (size_t i = 0; i < kept; i++) {
         start_attempt(l, l->batch[i]);
-        l->outcomes[i] = CS_ACK;
+        l->outcomes[i] = CS_UNSET; /* settled only by what the handler names */
     }
     bool watch = p->cfg.handler_time_limit_ms > 0;
     if (watch) watch_start(l, l->batch[0]);
@@ -1001,16 +1021,20 @@ static void run_batch(lane *l, size_t n) {
     cs_outcome all = p->cfg.batch_handler(l->batch, kept, l->outcomes, p->cfg.user);
     cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
+    for (size_t i = 0; i < kept; i++) {
+        if (all != CS_EACH) l->outcomes[i] = all;
+        if (l->outcomes[i] != CS_UNSET) continue;
+        unset_to_retry(p, l->batch[i]);
+        l->outcomes[i] = CS_RETRY;
+    }
     /* Acks, drops (and their replies) in fetch order; then retries backwards,
      * so that they reach the lane's head in fetch order. */
     for (size_t i = 0; i < kept; i++) {
-        cs_outcome o = all == CS_EACH ? l->outcomes[i] : all;
+        cs_outcome o = l->outcomes[i];
         if (o != CS_PENDING && o != CS_RETRY) settle_or_reply(l->batch[i], o);
     }
-    for (size_t i = kept; i-- > 0;) {
-        cs_outcome o = all == CS_EACH ? l->outcomes[i] : all;
-        if (o == CS_RETRY) settle_or_reply(l->batch[i], o);
-    }
+    for (size_t i = kept; i-- > 0;)
+        if (l->outcomes[i] == CS_RETRY) settle_or_reply(l->batch[i], CS_RETRY);
 }
 
 static void *worker_main(void *arg) {
