@@ -172,8 +172,7 @@ typedef struct failed_dlq {
 static void failed_dead_letter_keeps_the_source_open(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it injects a topic error, which only the embedded cluster does in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it injects a topic error, which only the embedded cluster does in-process");
     }
     char topic[128], group[160], dlq[160];
     cst_fresh("dlq-fail", 1, topic, group, sizeof topic);

@@ -119,8 +119,7 @@ static bool all_reported(void *arg) {
 static void queue_timeout_when_the_local_queue_is_full(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128];
     cst_fresh("qfull", 1, topic, NULL, sizeof topic);
@@ -145,8 +144,7 @@ static void queue_timeout_when_the_local_queue_is_full(void **state) {
 static void flush_reports_unflushed_records(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128];
     cst_fresh("flush", 1, topic, NULL, sizeof topic);
@@ -211,8 +209,7 @@ static void let_go(gated *g) {
 static void failed_reply_keeps_the_source_open(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128], group[160], done[160];
     cst_fresh("reply", 1, topic, group, sizeof topic);
@@ -317,9 +314,8 @@ static void *publish_slowly(void *arg) {
 static void idempotent_publishes_land_once_across_broker_restart(void **state) {
     (void)state;
     if (cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it restarts the real broker (the embedded cluster only checks sequence numbers of "
-               "transactional producers)\n");
-        skip();
+        cst_skip("real broker only: it restarts the real broker (the embedded cluster only checks sequence numbers "
+                 "of transactional producers)");
     }
     char topic[128], group[160];
     cst_fresh("idempotent", 3, topic, group, sizeof topic);

@@ -13,6 +13,7 @@
 
 #include "cstream.h"
 #include "cstream/testing.h"
+#include "cstest_skip.h" /* cst_skip: skips with a reason, which ctest sees */
 
 extern cs_test_cluster *cst_cluster;
 int cst_cluster_setup(void **state);
