@@ -309,6 +309,7 @@ static void out_of_order_acks_never_pass_an_open_record(void **state) {
         CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "end", 3, &hi));
         end[p] = hi + 1;
     }
+    int64_t deadline = cst_now_ms() + 60000;
     for (;;) {
         bool finished = true;
         for (int p = 0; p < OOO_PARTS; p++) {
@@ -319,6 +320,9 @@ static void out_of_order_acks_never_pass_an_open_record(void **state) {
                 if (!atomic_load(&o->settled[p][off]))
                     fail_msg("partition %d committed %lld but offset %lld is still open", p, (long long)c, (long long)off);
             if (c < end[p]) finished = false;
+            if (c < end[p] && cst_now_ms() > deadline)
+                fail_msg("partition %d committed %lld, not its end %lld, within 60 s (%d of %d records settled)", p,
+                         (long long)c, (long long)end[p], atomic_load(&o->settled_count), OOO_N + OOO_PARTS);
         }
         if (finished) break;
     }
