@@ -5,8 +5,10 @@ BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
-# (the test fails without it). `make run` does not install it.
-TEST_DEBS  := prometheus
+# (the test fails without it), and locales: the sources localedef compiles
+# de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
+# `make run` installs neither.
+TEST_DEBS  := prometheus locales
 
 # Only the targets that need them install these (valgrind: `make valgrind`;
 # clang for libFuzzer: `make fuzz`), so `make test` stays as lean as before.
