@@ -96,6 +96,14 @@ cs_err cs_test_wait_committed(cs_test_cluster *c, const char *group, const char 
  * written in transactions ends with a commit marker, which is never handed
  * out, so on such topics wait for what the handlers saw instead. */
 cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms);
+/* The subscription's commit ticks so far (0 while it does not run). A tick
+ * is the committer looking at every assigned partition's settled position,
+ * every commit interval, and is counted once what it sent, if anything, was
+ * answered, also when nothing had changed. Tracked and Transactional only.
+ * For tests of what must not be committed: wait for a few ticks, then look at
+ * the committed position. */
+uint64_t cs_test_sub_commit_ticks(const cs_sub *s);
+
 /* Simulated crash: stops every consumer without committing or closing (the
  * group only notices at session timeout), skips the shutdown hook, frees the app. */
 void cs_test_app_crash(cs_app *app);

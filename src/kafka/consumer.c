@@ -82,6 +82,11 @@ struct cs_consumer {
     } failed[64];
     size_t n_failed;
     int64_t next_commit_ms;
+    /* Commit ticks completed (cs_test_sub_commit_ticks): the timer looked at
+     * every position, and what it sent, if anything, was answered. Counted
+     * even when nothing changed, so a test can wait for ticks that had the
+     * chance to commit what must not be committed. */
+    _Atomic uint64_t commit_ticks;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
     /* Subscribed topics librdkafka reported unavailable (deleted, or not
@@ -242,6 +247,13 @@ static void on_commit_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
     commit_result(opaque, err, offsets);
 }
 
+/* Results of the timer's commits: once answered, the tick is complete. */
+static void on_tick_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                           void *opaque) {
+    on_commit_result(rk, err, offsets, opaque);
+    atomic_fetch_add_explicit(&((cs_consumer *)opaque)->commit_ticks, 1, memory_order_relaxed);
+}
+
 /* librdkafka's own commits (Auto). */
 static void on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
                              void *opaque) {
@@ -300,6 +312,7 @@ static rd_kafka_resp_err_t commit_await(cs_consumer *c, rd_kafka_queue_t *q, boo
 static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     if (c->transactional) {
         close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
+        if (!sync) atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed);
         return;
     }
     if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
@@ -332,9 +345,14 @@ static void commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list
         result_q = commit_enqueue(c, l, &err);
         if (err) commit_result(c, err, l);
     } else if (l->cnt > 0) {
-        /* The result comes to on_commit_result through the fetch loop's poll. */
-        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_commit_result, c);
-        if (err) commit_result(c, err, l);
+        /* The result comes to on_tick_result through the fetch loop's poll. */
+        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_tick_result, c);
+        if (err) {
+            commit_result(c, err, l);
+            atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed);
+        }
+    } else if (!sync) {
+        atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed); /* nothing to send: complete */
     }
     pthread_mutex_unlock(&c->commit_lock);
     if (result_q) commit_await(c, result_q, true);
@@ -1298,6 +1316,10 @@ int cs__consumer_ready(cs_consumer *c, int probe_ms) {
 }
 
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) { cs__pipeline_stats(c->pipe, out); }
+
+uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
+    return atomic_load_explicit(&c->commit_ticks, memory_order_relaxed);
+}
 
 rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }
 

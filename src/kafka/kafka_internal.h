@@ -214,6 +214,8 @@ int cs__consumer_idle(cs_consumer *c);
 /* Joined its group (empty assignment included), no fatal error, a broker answers. */
 int cs__consumer_ready(cs_consumer *c, int probe_ms);
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out);
+/* Commit ticks completed so far (see cs_test_sub_commit_ticks). */
+uint64_t cs__consumer_commit_ticks(cs_consumer *c);
 /* /metrics (the scraping thread, with the subscription's stats lock held). */
 void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group);
 rd_kafka_t *cs__consumer_handle(cs_consumer *c);

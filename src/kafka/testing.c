@@ -422,6 +422,14 @@ cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms) {
     return CS_OK;
 }
 
+uint64_t cs_test_sub_commit_ticks(const cs_sub *s) {
+    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
+    pthread_mutex_lock(&m->stats_lock);
+    uint64_t ticks = s->consumer ? cs__consumer_commit_ticks(s->consumer) : 0;
+    pthread_mutex_unlock(&m->stats_lock);
+    return ticks;
+}
+
 void cs_test_app_crash(cs_app *app) {
     cs__app_crash(app);
     cs_app_destroy(app);

@@ -131,11 +131,9 @@ static void mixed_batch_retried_element_comes_back_alone(void **state) {
     assert_true(cst_wait(three_calls, bt, 30000)); /* [0], [1..9], then [3] alone, held */
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 3, 10000));
     int64_t committed;
-    for (int i = 0; i < 5; i++) { /* several commit ticks: it must stay in front of 3 */
-        usleep(30 * 1000);
-        CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
-        assert_int_equal(committed, 3);
-    }
+    cst_wait_commit_ticks(s, 3, 10000); /* three commit ticks: it must stay in front of 3 */
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_int_equal(committed, 3);
     open_gate(bt);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 10000));
     pthread_mutex_lock(&bt->lock);

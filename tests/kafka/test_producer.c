@@ -125,8 +125,7 @@ static bool all_reported(void *arg) {
 static void queue_timeout_when_the_local_queue_is_full(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128];
     cst_fresh("qfull", 1, topic, NULL, sizeof topic);
@@ -151,8 +150,7 @@ static void queue_timeout_when_the_local_queue_is_full(void **state) {
 static void flush_reports_unflushed_records(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128];
     cst_fresh("flush", 1, topic, NULL, sizeof topic);
@@ -244,8 +242,7 @@ static void let_go(gated *g) {
 static void failed_reply_keeps_the_source_open(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128], group[160], done[160];
     cst_fresh("reply", 1, topic, group, sizeof topic);
@@ -365,8 +362,7 @@ static void fill_the_local_queue(cs_kafka *k, const char *topic, reports *rep) {
 static void unqueued_reply_brings_the_source_back_under_tracked(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128], group[160], done[160];
     cst_fresh("unqueued-tracked", 1, topic, group, sizeof topic);
@@ -422,8 +418,7 @@ static void unqueued_reply_brings_the_source_back_under_tracked(void **state) {
 static void unqueued_reply_is_logged_and_counted_under_auto(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it takes the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128], group[160], done[160];
     cst_fresh("unqueued-auto", 1, topic, group, sizeof topic);
@@ -523,8 +518,7 @@ static cs_outcome press_handler(cs_delivery *d, void *user) {
 static void blocking_publish_waits_for_queue_space(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it slows the broker down, which only the embedded cluster can do in-process\n");
-        skip();
+        cst_skip("embedded cluster only: it slows the broker down, which only the embedded cluster can do in-process");
     }
     char topic[128], group[160], out[160];
     cst_fresh("pressed", 1, topic, group, sizeof topic);
@@ -589,8 +583,7 @@ static void blocking_publish_waits_for_queue_space(void **state) {
 static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it makes the broker refuse every produce, which only the embedded cluster can do\n");
-        skip();
+        cst_skip("embedded cluster only: it makes the broker refuse every produce, which only the embedded cluster can do");
     }
     /* Enough refusals for 100 s of the producer's resends (retry.backoff.ms
      * is 100); the test needs a second or two, then clears the rest. */
@@ -694,9 +687,8 @@ static void *publish_slowly(void *arg) {
 static void idempotent_publishes_land_once_across_broker_restart(void **state) {
     (void)state;
     if (cs_test_cluster_is_embedded(cst_cluster)) {
-        printf("skipped here: it restarts the real broker (the embedded cluster only checks sequence numbers of "
-               "transactional producers)\n");
-        skip();
+        cst_skip("real broker only: it restarts the real broker (the embedded cluster only checks sequence numbers "
+                 "of transactional producers)");
     }
     char topic[128], group[160];
     cst_fresh("idempotent", 3, topic, group, sizeof topic);

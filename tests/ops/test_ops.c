@@ -539,7 +539,8 @@ static void test_readyz_not_ready_during_shutdown(void **state) {
  * the broker is back, it is ready again. */
 static void test_readyz_follows_the_connection(void **state) {
     (void)state;
-    if (!cs_test_cluster_is_embedded(cst_cluster)) skip(); /* only the embedded broker can be taken down */
+    if (!cs_test_cluster_is_embedded(cst_cluster))
+        cst_skip("embedded cluster only: it takes the broker down, which only the embedded cluster can do in-process");
     char prefix[64], env_prefix[128], env_brokers[512];
     fresh_ops_topics(prefix, sizeof prefix, "opsdown", 1);
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
@@ -560,11 +561,8 @@ static void test_readyz_follows_the_connection(void **state) {
 
 /* ---- the payouts example: its main is cs_app_main -------------------------------------- */
 
-/* `payouts docs` is a valid AsyncAPI document; on the embedded cluster,
- * `payouts run --http` gets ready, handles a payout published with
- * `payouts publish` (with a traceparent header) and counts it in /metrics;
- * SIGTERM stops it with status 0. */
-static void test_payouts_example(void **state) {
+/* `payouts docs` is a valid AsyncAPI document. */
+static void test_payouts_example_docs(void **state) {
     (void)state;
     char *out, *err;
     const char *docs[] = {PAYOUTS_SERVICE, "docs", NULL};
@@ -577,8 +575,17 @@ static void test_payouts_example(void **state) {
                    "\"statements\":[\"payout_id\",\"amount_cents\"]},"
                    "\"send\":[\"payouts.done\",\"payouts.dlq\"],"
                    "\"groups\":{\"payouts\":\"payouts\",\"page-views\":\"analytics\",\"statements\":\"reconciliation\"}}");
-    if (!cs_test_cluster_is_embedded(cst_cluster)) return; /* fixed topic names: a shared cluster may hold them */
+}
 
+/* On the embedded cluster, `payouts run --http` gets ready, handles a payout
+ * published with `payouts publish` (with a traceparent header) and counts it
+ * in /metrics; SIGTERM stops it with status 0. */
+static void test_payouts_example_run(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster))
+        cst_skip("embedded cluster only: the payouts example has fixed topic names (payouts, payouts.done, ...) and "
+                 "the test needs them new and empty, which only the test's own in-process cluster guarantees");
+    char *out, *err;
     const char *topics[] = {"payouts", "payouts.done", "payouts.dlq", "page-views", "statements"};
     for (int i = 0; i < 5; i++) CST_OK(cs_test_topic_create(cst_cluster, topics[i], i == 2 ? 1 : 4));
     char env_brokers[512];
@@ -820,7 +827,8 @@ int main(void) {
         cmocka_unit_test(test_partitionless_member_ready),
         cmocka_unit_test(test_readyz_not_ready_during_shutdown),
         cmocka_unit_test(test_readyz_follows_the_connection),
-        cmocka_unit_test(test_payouts_example),
+        cmocka_unit_test(test_payouts_example_docs),
+        cmocka_unit_test(test_payouts_example_run),
         cmocka_unit_test(test_publish),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_metrics_label_escaping),

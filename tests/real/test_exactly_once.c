@@ -167,6 +167,45 @@ static long long committed_sum(run *r) {
     return sum;
 }
 
+/* SIGKILLs the children of `pids` that are still there (0: none), and reaps them. */
+static void kill_children(pid_t *pids, int n) {
+    for (int i = 0; i < n; i++)
+        if (pids[i] > 0) {
+            kill(pids[i], SIGKILL);
+            waitpid(pids[i], NULL, 0);
+            pids[i] = 0;
+        }
+}
+
+/* How long the workers get to commit up to a target: a fresh member joins,
+ * fences its predecessor and commits thousands of records in seconds. */
+enum { COMMIT_WAIT_MS = 120000 };
+
+/* Polls until the group's committed positions sum to `target` (nothing wakes
+ * the test when they move). The n children in `alive` (0: none) must keep
+ * running meanwhile: if one exits, or the target is not reached within
+ * COMMIT_WAIT_MS, the children are killed and the test fails saying so. */
+static void wait_committed_sum(run *r, long long target, pid_t *alive, int n, const char *what) {
+    int64_t deadline = cst_now_ms() + COMMIT_WAIT_MS;
+    while (committed_sum(r) < target) {
+        for (int i = 0; i < n; i++) {
+            int status;
+            if (alive[i] > 0 && waitpid(alive[i], &status, WNOHANG) == alive[i]) {
+                pid_t gone = alive[i];
+                alive[i] = 0;
+                kill_children(alive, n);
+                fail_msg("%s: worker %d exited early, status %d, with %lld of %lld committed", what, (int)gone, status,
+                         committed_sum(r), target);
+            }
+        }
+        if (cst_now_ms() > deadline) {
+            kill_children(alive, n);
+            fail_msg("%s: committed %lld of %lld within %d s", what, committed_sum(r), target, COMMIT_WAIT_MS / 1000);
+        }
+        usleep(5 * 1000);
+    }
+}
+
 static void kills_lose_and_duplicate_nothing(void **state) {
     (void)state;
     run r;
@@ -183,11 +222,9 @@ static void kills_lose_and_duplicate_nothing(void **state) {
         long long target = before + 50 + (left > 400 ? rand_r(&r.seed) % (left / (r.kills + 1)) : 0);
         if (target > r.records) target = r.records;
         pid_t child = spawn(&r);
-        while (committed_sum(&r) < target) {
-            int status;
-            if (waitpid(child, &status, WNOHANG) == child) fail_msg("worker exited early, status %d", status);
-            usleep(5 * 1000);
-        }
+        char what[32];
+        snprintf(what, sizeof what, "before kill %d", k + 1);
+        wait_committed_sum(&r, target, &child, 1, what);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
         printf("kill %d: committed %lld, distinct records run %zu\n", k + 1, committed_sum(&r), distinct_runs(&r));
@@ -215,10 +252,7 @@ static void zombie_is_fenced(void **state) {
     int status = 0;
     /* Fenced once it has committed some windows: the successor starts from
      * those, and nothing may be committed twice. */
-    while (committed_sum(&r) < 2000) {
-        if (waitpid(zombie, &status, WNOHANG) == zombie) fail_msg("first instance exited early, status %d", status);
-        usleep(5 * 1000);
-    }
+    wait_committed_sum(&r, 2000, &zombie, 1, "first instance");
     printf("committed when the successor starts: %lld\n", committed_sum(&r));
     pid_t successor = spawn(&r); /* same instance id: its start fences the first */
     bool exited = false;
@@ -263,7 +297,9 @@ static void rebalances_keep_exactly_once(void **state) {
     long long step = r.records / 6;
     for (int round = 1; round <= 4; round++) {
         long long target = step * round;
-        while (committed_sum(&r) < target) usleep(5 * 1000);
+        char what[32];
+        snprintf(what, sizeof what, "rebalance round %d", round);
+        wait_committed_sum(&r, target, members, 3, what);
         switch (round) {
         case 1: /* a second and a third member join: two rebalances */
             members[1] = spawn_as(&r, ids[1]);

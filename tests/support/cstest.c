@@ -82,6 +82,12 @@ static size_t sum(cst_seen *s, bool distinct) {
 size_t cst_seen_distinct(cst_seen *s) { return sum(s, true); }
 size_t cst_seen_total(cst_seen *s) { return sum(s, false); }
 
+int64_t cst_now_ms(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
 bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms) {
     struct timespec start, now;
     clock_gettime(CLOCK_MONOTONIC, &start);
@@ -92,6 +98,24 @@ bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms) {
         if (elapsed >= timeout_ms) return false;
         usleep(10 * 1000);
     }
+}
+
+typedef struct tick_wait {
+    const cs_sub *s;
+    uint64_t until;
+} tick_wait;
+
+static bool ticks_reached(void *arg) {
+    tick_wait *w = arg;
+    return cs_test_sub_commit_ticks(w->s) >= w->until;
+}
+
+void cst_wait_commit_ticks(const cs_sub *s, int ticks, int timeout_ms) {
+    uint64_t start = cs_test_sub_commit_ticks(s);
+    tick_wait w = {s, start + (uint64_t)ticks};
+    if (!cst_wait(ticks_reached, &w, timeout_ms))
+        fail_msg("the committer completed %llu of %d commit ticks within %d ms",
+                 (unsigned long long)(cs_test_sub_commit_ticks(s) - start), ticks, timeout_ms);
 }
 
 pid_t cst_spawn(const char *path, char *const argv[]) {

@@ -13,6 +13,7 @@
 
 #include "cstream.h"
 #include "cstream/testing.h"
+#include "cstest_skip.h" /* cst_skip: skips with a reason, which ctest sees */
 
 extern cs_test_cluster *cst_cluster;
 int cst_cluster_setup(void **state);
@@ -35,8 +36,17 @@ int cst_seen_count(cst_seen *s, int32_t partition, int64_t offset);
 size_t cst_seen_distinct(cst_seen *s);
 size_t cst_seen_total(cst_seen *s);
 
+/* Milliseconds on the monotonic clock: for deadlines of hand-written polling loops. */
+int64_t cst_now_ms(void);
+
 /* Polls pred every 10 ms until true or timeout: true if it became true. */
 bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms);
+
+/* Waits until the subscription's committer has completed `ticks` more commit
+ * ticks (cs_test_sub_commit_ticks) than when called: each of them had the
+ * chance to commit a position that must not be committed, and what it sent
+ * was answered. Fails the test if they do not come within timeout_ms. */
+void cst_wait_commit_ticks(const cs_sub *s, int ticks, int timeout_ms);
 
 /* Starts `path` with argv (NULL-terminated, argv[0] included) in a child
  * process. SIGTERM and SIGINT are blocked across fork and exec (the mask

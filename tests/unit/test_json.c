@@ -892,14 +892,32 @@ static void test_encode_errors(void **state)
     assert_encode_error(&order_type, &o, "field \"items[1].price.currency\": string is not valid UTF-8");
 }
 
+/* A comma-decimal LC_NUMERIC must not leak into the numbers the codec writes
+ * and reads. Under a dot-decimal locale the test would prove nothing, so it
+ * fails when no comma-decimal locale can be set. ctest provides de_DE.UTF-8:
+ * the unit.json_locale fixture compiles it into the build tree and unit.json
+ * runs with LOCPATH pointing there (tests/CMakeLists.txt). */
 static void test_locale_does_not_leak_into_numbers(void **state)
 {
     (void)state;
-    const char *locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8", "C.UTF-8"};
+    const char *locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"};
     const char *set = NULL;
-    for (size_t i = 0; i < sizeof locales / sizeof locales[0] && set == NULL; i++)
+    for (size_t i = 0; i < sizeof locales / sizeof locales[0] && set == NULL; i++) {
         set = setlocale(LC_NUMERIC, locales[i]);
-    printf("[ info     ] LC_NUMERIC=%s (decimal point '%s')\n", set ? set : "C", localeconv()->decimal_point);
+        if (set && strcmp(localeconv()->decimal_point, ",") != 0) set = NULL; /* not comma-decimal after all */
+    }
+    if (!set) {
+        setlocale(LC_NUMERIC, "C");
+        fail_msg("no comma-decimal locale could be set (tried de_DE.UTF-8, fr_FR.UTF-8; LOCPATH=%s), so the test "
+                 "would prove nothing: run it through ctest, which builds de_DE.UTF-8 into the build tree (needs "
+                 "localedef and the Debian package locales), or install one with localedef -i de_DE -f UTF-8 "
+                 "de_DE.UTF-8",
+                 getenv("LOCPATH") ? getenv("LOCPATH") : "unset");
+    }
+    printf("[ info     ] LC_NUMERIC=%s (decimal point '%s')\n", set, localeconv()->decimal_point);
+    char probe[8];
+    snprintf(probe, sizeof probe, "%.1f", 0.5);
+    assert_string_equal(probe, "0,5"); /* the premise: printf in this thread writes a comma */
     order o = {.id = 1, .customer = "c", .weight = 0.5};
     char *json = encode_or_fail(&order_type, &o);
     assert_non_null(strstr(json, "\"weight\":0.5,"));

@@ -70,7 +70,9 @@ static cs_pipeline *start(cs_part **part_out, int n) {
         d->msg = &fake_msg;
         cs__pipeline_dispatch(p, part, d); /* past max_open it asks for a pause; the test ignores it */
     }
-    while (held_count() < n) usleep(1000); /* every handler ran (a condition, not a timing) */
+    /* every handler ran (a condition, not a timing) */
+    for (int64_t deadline = cs__now_ms() + 30000; held_count() < n; usleep(1000))
+        if (cs__now_ms() > deadline) fail_msg("%d of %d handlers ran within 30 s", held_count(), n);
     *part_out = part;
     return p;
 }
