@@ -147,6 +147,11 @@ struct cs_kafka {
     cs_producer *producer;
 };
 
+/* The values a subscription runs with when the service set none: its commit
+ * mode's default (src/kafka/defaults.h), else what it set. */
+size_t cs__sub_max_open(const cs_sub *s);
+int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
+
 /* committed.c */
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
