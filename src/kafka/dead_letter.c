@@ -50,7 +50,8 @@ size_t cs__dead_letter_note(char *out, size_t size, const char *sub, const char 
 }
 
 /* Rate-limited like the other per-record warnings: a topic whose records all
- * fail would otherwise log one line per record. */
+ * fail would otherwise log one line per record. docs/retries.md and
+ * tests/kafka/test_dlq_log.c (its bound on the lines of a burst) say 2 s. */
 #define DEAD_LETTER_LOG_INTERVAL_MS 2000
 
 void cs__dead_letter_log(cs_ratelimit *rl, const char *note) {
