@@ -1112,7 +1112,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     }
     c->tracked = s->mode != CS_COMMIT_AUTO;
     c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
-    c->interval_ms = s->commit_interval_ms ? s->commit_interval_ms : c->transactional ? 100 : 200;
+    c->interval_ms = cs__sub_commit_interval_ms(s);
     pthread_mutex_init(&c->commit_lock, NULL);
     pthread_mutex_init(&c->wake_lock, NULL);
     snprintf(c->who, sizeof c->who, "subscription %s", s->name);
@@ -1159,7 +1159,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         /* Auto keeps its queue small (it is Auto's loss window); under Tracked
          * the cap only bounds memory: a full partition is not served until it
          * drains to half, its records wait in librdkafka's queue. */
-        .max_open = s->max_open ? s->max_open : c->tracked ? 10000 : 500,
+        .max_open = cs__sub_max_open(s),
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = wake_fetch,
         .wake_arg = c,

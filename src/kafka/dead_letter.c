@@ -2,11 +2,14 @@
  * headers in order, then the provenance headers documented in cstream/kafka.h.
  * The source's headers come from the cluster, so nothing about them is
  * assumed: a header that cannot be read, or has no name, is left out rather
- * than handed to librdkafka as a NULL name. Pure function; any thread; no
- * allocation (the caller sizes the array). */
+ * than handed to librdkafka as a NULL name. And the WARN line that says a
+ * record went to the dead-letter topic. Any thread; no allocation (the caller
+ * sizes the arrays). */
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/delivery_internal.h"
+#include "../core/log.h"
 #include "kafka_internal.h"
 
 size_t cs__dead_letter_headers(const cs_delivery *d, const char *group, const char *reason, cs_header *h, size_t cap,
@@ -33,4 +36,26 @@ size_t cs__dead_letter_headers(const cs_delivery *d, const char *group, const ch
     h[n++] = (cs_header){"cstream.dlq.attempts", nums->attempts, strlen(nums->attempts)};
     h[n++] = (cs_header){"cstream.dlq.reason", reason, strlen(reason)};
     return n;
+}
+
+size_t cs__dead_letter_note(char *out, size_t size, const char *sub, const char *dead_letter_topic,
+                            const cs_delivery *d, const char *reason) {
+    int n = snprintf(out, size,
+                     "record sent to the dead-letter topic subscription=%s topic=%s partition=%d offset=%lld "
+                     "attempts=%d dead_letter_topic=%s reason=\"%s\"" CS_TRACE_FMT,
+                     sub, cs_delivery_topic(d) ? cs_delivery_topic(d) : "", (int)cs_delivery_partition(d),
+                     (long long)cs_delivery_offset(d), cs_delivery_attempt(d), dead_letter_topic,
+                     reason ? reason : "", CS_TRACE_ARGS(d));
+    return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+}
+
+/* Rate-limited like the other per-record warnings: a topic whose records all
+ * fail would otherwise log one line per record. docs/retries.md and
+ * tests/kafka/test_dlq_log.c (its bound on the lines of a burst) say 2 s. */
+#define DEAD_LETTER_LOG_INTERVAL_MS 2000
+
+void cs__dead_letter_log(cs_ratelimit *rl, const char *note) {
+    uint64_t skipped = 0;
+    if (!*note || !cs__ratelimit_allow(rl, DEAD_LETTER_LOG_INTERVAL_MS, &skipped)) return;
+    CS_LOG_WARN("%s similar_since_last=%llu", note, (unsigned long long)skipped);
 }

@@ -13,6 +13,7 @@
 #include "../core/error.h"
 #include "../core/log.h"
 #include "cstream/rdkafka.h"
+#include "defaults.h"
 #include "kafka_internal.h"
 
 static const cs_broker_ops kafka_broker_ops;
@@ -27,8 +28,8 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
     if (bootstrap_servers && *bootstrap_servers) k->bootstrap = strdup(bootstrap_servers);
     else if (from_env && *from_env) k->bootstrap = strdup(from_env);
     else k->embedded = true;
-    k->queue_timeout_ms = 5000;
-    k->flush_timeout_ms = 30000;
+    k->queue_timeout_ms = CS__DEFAULT_QUEUE_TIMEOUT_MS;
+    k->flush_timeout_ms = CS__DEFAULT_FLUSH_TIMEOUT_MS;
     pthread_rwlock_init(&k->producer_lock, NULL);
     return k;
 }
@@ -177,13 +178,17 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->batch_handler = batch_handler;
     s->max_batch = max_batch;
     s->user = user;
-    s->mode = CS_COMMIT_AUTO;
-    s->workers = 1;
-    s->max_open = 0; /* the commit mode's default, see cs_sub_max_open */
-    s->commit_interval_ms = 0; /* the mode's default: 200 ms Tracked, 100 ms Transactional */
-    s->window_records = 10000;
-    s->stall_timeout_ms = 5000;
-    s->drain_timeout_ms = 10000;
+    s->start = CS__DEFAULT_START;
+    s->mode = CS__DEFAULT_COMMIT;
+    s->lanes = CS__DEFAULT_LANES;
+    s->workers = CS__DEFAULT_WORKERS;
+    s->max_open = 0; /* the commit mode's default, see cs__sub_max_open */
+    s->commit_interval_ms = 0; /* the commit mode's default, see cs__sub_commit_interval_ms */
+    s->window_records = CS__DEFAULT_WINDOW_RECORDS;
+    s->stall_timeout_ms = CS__DEFAULT_STALL_TIMEOUT_MS;
+    s->drain_timeout_ms = CS__DEFAULT_DRAIN_TIMEOUT_MS;
+    s->handler_time_limit_ms = CS__DEFAULT_HANDLER_TIME_LIMIT_MS;
+    s->max_attempts = CS__DEFAULT_MAX_ATTEMPTS;
     k->subs[k->n_subs++] = s;
     return s;
 }
@@ -253,26 +258,33 @@ static cs_err set_int(cs_sub *s, const char *what, int *slot, long value, long m
     return CS_OK;
 }
 
-cs_err cs_sub_workers(cs_sub *s, int n) { return set_int(s, "cs_sub_workers", s ? &s->workers : NULL, n, 1, 1024); }
+cs_err cs_sub_workers(cs_sub *s, int n) {
+    return set_int(s, "cs_sub_workers", s ? &s->workers : NULL, n, CS__WORKERS_MIN, CS__WORKERS_MAX);
+}
 cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_commit_interval_ms", s ? &s->commit_interval_ms : NULL, ms, 1, 3600000);
+    return set_int(s, "cs_sub_commit_interval_ms", s ? &s->commit_interval_ms : NULL, ms, CS__COMMIT_INTERVAL_MIN_MS,
+                   CS__COMMIT_INTERVAL_MAX_MS);
 }
 cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_stall_timeout_ms", s ? &s->stall_timeout_ms : NULL, ms, 1, 3600000);
+    return set_int(s, "cs_sub_stall_timeout_ms", s ? &s->stall_timeout_ms : NULL, ms, CS__STALL_TIMEOUT_MIN_MS,
+                   CS__STALL_TIMEOUT_MAX_MS);
 }
 cs_err cs_sub_window_records(cs_sub *s, size_t n) {
     cs_err err = sub_configurable(s, "cs_sub_window_records");
     if (err) return err;
-    if (n < 1 || n > 100000000)
-        return cs__fail(CS_ERR_ARG, "cs_sub_window_records(%s): %zu is out of range [1, 100000000]", s->name, n);
+    if (n < CS__WINDOW_RECORDS_MIN || n > CS__WINDOW_RECORDS_MAX)
+        return cs__fail(CS_ERR_ARG, "cs_sub_window_records(%s): %zu is out of range [%d, %d]", s->name, n,
+                        CS__WINDOW_RECORDS_MIN, CS__WINDOW_RECORDS_MAX);
     s->window_records = n;
     return CS_OK;
 }
 cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_drain_timeout_ms", s ? &s->drain_timeout_ms : NULL, ms, 0, 3600000);
+    return set_int(s, "cs_sub_drain_timeout_ms", s ? &s->drain_timeout_ms : NULL, ms, CS__DRAIN_TIMEOUT_MIN_MS,
+                   CS__DRAIN_TIMEOUT_MAX_MS);
 }
 cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_handler_time_limit_ms", s ? &s->handler_time_limit_ms : NULL, ms, 0, 86400000);
+    return set_int(s, "cs_sub_handler_time_limit_ms", s ? &s->handler_time_limit_ms : NULL, ms,
+                   CS__HANDLER_TIME_LIMIT_MIN_MS, CS__HANDLER_TIME_LIMIT_MAX_MS);
 }
 
 cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type) {
@@ -298,9 +310,22 @@ cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key) {
 cs_err cs_sub_max_open(cs_sub *s, size_t n) {
     cs_err err = sub_configurable(s, "cs_sub_max_open");
     if (err) return err;
-    if (n < 1 || n > 10000000) return cs__fail(CS_ERR_ARG, "cs_sub_max_open(%s): %zu is out of range [1, 10000000]", s->name, n);
+    if (n < CS__MAX_OPEN_MIN || n > CS__MAX_OPEN_MAX)
+        return cs__fail(CS_ERR_ARG, "cs_sub_max_open(%s): %zu is out of range [%d, %d]", s->name, n, CS__MAX_OPEN_MIN,
+                        CS__MAX_OPEN_MAX);
     s->max_open = n;
     return CS_OK;
+}
+
+size_t cs__sub_max_open(const cs_sub *s) {
+    if (s->max_open) return s->max_open;
+    return s->mode == CS_COMMIT_AUTO ? CS__DEFAULT_MAX_OPEN_AUTO : CS__DEFAULT_MAX_OPEN_TRACKED;
+}
+
+int cs__sub_commit_interval_ms(const cs_sub *s) {
+    if (s->commit_interval_ms) return s->commit_interval_ms;
+    return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
+                                              : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
 }
 
 cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
@@ -313,7 +338,8 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
 }
 
 cs_err cs_sub_max_attempts(cs_sub *s, int n) {
-    return set_int(s, "cs_sub_max_attempts", s ? &s->max_attempts : NULL, n, 0, 1000000);
+    return set_int(s, "cs_sub_max_attempts", s ? &s->max_attempts : NULL, n, CS__MAX_ATTEMPTS_MIN,
+                   CS__MAX_ATTEMPTS_MAX);
 }
 
 cs_err cs_sub_dead_letter(cs_sub *s, const char *topic) {
@@ -759,11 +785,14 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     if (!h) return -1;
     cs_dlq_numbers nums;
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
+    char note[1536] = ""; /* written now: once queued, d may be settled and freed by its report */
+    if (cs__log_enabled(CS_LOG_WARN)) cs__dead_letter_note(note, sizeof note, s->name, s->dead_letter, d, reason);
     pthread_rwlock_rdlock(&k->producer_lock);
     cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms)
                              : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
     pthread_rwlock_unlock(&k->producer_lock);
     free(h);
+    if (!err) cs__dead_letter_log(&s->dead_letter_log, note);
     if (err)
         CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s "
                     "source_topic=%s partition=%d offset=%lld reason=\"%s\"" CS_TRACE_FMT,
@@ -781,6 +810,11 @@ cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *r
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
     cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
     free(h);
+    if (o && cs__log_enabled(CS_LOG_WARN)) {
+        char note[1536];
+        cs__dead_letter_note(note, sizeof note, s->name, s->dead_letter, d, reason);
+        cs__dead_letter_log(&s->dead_letter_log, note);
+    }
     return o;
 }
 

@@ -10,6 +10,7 @@
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
+#include "../core/log.h"
 #include "../core/metrics.h"
 
 /* An ordered list of librdkafka properties (later settings of a key win). */
@@ -72,6 +73,16 @@ typedef struct cs_dlq_numbers {
 } cs_dlq_numbers;
 size_t cs__dead_letter_headers(const cs_delivery *d, const char *group, const char *reason, cs_header *h, size_t cap,
                                cs_dlq_numbers *nums);
+/* The WARN line of a record handed to the dead-letter topic (queued, or
+ * staged in a Transactional window): cs__dead_letter_note writes its fields
+ * (the subscription, where the record came from, its attempts, the
+ * dead-letter topic and the reason) into out while d is still the caller's,
+ * since a queued dead letter's report may settle and free d at once; then
+ * cs__dead_letter_log logs it, at most one line per interval per `rl`, none
+ * if the note is empty. */
+size_t cs__dead_letter_note(char *out, size_t size, const char *sub, const char *dead_letter_topic,
+                            const cs_delivery *d, const char *reason);
+void cs__dead_letter_log(cs_ratelimit *rl, const char *note);
 /* A record's headers as librdkafka's (NULL for none); the caller owns them
  * until rd_kafka_producev takes them. Names are C strings; a NULL value is a
  * header with a null value. */
@@ -111,6 +122,7 @@ struct cs_sub {
     void *on_assign_user, *on_revoke_user;
     char *reply_topic; /* cs_sub_reply, or NULL */
     char *dead_letter; /* cs_sub_dead_letter, or NULL */
+    cs_ratelimit dead_letter_log; /* the "sent to the dead-letter topic" lines, any thread */
     int max_attempts;
     int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
@@ -157,6 +169,11 @@ struct cs_kafka {
     pthread_rwlock_t producer_lock;
     cs_producer *producer;
 };
+
+/* The values a subscription runs with when the service set none: its commit
+ * mode's default (src/kafka/defaults.h), else what it set. */
+size_t cs__sub_max_open(const cs_sub *s);
+int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
 
 /* committed.c */
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config);

@@ -1,0 +1,61 @@
+/* defaults.h — what cstream uses when a service sets nothing, and the ranges
+ * the setters accept: the one source of the numbers in docs/guide.md's
+ * settings tables. kafka.c and consumer.c use these names (never a literal),
+ * and tests/unit/test_defaults.c compares every row of those tables with them
+ * and with the values a fresh cs_kafka and cs_sub really hold, so a default
+ * changed in one place only fails the build's tests. Constants only. */
+#ifndef CS_KAFKA_DEFAULTS_H
+#define CS_KAFKA_DEFAULTS_H
+
+/* ---- the broker (cs_kafka_*) ---------------------------------------------- */
+/* How long a publish waits for room in the producer's queue. */
+#define CS__DEFAULT_QUEUE_TIMEOUT_MS 5000
+/* How long the graceful stop flushes the producer before it gives up and
+ * reports unflushed_records. */
+#define CS__DEFAULT_FLUSH_TIMEOUT_MS 30000
+
+/* ---- a subscription (cs_sub_*) -------------------------------------------- */
+#define CS__DEFAULT_START CS_START_EARLIEST
+#define CS__DEFAULT_COMMIT CS_COMMIT_AUTO
+#define CS__DEFAULT_LANES CS_LANES_BY_PARTITION
+
+#define CS__DEFAULT_WORKERS 1
+#define CS__WORKERS_MIN 1
+#define CS__WORKERS_MAX 1024
+
+/* Auto keeps its queue small (it is Auto's loss window after a crash); under
+ * Tracked and Transactional the cap only bounds memory. */
+#define CS__DEFAULT_MAX_OPEN_AUTO 500
+#define CS__DEFAULT_MAX_OPEN_TRACKED 10000
+#define CS__MAX_OPEN_MIN 1
+#define CS__MAX_OPEN_MAX 10000000
+
+/* Tracked's commit timer; Transactional's window length (shorter: a window's
+ * outputs are invisible to read_committed readers until it commits). */
+#define CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS 200
+#define CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS 100
+#define CS__COMMIT_INTERVAL_MIN_MS 1
+#define CS__COMMIT_INTERVAL_MAX_MS 3600000
+
+#define CS__DEFAULT_WINDOW_RECORDS 10000
+#define CS__WINDOW_RECORDS_MIN 1
+#define CS__WINDOW_RECORDS_MAX 100000000
+
+/* Transactional: how long a retried record may hold its window open. */
+#define CS__DEFAULT_STALL_TIMEOUT_MS 5000
+#define CS__STALL_TIMEOUT_MIN_MS 1
+#define CS__STALL_TIMEOUT_MAX_MS 3600000
+
+#define CS__DEFAULT_DRAIN_TIMEOUT_MS 10000
+#define CS__DRAIN_TIMEOUT_MIN_MS 0
+#define CS__DRAIN_TIMEOUT_MAX_MS 3600000
+
+#define CS__DEFAULT_HANDLER_TIME_LIMIT_MS 0 /* off */
+#define CS__HANDLER_TIME_LIMIT_MIN_MS 0
+#define CS__HANDLER_TIME_LIMIT_MAX_MS 86400000
+
+#define CS__DEFAULT_MAX_ATTEMPTS 0 /* no cap */
+#define CS__MAX_ATTEMPTS_MIN 0
+#define CS__MAX_ATTEMPTS_MAX 1000000
+
+#endif
