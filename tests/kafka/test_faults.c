@@ -16,8 +16,8 @@
  * requests (leaders and the group coordinator are placed, not left to the
  * mock's random choice) and must all have been met; the rebalance hooks count
  * revokes and assigns (the 8 s outage evicts the member, the 2 s one does
- * not); a probe (a stack of "no error" answers) shows that commits reached a
- * moved coordinator.
+ * not); a probe (a "no error" answer pushed like an error) shows that the
+ * member heartbeats to a moved coordinator.
  * Waits are for conditions with generous timeouts; the only sleeps hold a
  * fault in place for a while, and nothing asserts how long anything took.
  * Embedded cluster only (tests/CMakeLists.txt): the faults are the mock's. */
@@ -32,6 +32,8 @@
 #include "cstream/main.h"
 
 enum { BROKERS = 3, PARTS = 4, MAXOFF = 2048, WAIT_MS = 90000 };
+/* The broker that coordinates every service group here (service_init). */
+enum { COORDINATOR = 1 };
 
 /* Kafka error codes (the protocol's numbers; librdkafka's names in comments). */
 enum {
@@ -102,7 +104,7 @@ static void place_leaders(const char *topic, int first, int count) {
     for (int p = 0; p < PARTS; p++) CST_OK(cs_test_partition_set_leader(cst_cluster, topic, p, first + p % count));
 }
 
-/* The coordinator of the service's group is broker 1, and partition p of its
+/* The coordinator of the service's group is COORDINATOR, and partition p of its
  * topic is led by broker 1 + p % 3 (1 leads 0 and 3): the tests know which
  * broker receives which request. */
 static void service_init(service *s, const char *name, bool with_replies) {
@@ -111,7 +113,7 @@ static void service_init(service *s, const char *name, bool with_replies) {
     s->seen = cst_seen_new(PARTS, MAXOFF);
     s->replied = cst_seen_new(PARTS, MAXOFF);
     place_leaders(s->topic, 1, BROKERS);
-    CST_OK(cs_test_group_coordinator_set(cst_cluster, s->group, 1));
+    CST_OK(cs_test_group_coordinator_set(cst_cluster, s->group, COORDINATOR));
     if (with_replies) {
         snprintf(s->replies, sizeof s->replies, "%s.replies", s->topic);
         CST_OK(cs_test_topic_create(cst_cluster, s->replies, PARTS));
@@ -296,11 +298,11 @@ static void offset_commit_errors(void **state) {
     /* errors librdkafka hands back to the application (it retries none of them itself) */
     const int errors[] = {OFFSET_METADATA_TOO_LARGE, OFFSET_METADATA_TOO_LARGE, REQUEST_TIMED_OUT,
                           OFFSET_METADATA_TOO_LARGE, OFFSET_METADATA_TOO_LARGE};
-    push_errors(1, API_OFFSET_COMMIT, 5, errors); /* the coordinator */
+    push_errors(COORDINATOR, API_OFFSET_COMMIT, 5, errors);
     produce(&s, 200);
     if (!cst_wait(has_commit_failures, &s, WAIT_MS)) fail_msg("commit errors: no failed commit was reported");
     expect_recovered(&s, "commit errors");
-    expect_errors_met(1, API_OFFSET_COMMIT, "commit errors");
+    expect_errors_met(COORDINATOR, API_OFFSET_COMMIT, "commit errors");
     service_stop(&s, "commit errors");
 }
 
@@ -317,10 +319,10 @@ static void offset_commit_coordinator_errors(void **state) {
     const int errors[] = {NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, TRANSPORT, COORDINATOR_LOAD_IN_PROGRESS,
                           REQUEST_TIMED_OUT};
     for (int round = 0; round < 4; round++) {
-        push_errors(1, API_OFFSET_COMMIT, 5, errors); /* the coordinator */
+        push_errors(COORDINATOR, API_OFFSET_COMMIT, 5, errors);
         produce(&s, 100);
         expect_recovered(&s, "commit coordinator errors");
-        expect_errors_met(1, API_OFFSET_COMMIT, "commit coordinator errors");
+        expect_errors_met(COORDINATOR, API_OFFSET_COMMIT, "commit coordinator errors");
     }
     service_stop(&s, "commit coordinator errors");
 }
@@ -360,13 +362,13 @@ static void join_group_errors(void **state) {
     produce(&s, 100);
     const int join[] = {COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, TRANSPORT, COORDINATOR_NOT_AVAILABLE};
     const int sync[] = {REBALANCE_IN_PROGRESS, TRANSPORT};
-    push_errors(1, API_JOIN_GROUP, 4, join); /* the coordinator */
-    push_errors(1, API_SYNC_GROUP, 2, sync);
+    push_errors(COORDINATOR, API_JOIN_GROUP, 4, join);
+    push_errors(COORDINATOR, API_SYNC_GROUP, 2, sync);
     service_start(&s);
     expect_recovered(&s, "join errors");
     /* Assigned, so a join and a sync succeeded after every error was met. */
-    expect_errors_met(1, API_JOIN_GROUP, "join errors");
-    expect_errors_met(1, API_SYNC_GROUP, "sync errors");
+    expect_errors_met(COORDINATOR, API_JOIN_GROUP, "join errors");
+    expect_errors_met(COORDINATOR, API_SYNC_GROUP, "sync errors");
     assert_true(atomic_load(&s.assigns) >= 1);
     produce(&s, 100);
     expect_recovered(&s, "join errors, after");
@@ -423,7 +425,7 @@ static void brokers_down_past_session_timeout(void **state) {
 static void coordinator_moves(void **state) {
     (void)state;
     service s;
-    service_init(&s, "faults-coord", false); /* coordinator: broker 1 */
+    service_init(&s, "faults-coord", false); /* coordinator: broker 1 (COORDINATOR) */
     warm_up(&s);
     /* A probe on the new coordinator: a "no error" answer its first heartbeat
      * meets. The old one answers heartbeats NOT_COORDINATOR, so the member
