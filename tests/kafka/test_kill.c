@@ -97,22 +97,9 @@ static void record_kill(run *r, int k) {
     r->cut[k] = read_lines(r);
 }
 
-/* CS_KILLS, 1 to MAX_KILLS (3 when unset). 0 or garbage fails the test:
- * the crash tests would pass without a single kill. */
-static int kills_wanted(void) {
-    const char *env = getenv("CS_KILLS");
-    if (!env) return 3;
-    char *rest;
-    errno = 0;
-    long n = strtol(env, &rest, 10);
-    if (errno || rest == env || *rest || n < 1 || n > MAX_KILLS)
-        fail_msg("CS_KILLS=\"%s\": expected a number of kills from 1 to %d", env, MAX_KILLS);
-    return (int)n;
-}
-
 static void setup(run *r, const char *mode, int parts, int payouts) {
     memset(r, 0, sizeof *r);
-    r->kills = kills_wanted();
+    r->kills = cst_kills_wanted(MAX_KILLS);
     r->mode = mode;
     r->parts = parts;
     cst_fresh(mode, parts, r->topic, r->group, sizeof r->topic);

@@ -44,23 +44,10 @@ typedef struct run {
     long malformed;
 } run;
 
-/* CS_KILLS, 1 to MAX_KILLS (3 when unset). 0 or garbage fails the test:
- * the kill test would pass without a single kill. */
-static int kills_wanted(void) {
-    const char *env = getenv("CS_KILLS");
-    if (!env) return 3;
-    char *rest;
-    errno = 0;
-    long n = strtol(env, &rest, 10);
-    if (errno || rest == env || *rest || n < 1 || n > MAX_KILLS)
-        fail_msg("CS_KILLS=\"%s\": expected a number of kills from 1 to %d", env, MAX_KILLS);
-    return (int)n;
-}
-
 static void setup(run *r, const char *prefix, long records) {
     memset(r, 0, sizeof *r);
     r->records = records;
-    r->kills = kills_wanted();
+    r->kills = cst_kills_wanted(MAX_KILLS);
     cst_fresh(prefix, PARTS, r->topic, r->group, sizeof r->topic);
     char out_prefix[64];
     snprintf(out_prefix, sizeof out_prefix, "%s-out", prefix);
@@ -224,7 +211,7 @@ static void kills_lose_and_duplicate_nothing(void **state) {
     run r;
     /* Enough input that every kill lands mid-stream (a restarted member's
      * first window can commit a few thousand records at once). */
-    int kills = kills_wanted();
+    int kills = cst_kills_wanted(MAX_KILLS);
     setup(&r, "eos-kill", kills <= 3 ? 10000 : 3000L * kills);
     for (int k = 0; k < r.kills; k++) {
         /* Kill once this child has committed a random share of what is left

@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cstest.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -272,4 +273,15 @@ const char *cst_header(const rd_kafka_message_t *m, const char *name, char *buf,
         return NULL;
     snprintf(buf, size, "%.*s", (int)len, v ? (const char *)v : "");
     return buf;
+}
+
+int cst_kills_wanted(int max) {
+    const char *env = getenv("CS_KILLS");
+    if (!env) return 3;
+    char *rest;
+    errno = 0;
+    long n = strtol(env, &rest, 10);
+    if (errno || rest == env || *rest || n < 1 || n > max)
+        fail_msg("CS_KILLS=\"%s\": expected a number of kills from 1 to %d", env, max);
+    return (int)n;
 }

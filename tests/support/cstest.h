@@ -39,6 +39,11 @@ size_t cst_seen_total(cst_seen *s);
 /* Milliseconds on the monotonic clock: for deadlines of hand-written polling loops. */
 int64_t cst_now_ms(void);
 
+/* The kills a crash test makes: CS_KILLS, 1 to max (3 when unset). 0, garbage
+ * or a value out of range fails the test, since a crash test would then pass
+ * without a single kill. */
+int cst_kills_wanted(int max);
+
 /* Polls pred every 10 ms until true or timeout: true if it became true. */
 bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
