@@ -22,7 +22,6 @@
  * proof` runs 20); 0 or anything else is refused, since the tests would then
  * pass without a crash. Every wait has a deadline and fails at once if a child
  * it waits for dies; children are killed before a test fails. */
-#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>

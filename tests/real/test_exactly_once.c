@@ -18,7 +18,6 @@
  *
  * CS_KILLS sets the kills, 1 to 64 (3 when unset; 3 in CI; `make proof` runs
  * 20); 0 or anything else is refused. */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
