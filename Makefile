@@ -75,10 +75,15 @@ test-embedded: build test-deps
 # restart and scaling of the service. Starts the cluster with scripts/kafka
 # cluster start and stops it afterwards, pass or fail. One test at a time:
 # they kill brokers the others would be using.
+# The figures of every test (lost, duplicated, pauses, fatal stops) are
+# printed at the end; docs/real-kafka.md records them.
 test-cluster: build test-deps
 	@scripts/kafka cluster start >/dev/null
-	@status=0; ctest --test-dir $(BUILD) --output-on-failure -L cluster || status=$$?; \
-	  scripts/kafka cluster stop; exit $$status
+	@rm -f $(BUILD)/cluster-figures.txt
+	@status=0; CSTREAM_CLUSTER_FIGURES=$(CURDIR)/$(BUILD)/cluster-figures.txt \
+	  ctest --test-dir $(BUILD) --output-on-failure -L cluster || status=$$?; \
+	  scripts/kafka cluster stop; echo "figures ($(BUILD)/cluster-figures.txt):"; \
+	  cat $(BUILD)/cluster-figures.txt 2>/dev/null; exit $$status
 
 # The crash proof: 20 SIGKILLs of a Tracked payouts service, with the table of
 # lost and duplicated records (CI runs 3 as part of `make test`).

@@ -447,6 +447,25 @@ static event *event_begin(run *r, const char *fmt, ...) {
     return e;
 }
 
+/* One line of figures: on stdout, and appended to the file named by
+ * CSTREAM_CLUSTER_FIGURES (make test-cluster prints it at the end, since
+ * ctest shows the output of failed tests only). */
+static void figure(const char *fmt, ...) {
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    printf("FIGURES %s", line);
+    fflush(stdout);
+    const char *path = getenv("CSTREAM_CLUSTER_FIGURES");
+    FILE *f = path && *path ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "%s", line);
+        fclose(f);
+    }
+}
+
 /* ---- reading back and counting ---- */
 
 typedef struct reply {
@@ -646,7 +665,7 @@ static void finish(run *r, figures *f) {
         }
     qsort(v, f->rs.n, sizeof *v, by_time);
 
-    printf("FIGURES %s: inputs=%ld (end offsets %lld, sent %ld, send failures %ld, input producer fatal %ld) "
+    figure("%s: inputs=%ld (end offsets %lld, sent %ld, send failures %ld, input producer fatal %ld) "
            "input_dups=%ld replies=%ld lost=%ld retry_dups=%ld rehandled_dups=%ld fatal_stops=%d\n",
            r->name, f->inputs, (long long)total_end, atomic_load(&r->sent), atomic_load(&r->send_failed),
            atomic_load(&r->load_fatal), f->input_dups, f->replies, f->lost, f->retry_dups, f->rehandled,
@@ -654,12 +673,11 @@ static void finish(run *r, figures *f) {
     for (int e = 0; e < r->n_ev; e++) {
         long long any, one;
         pauses(v, f->rs.n, r->ev[e].start, r->ev[e].end, &any, &one);
-        printf("FIGURES %s: event %d \"%s\": %lld ms; longest pause in handled records: %lld ms (any partition), "
+        figure("%s: event %d \"%s\": %lld ms; longest pause in handled records: %lld ms (any partition), "
                "%lld ms (worst partition); re-handled: %ld; assignments lost: %d\n",
                r->name, e + 1, r->ev[e].what, r->ev[e].end - r->ev[e].start, any, one, r->ev[e].rehandled,
                r->ev[e].lost_assignments);
     }
-    fflush(stdout);
 
     assert_int_equal(in.bad, 0);
     assert_int_equal(f->rs.bad, 0);
@@ -936,11 +954,10 @@ static void test_scale_out_in(void **state) {
                 if (g > kept_gap) kept_gap = g;
             }
         }
-        printf("FIGURES %s: event %d \"%s\": %d partitions moved, unhandled for up to %lld ms (the rebalance); "
+        figure("%s: event %d \"%s\": %d partitions moved, unhandled for up to %lld ms (the rebalance); "
                "%d kept their owner, longest gap %lld ms%s\n",
                r.name, e + 1, r.ev[e].what, moved, rebalance, kept, kept_gap,
                r.ev[e].lost_assignments ? " (an assignment was lost: librdkafka #4059, not held to the promise)" : "");
-        fflush(stdout);
         if (moved == 0) fail_msg("event \"%s\": no partition moved", r.ev[e].what);
         if (r.ev[e].lost_assignments) continue;
         if (e < 2) clean_out++;
