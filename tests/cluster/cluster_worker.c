@@ -23,6 +23,7 @@
  * Transactional needs an instance id: static=ID or CSTREAM_INSTANCE_ID. */
 #define _POSIX_C_SOURCE 200809L
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -70,6 +71,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     cst_hold_stop_signals();
+    /* A test that fails or times out must not leave its workers running. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() == 1) return 2;
     bool transactional = !strcmp(argv[1], "transactional");
     runs_fd = open(argv[5], O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (runs_fd < 0) {

@@ -722,6 +722,9 @@ static bool known_everywhere(run *r, void *arg) {
 
 static void setup(run *r, const char *name, bool transactional) {
     memset(r, 0, sizeof *r);
+    /* All three brokers up, whatever an earlier failed test left behind. */
+    int rc = system(KAFKA_SCRIPT " cluster start >/dev/null");
+    if (rc != 0) fail_msg("'%s cluster start' failed (status %d)", KAFKA_SCRIPT, rc);
     r->name = name;
     r->transactional = transactional;
     cs_test_unique_name(r->topic, sizeof r->topic, name);
