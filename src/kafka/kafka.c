@@ -785,14 +785,12 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     if (!h) return -1;
     cs_dlq_numbers nums;
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
-    char note[1536] = ""; /* written now: once queued, d may be settled and freed by its report */
-    if (cs__log_enabled(CS_LOG_WARN)) cs__dead_letter_note(note, sizeof note, s->name, s->dead_letter, d, reason);
     pthread_rwlock_rdlock(&k->producer_lock);
-    cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms)
+    /* Its report logs the WARN line, once the cluster accepted it. */
+    cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms, s, reason)
                              : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
     pthread_rwlock_unlock(&k->producer_lock);
     free(h);
-    if (!err) cs__dead_letter_log(&s->dead_letter_log, note);
     if (err)
         CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s "
                     "source_topic=%s partition=%d offset=%lld reason=\"%s\"" CS_TRACE_FMT,
@@ -810,11 +808,9 @@ cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *r
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
     cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
     free(h);
-    if (o && cs__log_enabled(CS_LOG_WARN)) {
-        char note[1536];
-        cs__dead_letter_note(note, sizeof note, s->name, s->dead_letter, d, reason);
-        cs__dead_letter_log(&s->dead_letter_log, note);
-    }
+    /* Staged, not sent: the window's transaction writes it if it commits, and
+     * an aborted window stages it again (docs/retries.md). */
+    if (o) cs__dead_letter_log(&s->dead_letter_log, CS_DLQ_STAGED, s->name, s->dead_letter, d, reason);
     return o;
 }
 
