@@ -332,7 +332,9 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
     cs_err err = sub_configurable(s, "cs_sub_reply");
     if (err) return err;
     if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): reply topic is empty", s->name);
-    if (queue_timeout_ms < 0) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is negative", s->name, queue_timeout_ms);
+    if (queue_timeout_ms < CS__REPLY_QUEUE_TIMEOUT_MIN_MS)
+        return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is below %d", s->name, queue_timeout_ms,
+                        CS__REPLY_QUEUE_TIMEOUT_MIN_MS);
     s->reply_queue_timeout_ms = queue_timeout_ms;
     return replace_string(&s->reply_topic, topic, "cs_sub_reply");
 }
@@ -603,6 +605,11 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
         .max_attempts = s->max_attempts, .sub = s};
 }
 
+/* /readyz. It reads k->subs[i]->consumer without the stats lock and probes
+ * the consumer: safe only because cli.c calls it under ops_state.lock and
+ * only while `running`, which the stop clears under that lock (so it waits
+ * for a probe in progress) before it closes and destroys the consumers. A
+ * caller outside cli.c's ops server would need the same exclusion. */
 static int kafka_ready(void *impl) {
     cs_kafka *k = impl;
     if (!k->started) return 0;
@@ -700,7 +707,8 @@ rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) {
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
     cs_err err = configurable(k, "cs_kafka_queue_timeout_ms");
     if (err) return err;
-    if (ms < 0) return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is negative", ms);
+    if (ms < CS__QUEUE_TIMEOUT_MIN_MS)
+        return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is below %d", ms, CS__QUEUE_TIMEOUT_MIN_MS);
     k->queue_timeout_ms = ms;
     return CS_OK;
 }
@@ -708,7 +716,8 @@ cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
 cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
     cs_err err = configurable(k, "cs_kafka_flush_timeout_ms");
     if (err) return err;
-    if (ms < 0) return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is negative", ms);
+    if (ms < CS__FLUSH_TIMEOUT_MIN_MS)
+        return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is below %d", ms, CS__FLUSH_TIMEOUT_MIN_MS);
     k->flush_timeout_ms = ms;
     return CS_OK;
 }
