@@ -485,14 +485,11 @@ typedef struct topic_gauge {
 /* cstream_topic_unavailable of the service's topic reads want. */
 static bool topic_gauge_is(void *arg) {
     topic_gauge *g = arg;
-    char series[512], *text = NULL;
-    snprintf(series, sizeof series, "cstream_topic_unavailable{subscription=\"%s\",group=\"%s\",topic=\"%s\"} ",
-             g->s->topic, g->s->group, g->s->topic);
-    if (cs_app_metrics(g->s->app, &text) != CS_OK) return false;
-    const char *at = strstr(text, series);
-    bool ok = at && atoi(at + strlen(series)) == g->want;
-    free(text);
-    return ok;
+    char labels[512];
+    snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", g->s->topic, g->s->group,
+             g->s->topic);
+    double v;
+    return cst_metric_value(g->s->app, "cstream_topic_unavailable", labels, &v) && (int)v == g->want;
 }
 
 /* The metadata of the subscribed topic answers UNKNOWN_TOPIC_OR_PARTITION, as

@@ -117,12 +117,6 @@ static void setup(run *r, const char *mode, int parts, int payouts) {
     r->seed = (unsigned)time(NULL) ^ (unsigned)getpid();
 }
 
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* SIGKILLs the children still running (0: none), so that a failing test
  * leaves no worker behind. */
 static void kill_all(pid_t *children, int n) {
@@ -141,7 +135,7 @@ static bool consumed_to_end(run *r);
  * Auto the skipped payouts never come). Fails, after killing the children,
  * if one of them (0: none) exits meanwhile or after WAIT_MS. */
 static void wait_handled(run *r, size_t target, pid_t *children, int n, bool stop_at_end, const char *what) {
-    int64_t deadline = now_ms() + WAIT_MS;
+    int64_t deadline = cst_now_ms() + WAIT_MS;
     for (int i = 0;; i++) {
         size_t d = distinct_handled(r, read_lines(r));
         if (d >= target) return;
@@ -155,7 +149,7 @@ static void wait_handled(run *r, size_t target, pid_t *children, int n, bool sto
                          target);
             }
         }
-        if (now_ms() > deadline) {
+        if (cst_now_ms() > deadline) {
             kill_all(children, n);
             fail_msg("%s: only %zu of %zu payouts handled after %d s", what, d, target, WAIT_MS / 1000);
         }

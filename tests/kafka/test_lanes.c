@@ -131,21 +131,16 @@ typedef struct delayed {
     int delay_ms;
 } delayed;
 
-/* Whole milliseconds of CLOCK_MONOTONIC, truncated like cstream's own clock:
- * a delay of d ms due at (its now + d) is never seen to come back sooner. */
-static int64_t mono_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static cs_outcome delay_a(cs_delivery *d, void *user) {
     delayed *dl = user;
     size_t len;
     const char *key = cs_delivery_key(d, &len);
     pthread_mutex_lock(&dl->lock);
     if (dl->n < 16) {
-        dl->at_ms[dl->n] = mono_ms();
+        /* cst_now_ms: whole milliseconds of CLOCK_MONOTONIC, truncated like
+         * cstream's own clock, so a delay of d ms due at (its now + d) is
+         * never seen to come back sooner. */
+        dl->at_ms[dl->n] = cst_now_ms();
         snprintf(dl->events[dl->n++], 16, "%.*s%d", (int)len, key, cs_delivery_attempt(d));
     }
     pthread_mutex_unlock(&dl->lock);

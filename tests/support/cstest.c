@@ -285,3 +285,89 @@ int cst_kills_wanted(int max) {
         fail_msg("CS_KILLS=\"%s\": expected a number of kills from 1 to %d", env, max);
     return (int)n;
 }
+
+/* ---- review-fixes: helpers that several tests had their own copy of ------- */
+
+void cst_gate_init(cst_gate *g) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC); /* the deadline must not move with the wall clock */
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cv, &a);
+    pthread_condattr_destroy(&a);
+    g->open = false;
+}
+
+void cst_gate_destroy(cst_gate *g) {
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->lock);
+}
+
+static void gate_set(cst_gate *g, bool open) {
+    pthread_mutex_lock(&g->lock);
+    g->open = open;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->lock);
+}
+void cst_gate_open(cst_gate *g) { gate_set(g, true); }
+void cst_gate_close(cst_gate *g) { gate_set(g, false); }
+
+bool cst_gate_wait(cst_gate *g, int timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        if (pthread_cond_timedwait(&g->cv, &g->lock, &until) != 0) break;
+    bool open = g->open;
+    pthread_mutex_unlock(&g->lock);
+    return open;
+}
+
+char *cst_log_line(const char *text, const char *needle, char *out, size_t size) {
+    const char *at = text && needle ? strstr(text, needle) : NULL;
+    if (!at || size == 0) return NULL;
+    const char *start = at, *end = strchr(at, '\n');
+    while (start > text && start[-1] != '\n') start--;
+    size_t len = end ? (size_t)(end - start) : strlen(start);
+    if (len >= size) len = size - 1;
+    memcpy(out, start, len);
+    out[len] = '\0';
+    return out;
+}
+
+bool cst_metric_in(const char *text, const char *name, const char *labels, double *value) {
+    size_t nlen = strlen(name), llen = labels ? strlen(labels) : 0;
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (*line == '#' || strncmp(line, name, nlen) != 0) continue;
+        const char *rest = line + nlen;
+        if (llen) {
+            if (*rest != '{' || strncmp(rest + 1, labels, llen) != 0) continue;
+            char after = rest[1 + llen];
+            if (after != ',' && after != '}') continue; /* labels ended mid-value or mid-name */
+        } else if (*rest != '{' && *rest != ' ') {
+            continue; /* a longer name that starts with this one */
+        }
+        const char *end = strchr(line, '\n');
+        const char *space = NULL;
+        for (const char *p = line; *p && p != end; p++)
+            if (*p == ' ') space = p; /* the value follows the last blank: label values may hold blanks */
+        if (!space) return false;
+        *value = strtod(space + 1, NULL);
+        return true;
+    }
+    return false;
+}
+
+bool cst_metric_value(cs_app *app, const char *name, const char *labels, double *value) {
+    char *text = NULL;
+    if (cs_app_metrics(app, &text) != CS_OK || !text) return false;
+    bool found = cst_metric_in(text, name, labels, value);
+    free(text);
+    return found;
+}

@@ -98,4 +98,34 @@ char *cst_slurp(const char *path);
 /* Fails the test, quoting the line, if `secret` occurs in `text` (`what` names it). */
 void cst_assert_no_secret(const char *what, const char *text, const char *secret);
 
+/* ---- review-fixes: helpers that several tests had their own copy of ------- */
+
+/* A latch: cst_gate_wait blocks until cst_gate_open (or the deadline, on the
+ * monotonic clock, so a wall-clock step neither cuts a hold short nor
+ * stretches it). Once open it stays open until cst_gate_close. Any thread. */
+#include <pthread.h>
+typedef struct cst_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool open;
+} cst_gate;
+void cst_gate_init(cst_gate *g);
+void cst_gate_destroy(cst_gate *g);
+void cst_gate_open(cst_gate *g);
+void cst_gate_close(cst_gate *g);
+/* True if the gate was (or became) open within timeout_ms. */
+bool cst_gate_wait(cst_gate *g, int timeout_ms);
+
+/* The first line of text containing needle (without its newline), copied
+ * into out (cut to size); NULL if there is none, else out. */
+char *cst_log_line(const char *text, const char *needle, char *out, size_t size);
+
+/* The value of the first series `name{labels...} value` in the app's
+ * /metrics text whose labels start with `labels` (e.g.
+ * "subscription=\"orders\",group=\"g\""; NULL or "" for the first series
+ * of that name, with or without labels). True and *value set if found. */
+bool cst_metric_value(cs_app *app, const char *name, const char *labels, double *value);
+/* The same lookup in a metrics text already scraped (an HTTP body). */
+bool cst_metric_in(const char *text, const char *name, const char *labels, double *value);
+
 #endif
