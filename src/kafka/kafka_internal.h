@@ -87,6 +87,9 @@ void cs__producer_close(cs_producer *p);
 struct cs_sub {
     cs_kafka *k;
     char *name; /* topics joined by ',' for log lines */
+    /* Its consumer's group.instance.id while it runs with an instance id
+     * (consumer.c, static_member_id), else NULL. */
+    char *static_id;
     char **topics;
     size_t n_topics;
     cs_handler_fn handler; /* one of handler, batch_handler */
