@@ -369,6 +369,10 @@ static cs_err resolve_instance_id(cs_kafka *k) {
     const char *env = getenv("CSTREAM_INSTANCE_ID");
     if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
         return CS_ERR_NOMEM;
+    if (k->instance_id && (k->embedded || k->mock))
+        CS_LOG_INFO("instance id %s: no static membership on the embedded cluster (librdkafka's mock has none), "
+                    "its consumers join as dynamic members",
+                    k->instance_id);
     return CS_OK;
 }
 

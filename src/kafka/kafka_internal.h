@@ -140,6 +140,9 @@ struct cs_kafka {
     bool embedded;
     char *default_group;
     char *instance_id; /* cs_kafka_instance_id, else CSTREAM_INSTANCE_ID at start */
+    /* The cluster is librdkafka's mock (the embedded one, or a test cluster
+     * given to cs_test_kafka_new): no static membership there (consumer.c). */
+    bool mock;
     cs_kvlist config;
     topic_decl *topics;
     size_t n_topics;

@@ -509,6 +509,9 @@ static int64_t scale_in(bool with_instance, bool remove, int wait_ms) {
             stopped = now_ms(); /* the figure includes the tool's JVM start */
             int rc = system(cmd);
             if (rc != 0) fail_msg("RemoveStaticMembers failed (status %d)", rc);
+            printf("the removal command took %lld ms (the JVM compiles and starts the tool); the other member "
+                   "holds %d partitions when it returns\n",
+                   (long long)(now_ms() - stopped), assigned_now(assign_y));
         }
     }
     ay.want = PARTS;
