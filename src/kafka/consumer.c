@@ -773,13 +773,13 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
  * commit nor rejoin (librdkafka 2.0.2 makes it a fatal error), and the close
  * commits nothing (close_after_fatal). */
 static void fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why) {
-    if (orig == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID) {
+    if (orig == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID && c->sub->static_id) {
         cs__app_fatal(c->app,
                       "%s: fenced (FENCED_INSTANCE_ID): another consumer joined group %s with the same "
                       "group.instance.id %s, so another process runs with instance id %s; this consumer stops and "
-                      "commits nothing (give every running instance its own instance id)",
-                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group,
-                      c->sub->static_id ? c->sub->static_id : "-", c->sub->k->instance_id ? c->sub->k->instance_id : "-");
+                      "commits nothing (give every running instance its own instance id); librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
+                      c->sub->k->instance_id, why);
         return;
     }
     cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
