@@ -30,7 +30,8 @@
  *   stopped member (and its partitions) until session.timeout.ms, here 60 s,
  *   or until an operator removes it with the AdminClient
  *   (tests/real/RemoveStaticMembers.java); after the removal the other
- *   member gets them at once.
+ *   member gets them at once. Without the removal (and a 6 s session) they
+ *   move when the session expires.
  *
  * CS_TEST=<pattern> runs only the tests whose names match. Every wait is
  * for a condition, with a deadline and a message. */
@@ -460,12 +461,13 @@ static bool holds(void *arg) {
     return assigned_now(a->path) == a->want;
 }
 
-/* Two members of one group (60 s session timeout) share the 4 partitions;
- * the first is stopped gracefully. Returns how long the second took to hold
- * all 4 after the stop, or -1 if it did not within `wait_ms`. With an
- * instance id the operator's removal of the stopped member comes first
- * (`remove`), after the test saw the broker still keeps it. */
-static int64_t scale_in(bool with_instance, bool remove, int wait_ms) {
+/* Two members of one group (session timeout `session_ms`) share the 4
+ * partitions; the first is stopped gracefully. Returns how long the second
+ * took to hold all 4 after the stop (or after the operator's removal), or -1
+ * if it did not within `wait_ms`. With an instance id the test first sees
+ * that the broker still keeps the stopped member, then the operator removes
+ * it (`remove`) or nobody acts. */
+static int64_t scale_in(bool with_instance, bool remove, int session_ms, int wait_ms) {
     run r;
     setup(&r, with_instance ? "scale-in-static" : "scale-in-plain", 0);
     char inst_x[200], inst_y[200], assign_x[300], assign_y[300], static_x[512], static_y[512];
@@ -477,10 +479,12 @@ static int64_t scale_in(bool with_instance, bool remove, int wait_ms) {
     snprintf(static_y, sizeof static_y, "%s.%s.%s.%s", APP, r.group, r.topic, inst_y);
     unlink(assign_x);
     unlink(assign_y);
-    pid_t x = spawn(&r, &(child_env){.instance = with_instance ? inst_x : NULL, .session = "60000", .assign = assign_x}, 1);
+    char session[16];
+    snprintf(session, sizeof session, "%d", session_ms);
+    pid_t x = spawn(&r, &(child_env){.instance = with_instance ? inst_x : NULL, .session = session, .assign = assign_x}, 1);
     assignment ax = {assign_x, PARTS};
     if (!cst_wait(holds, &ax, 60000)) fail_msg("the first member was not assigned the 4 partitions within 60 s");
-    pid_t y = spawn(&r, &(child_env){.instance = with_instance ? inst_y : NULL, .session = "60000", .assign = assign_y}, 1);
+    pid_t y = spawn(&r, &(child_env){.instance = with_instance ? inst_y : NULL, .session = session, .assign = assign_y}, 1);
     assignment ay = {assign_y, PARTS / 2};
     ax.want = PARTS / 2;
     if (!cst_wait(holds, &ay, 60000) || !cst_wait(holds, &ax, 60000))
@@ -499,7 +503,7 @@ static int64_t scale_in(bool with_instance, bool remove, int wait_ms) {
         if (!has_member(ids, n, static_x))
             fail_msg("the stopped static member %s is no longer in the group: it left", static_x);
         assert_true(has_member(ids, n, static_y));
-        if (now_ms() - stopped < 60000) assert_int_equal(assigned_now(assign_y), PARTS / 2);
+        if (now_ms() - stopped < session_ms) assert_int_equal(assigned_now(assign_y), PARTS / 2);
         if (remove) {
             char cmd[2048];
             snprintf(cmd, sizeof cmd, "java -cp '%s/.cache/kafka/libs/*' %s/tests/real/RemoveStaticMembers.java %s %s %s",
@@ -526,7 +530,7 @@ static void scale_in_without_instance_id(void **state) {
     (void)state;
     /* A dynamic member's graceful stop sends LeaveGroup: the rebalance starts
      * at once, well within the 60 s session timeout. */
-    int64_t took = scale_in(false, false, 30000);
+    int64_t took = scale_in(false, false, 60000, 30000);
     printf("scale-in without an instance id: the other member held all partitions %lld ms after the stop\n",
            (long long)took);
     if (took < 0) fail_msg("without an instance id the stopped member's partitions did not move within 30 s");
@@ -534,11 +538,22 @@ static void scale_in_without_instance_id(void **state) {
 
 static void scale_in_with_instance_id_and_removal(void **state) {
     (void)state;
-    int64_t took = scale_in(true, true, 30000);
+    int64_t took = scale_in(true, true, 60000, 30000);
     printf("scale-in with an instance id: the other member held all partitions %lld ms after the operator's "
            "removal started (the JVM's start included)\n",
            (long long)took);
     if (took < 0) fail_msg("after the operator removed the stopped static member its partitions did not move within 30 s");
+}
+
+static void scale_in_with_instance_id_waits_for_the_session(void **state) {
+    (void)state;
+    /* Nobody removes the stopped static member: its partitions move when its
+     * session expires (6 s here, the broker's minimum). */
+    int64_t took = scale_in(true, false, 6000, 30000);
+    printf("scale-in with an instance id, no removal, session.timeout.ms=6000: the other member held all "
+           "partitions %lld ms after the stop\n",
+           (long long)took);
+    if (took < 0) fail_msg("the stopped static member's partitions did not move within 30 s of a 6 s session");
 }
 
 /* The mock has no static membership: every test here needs the real broker. */
@@ -562,6 +577,7 @@ int main(void) {
         cmocka_unit_test(two_subscriptions_one_group),
         cmocka_unit_test(scale_in_without_instance_id),
         cmocka_unit_test(scale_in_with_instance_id_and_removal),
+        cmocka_unit_test(scale_in_with_instance_id_waits_for_the_session),
     };
     return cmocka_run_group_tests(tests, real_cluster_setup, cst_cluster_teardown);
 }
