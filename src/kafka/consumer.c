@@ -61,6 +61,7 @@ struct cs_consumer {
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
     bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
+    bool cooperative;        /* the group's rebalance protocol, as last known (rebalance_cooperative) */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be
      * settled past the one that was not (fetch thread only). */
@@ -724,10 +725,21 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     }
 }
 
+/* Whether the group rebalances cooperatively. librdkafka 2.0.2 answers NULL
+ * once the group handle stops serving requests, as in the revoke that
+ * rd_kafka_consumer_close runs (seen with a static member closing while its
+ * group rebalanced: strcmp(NULL) crashed the stop); then the protocol of the
+ * last rebalance holds. Fetch thread, or the closing thread after it. */
+static bool rebalance_cooperative(cs_consumer *c, rd_kafka_t *rk) {
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
+    if (protocol) c->cooperative = !strcmp(protocol, "COOPERATIVE");
+    return c->cooperative;
+}
+
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l,
                          void *opaque) {
     cs_consumer *c = opaque;
-    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    bool cooperative = rebalance_cooperative(c, rk);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         assign_partitions(c, l, cooperative);
         /* Joined, also with nothing assigned (more members than partitions):
