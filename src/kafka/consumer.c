@@ -1341,11 +1341,29 @@ static void close_after_fatal(cs_consumer *c) {
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
 }
 
+/* A static member, before its close: serves the events that arrived while
+ * nothing polled (the fetch thread stopped before the drain), a revoke above
+ * all, while librdkafka's group handle still answers. Left for
+ * rd_kafka_consumer_close, such a revoke could meet a group handle that
+ * terminates meanwhile (a static member sends no LeaveGroup, so it
+ * terminates at once): librdkafka 2.0.2 then drops the unassign request the
+ * callback makes and rd_kafka_assign waits forever (seen once in 8 runs of
+ * real.only.exactly_once's rebalance test; librdkafka #4884, #4041). */
+static void serve_pending_events(cs_consumer *c) {
+    for (int i = 0; i < 64; i++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 0);
+        if (!m) return;
+        if (m->err) on_record_error(c, m);
+        rd_kafka_message_destroy(m); /* records never come here: partition queues are not forwarded */
+    }
+}
+
 void cs__consumer_close(cs_consumer *c) {
     if (rd_kafka_fatal_error(c->rk, NULL, 0)) {
         close_after_fatal(c);
         return;
     }
+    if (c->sub->static_id) serve_pending_events(c); /* before `closing`: such a revoke commits as usual */
     c->closing = true;
     commit_positions(c, NULL, true);
     release_assigned(c);
