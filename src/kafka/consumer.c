@@ -61,6 +61,7 @@ struct cs_consumer {
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
     bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
+    bool cooperative;        /* the group's rebalance protocol, as last known (rebalance_cooperative) */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be
      * settled past the one that was not (fetch thread only). */
@@ -230,11 +231,13 @@ static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafk
         CS_LOG_DEBUG("commit result subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
                      e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
         uint64_t skipped = 0;
+        /* After a fatal error (fenced) nothing is retried: the app stops. */
+        bool fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
         if (perr && cs__ratelimit_allow(&c->commit_warning, 2000, &skipped))
-            CS_LOG_WARN("commit failed, retried on the next tick subscription=%s topic=%s partition=%d "
+            CS_LOG_WARN("commit failed, %s subscription=%s topic=%s partition=%d "
                         "offset=%lld error=\"%s\" similar_since_last=%llu",
-                        c->sub->name, e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr),
-                        (unsigned long long)skipped);
+                        fatal ? "not retried (fatal error)" : "retried on the next tick", c->sub->name, e->topic,
+                        (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr), (unsigned long long)skipped);
     }
     if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
 }
@@ -607,7 +610,16 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
             r->metadata = strdup(meta);
             r->metadata_size = r->metadata ? strlen(meta) : 0;
         }
-        if (!clean)
+        /* Say which of the three it was: a first start is not a crash. */
+        if (!clean && !err && !e->err && e->offset < 0)
+            CS_LOG_INFO("no committed position yet (the group never committed this partition): attempts of the "
+                        "first records are committed before they run subscription=%s topic=%s partition=%d",
+                        c->sub->name, e->topic, (int)e->partition);
+        else if (!clean && (err || e->err))
+            CS_LOG_INFO("committed position not read: attempts of the first records are committed before they run "
+                        "subscription=%s topic=%s partition=%d error=\"%s\"",
+                        c->sub->name, e->topic, (int)e->partition, rd_kafka_err2str(err ? err : e->err));
+        else if (!clean)
             CS_LOG_INFO("previous owner did not stop cleanly: attempts of the first records are committed before "
                         "they run subscription=%s topic=%s partition=%d committed=%lld",
                         c->sub->name, e->topic, (int)e->partition, (long long)e->offset);
@@ -731,10 +743,21 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     }
 }
 
+/* Whether the group rebalances cooperatively. librdkafka 2.0.2 answers NULL
+ * once the group handle stops serving requests, as in the revoke that
+ * rd_kafka_consumer_close runs (seen with a static member closing while its
+ * group rebalanced: strcmp(NULL) crashed the stop); then the protocol of the
+ * last rebalance holds. Fetch thread, or the closing thread after it. */
+static bool rebalance_cooperative(cs_consumer *c, rd_kafka_t *rk) {
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
+    if (protocol) c->cooperative = !strcmp(protocol, "COOPERATIVE");
+    return c->cooperative;
+}
+
 static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l,
                          void *opaque) {
     cs_consumer *c = opaque;
-    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    bool cooperative = rebalance_cooperative(c, rk);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         assign_partitions(c, l, cooperative);
         /* Joined, also with nothing assigned (more members than partitions):
@@ -773,6 +796,25 @@ static void on_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic
 
 /* ---- errors ---------------------------------------------------------------- */
 
+/* Stops the app for the consumer's fatal error `orig`. Fenced (static
+ * membership): another consumer joined the group with this one's
+ * group.instance.id — a second process with the same instance id — and the
+ * broker gave it this member's place and partitions; this one can neither
+ * commit nor rejoin (librdkafka 2.0.2 makes it a fatal error), and the close
+ * commits nothing (close_after_fatal). */
+static void fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why) {
+    if (orig == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID && c->sub->static_id) {
+        cs__app_fatal(c->app,
+                      "%s: fenced (FENCED_INSTANCE_ID): another consumer joined group %s with the same "
+                      "group.instance.id %s, so another process runs with instance id %s; this consumer stops and "
+                      "commits nothing (give every running instance its own instance id); librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
+                      c->sub->k->instance_id, why);
+        return;
+    }
+    cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+}
+
 static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     cs_consumer *c = opaque;
     int gone = topic_error(err) ? subscribed_topic_in(c, reason, false) : -1;
@@ -783,7 +825,7 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
         char why[512];
         rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
-        cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+        fatal_error(c, orig, why);
         return;
     }
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->brokers_down, true);
@@ -804,7 +846,7 @@ static bool report_if_fatal(cs_consumer *c) {
     char why[512];
     rd_kafka_resp_err_t orig = rd_kafka_fatal_error(c->rk, why, sizeof why);
     if (!orig) return false;
-    cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+    fatal_error(c, orig, why);
     return true;
 }
 
@@ -956,6 +998,67 @@ static void *fetch_main(void *arg) {
 
 /* ---- lifecycle -------------------------------------------------------------- */
 
+/* ---- static membership (KIP-345) ----------------------------------------------
+ * With an instance id, every consumer joins its group as a static member: the
+ * broker keeps its partitions for it across a restart (a SIGKILL included)
+ * until session.timeout.ms expires, and a member that rejoins with the same
+ * group.instance.id before that gets them back without a rebalance. The id
+ * must be stable across restarts and unique per consumer handle, and follows
+ * Kafka's rule for it (JoinGroupRequest.validateGroupInstanceId: only
+ * [A-Za-z0-9._-], at most 249 characters), which the Java clients enforce
+ * (the 4.1.1 broker itself accepted others): so the operator's Java tools
+ * can name it. */
+enum { STATIC_ID_MAX = 249 };
+
+static uint64_t fnv1a(const char *p) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+/* "<app>.<group>.<subscription>.<instance id>" (the transactional.id's
+ * parts), other characters replaced by '_'; at most 241 characters (room for
+ * the suffix): a longer one keeps its first 224 and adds a hash of the whole. */
+static void static_base(const cs_sub *s, cs_app *app, const char *group, char *out, size_t size) {
+    char full[2048];
+    snprintf(full, sizeof full, "%s.%s.%s.%s", cs_app_name(app), group, s->name, s->k->instance_id);
+    for (char *p = full; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '_' || *p == '-'))
+            *p = '_';
+    if (strlen(full) <= STATIC_ID_MAX - 8) { /* room for a ".<n>" suffix */
+        snprintf(out, size, "%s", full);
+        return;
+    }
+    snprintf(out, size, "%.224s.%016llx", full, (unsigned long long)fnv1a(full));
+}
+
+/* The consumer's group.instance.id, stored on s: the base, or the base and
+ * ".2", ".3", ... when a subscription started before it in this broker got the
+ * same one (two subscriptions of one group on the same topics). Subscriptions
+ * start in declaration order, so the suffix is stable across restarts. */
+static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
+    free(s->static_id);
+    s->static_id = NULL;
+    /* librdkafka 2.0.2's mock reads group.instance.id and ignores it, but a
+     * static member sends no LeaveGroup even there: a graceful stop would
+     * leave its partitions unassigned until the session timeout, for nothing
+     * in return. On the mock the consumers stay dynamic members. */
+    if (!s->k->instance_id || s->k->embedded || s->k->mock) return CS_OK;
+    char base[STATIC_ID_MAX + 1], id[STATIC_ID_MAX + 16];
+    static_base(s, app, group, base, sizeof base);
+    snprintf(id, sizeof id, "%s", base);
+    for (int n = 2;; n++) {
+        bool taken = false;
+        for (size_t i = 0; i < s->k->n_subs && s->k->subs[i] != s; i++)
+            taken = taken || (s->k->subs[i]->static_id && !strcmp(s->k->subs[i]->static_id, id));
+        if (!taken) break;
+        snprintf(id, sizeof id, "%s.%d", base, n);
+    }
+    s->static_id = strdup(id);
+    return s->static_id ? CS_OK : cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
+}
+
 /* Default pre-fetch bound per partition, in KiB (queued.max.messages.kbytes). */
 #define CS_PREFETCH_KBYTES "16384"
 
@@ -979,6 +1082,8 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
     if (!err) err = cs__conf_apply(conf, c->who, &s->config);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
+    if (!err) err = static_member_id(s, app, group);
+    if (!err && s->static_id) err = cs__conf_set(conf, c->who, "group.instance.id", s->static_id);
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", auto_mode ? "true" : "false");
     if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
@@ -1200,9 +1305,10 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its fetch thread", s->name);
     }
     c->thread_started = true;
-    CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d", s->name,
+    CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d group.instance.id=%s", s->name,
                 s->group ? s->group : s->k->default_group,
-                c->transactional ? "transactional" : c->tracked ? "tracked" : "auto", s->workers);
+                c->transactional ? "transactional" : c->tracked ? "tracked" : "auto", s->workers,
+                s->static_id ? s->static_id : "-");
     *out = c;
     return CS_OK;
 }
@@ -1218,6 +1324,13 @@ static void join_fetch_thread(cs_consumer *c) {
 
 void cs__consumer_stop_fetching(cs_consumer *c) {
     join_fetch_thread(c);
+    /* After a fatal error (fenced, above all) nothing this consumer handles
+     * can be committed any more: the next owner reads those records again.
+     * Running the queued ones would only duplicate its work (a fenced
+     * instance ran up to the drain timeout's worth), so only the handlers
+     * already running finish. */
+    if (rd_kafka_fatal_error(c->rk, NULL, 0))
+        for (size_t i = 0; i < c->n_parts; i++) cs__pipeline_stop_partition(c->pipe, c->parts[i].part);
     size_t left = cs__pipeline_drain(c->pipe, cs__now_ms() + c->sub->drain_timeout_ms);
     if (left)
         CS_LOG_WARN("shutdown: deliveries still pending at the drain deadline stay uncommitted subscription=%s "
@@ -1246,11 +1359,29 @@ static void close_after_fatal(cs_consumer *c) {
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
 }
 
+/* A static member, before its close: serves the events that arrived while
+ * nothing polled (the fetch thread stopped before the drain), a revoke above
+ * all, while librdkafka's group handle still answers. Left for
+ * rd_kafka_consumer_close, such a revoke could meet a group handle that
+ * terminates meanwhile (a static member sends no LeaveGroup, so it
+ * terminates at once): librdkafka 2.0.2 then drops the unassign request the
+ * callback makes and rd_kafka_assign waits forever (seen once in 8 runs of
+ * real.only.exactly_once's rebalance test; librdkafka #4884, #4041). */
+static void serve_pending_events(cs_consumer *c) {
+    for (int i = 0; i < 64; i++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 0);
+        if (!m) return;
+        if (m->err) on_record_error(c, m);
+        rd_kafka_message_destroy(m); /* records never come here: partition queues are not forwarded */
+    }
+}
+
 void cs__consumer_close(cs_consumer *c) {
     if (rd_kafka_fatal_error(c->rk, NULL, 0)) {
         close_after_fatal(c);
         return;
     }
+    if (c->sub->static_id) serve_pending_events(c); /* before `closing`: such a revoke commits as usual */
     c->closing = true;
     commit_positions(c, NULL, true);
     release_assigned(c);

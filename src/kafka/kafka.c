@@ -39,6 +39,7 @@ static void sub_free(cs_sub *s) {
     for (size_t i = 0; i < s->n_topics; i++) free(s->topics[i]);
     free(s->topics);
     free(s->name);
+    free(s->static_id);
     free(s->group);
     free(s->reply_topic);
     free(s->dead_letter);
@@ -389,6 +390,20 @@ static cs_err check_groups(cs_kafka *k) {
     return CS_OK;
 }
 
+/* The instance id: cs_kafka_instance_id(), else CSTREAM_INSTANCE_ID. Every
+ * consumer joins as a static member with it (consumer.c), and Transactional
+ * subscriptions need it for their transactional.id. */
+static cs_err resolve_instance_id(cs_kafka *k) {
+    const char *env = getenv("CSTREAM_INSTANCE_ID");
+    if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
+        return CS_ERR_NOMEM;
+    if (k->instance_id && (k->embedded || k->mock))
+        CS_LOG_INFO("instance id %s: no static membership on the embedded cluster (librdkafka's mock has none), "
+                    "its consumers join as dynamic members",
+                    k->instance_id);
+    return CS_OK;
+}
+
 /* Transactional subscriptions need a stable instance id (their
  * transactional.id ends with it); the embedded cluster does not enforce
  * transactions, which the service is told loudly. */
@@ -396,9 +411,6 @@ static cs_err check_transactional(cs_kafka *k) {
     bool any = false;
     for (size_t i = 0; i < k->n_subs; i++) any = any || k->subs[i]->mode == CS_COMMIT_TRANSACTIONAL;
     if (!any) return CS_OK;
-    const char *env = getenv("CSTREAM_INSTANCE_ID");
-    if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
-        return CS_ERR_NOMEM;
     for (size_t i = 0; i < k->n_subs && !k->instance_id; i++)
         if (k->subs[i]->mode == CS_COMMIT_TRANSACTIONAL)
             return cs__fail(CS_ERR_ARG,
@@ -524,6 +536,7 @@ static cs_err kafka_stop(void *impl) {
 static cs_err kafka_start(void *impl, cs_app *app) {
     cs_kafka *k = impl;
     cs_err err = check_groups(k);
+    if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);
     if (!err) err = check_topics(k, app);

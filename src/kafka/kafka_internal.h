@@ -100,6 +100,9 @@ void cs__producer_close(cs_producer *p);
 struct cs_sub {
     cs_kafka *k;
     char *name; /* topics joined by ',' for log lines */
+    /* Its consumer's group.instance.id while it runs with an instance id
+     * (consumer.c, static_member_id), else NULL. */
+    char *static_id;
     char **topics;
     size_t n_topics;
     cs_handler_fn handler; /* one of handler, batch_handler */
@@ -151,6 +154,9 @@ struct cs_kafka {
     bool embedded;
     char *default_group;
     char *instance_id; /* cs_kafka_instance_id, else CSTREAM_INSTANCE_ID at start */
+    /* The cluster is librdkafka's mock (the embedded one, or a test cluster
+     * given to cs_test_kafka_new): no static membership there (consumer.c). */
+    bool mock;
     cs_kvlist config;
     topic_decl *topics;
     size_t n_topics;

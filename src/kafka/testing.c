@@ -224,6 +224,7 @@ cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int 
 cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
     cs_kafka *k = cs_kafka_new(c->brokers);
     if (!k) return NULL;
+    k->mock = c->embedded != NULL;
     if (cs_kafka_config(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
         cs_kafka_config(k, "auto.commit.interval.ms", "100") || cs_kafka_config(k, "heartbeat.interval.ms", "500")) {
         cs_kafka_destroy(k);

@@ -16,7 +16,7 @@
  * figures come from the broker. The final error, if any, goes to ERR_FILE.
  *
  * usage: cluster_worker tracked|transactional TOPIC OUT_TOPIC GROUP RUNS_FILE ERR_FILE [OPTION...]
- *   static=ID        group.instance.id=ID (static membership) and instance id ID
+ *   static=ID        instance id ID: static membership (cstream derives group.instance.id)
  *   assignor=NAME    partition.assignment.strategy
  *   commit_ms=N      cs_sub_commit_interval_ms (default 100)
  *   stderr=PATH      append this process's log (cstream's and librdkafka's) to PATH
@@ -95,10 +95,9 @@ int main(int argc, char **argv) {
     if (!err) err = cs_kafka_producer_config(k, "acks", "all");
     for (int i = 7; i < argc && !err; i++) {
         if (!strncmp(argv[i], "static=", 7)) {
-            /* Until cs_kafka_instance_id sets group.instance.id by itself
-             * (branch static-membership), the subscription sets it. */
+            /* The instance id makes each consumer a static member
+             * (group.instance.id derived from it, docs/guide.md). */
             err = cs_kafka_instance_id(k, argv[i] + 7);
-            if (!err) err = cs_sub_config(s, "group.instance.id", argv[i] + 7);
         } else if (!strncmp(argv[i], "assignor=", 9)) {
             err = cs_sub_config(s, "partition.assignment.strategy", argv[i] + 9);
         } else if (!strncmp(argv[i], "commit_ms=", 10)) {
