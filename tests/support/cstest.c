@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +133,59 @@ pid_t cst_spawn(const char *path, char *const argv[]) {
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     return pid;
+}
+
+double cst_metric_value(cs_app *app, const char *name, const char *labels) {
+    char key[1024], *text = NULL;
+    if (labels && *labels) snprintf(key, sizeof key, "\n%s{%s} ", name, labels);
+    else snprintf(key, sizeof key, "\n%s ", name);
+    if (cs_app_metrics(app, &text) != CS_OK || !text) return -1;
+    /* Series start a line; the text's first line is a comment (# HELP), so a
+     * leading newline never misses one and never matches a longer name. */
+    const char *at = strstr(text, key);
+    double v = at ? strtod(at + strlen(key), NULL) : -1;
+    free(text);
+    return v;
+}
+
+static void count_failed(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    (void)rk;
+    if (m->err) atomic_fetch_add((_Atomic long *)opaque, 1);
+}
+
+void cst_produce_sized(const char *topic, int32_t partition, long count, size_t value_bytes) {
+    char err[512];
+    _Atomic long failed = 0;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *kv[][2] = {{"bootstrap.servers", cs_test_cluster_brokers(cst_cluster)},
+                           {"linger.ms", "20"},
+                           {"batch.size", "1000000"},
+                           {"compression.type", "none"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK) fail_msg("producer: %s", err);
+    rd_kafka_conf_set_dr_msg_cb(conf, count_failed);
+    rd_kafka_conf_set_opaque(conf, (void *)&failed);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) fail_msg("producer: %s", err);
+    char *value = malloc(value_bytes ? value_bytes : 1);
+    memset(value, 'v', value_bytes);
+    int64_t deadline = cst_now_ms() + 120000;
+    for (long i = 0; i < count; i++) {
+        rd_kafka_resp_err_t e;
+        while ((e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                      RD_KAFKA_V_VALUE(value, value_bytes), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                      RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL &&
+               cst_now_ms() < deadline)
+            rd_kafka_poll(rk, 10);
+        if (e) fail_msg("produce to %s/%d: %s", topic, (int)partition, rd_kafka_err2str(e));
+    }
+    int64_t left = deadline - cst_now_ms();
+    rd_kafka_resp_err_t fe = rd_kafka_flush(rk, (int)(left > 0 ? left : 0));
+    rd_kafka_destroy(rk);
+    free(value);
+    if (fe || atomic_load(&failed))
+        fail_msg("produce to %s/%d: %ld of %ld records failed, flush: %s", topic, (int)partition, (long)atomic_load(&failed),
+                 count, rd_kafka_err2str(fe));
 }
 
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size) {
