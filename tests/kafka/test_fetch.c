@@ -271,8 +271,8 @@ static void assert_no_gaps(cs_app *app, cs_sub *s, const char *topic, const char
 #ifdef CS_FETCH_BUFFER_API
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", topic, group, topic);
-    double gaps = cst_metric_value(app, "cstream_fetch_offset_gaps_total", labels);
-    double repeats = cst_metric_value(app, "cstream_fetch_offset_repeats_total", labels);
+    double gaps = cst_metric(app, "cstream_fetch_offset_gaps_total", labels);
+    double repeats = cst_metric(app, "cstream_fetch_offset_repeats_total", labels);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     printf("guard: gaps %.0f (stats %llu), repeats %.0f (stats %llu)\n", gaps, (unsigned long long)st.gaps, repeats,
@@ -558,9 +558,9 @@ static void assert_stuck_pause_within_bound(cs_app *app, cs_sub *s, const char *
     if (!cst_wait(has_stuck_pause, &w, 30000)) fail_msg("partition 0 was never paused as stuck within 30 s");
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", topic, group, topic);
-    double pauses = cst_metric_value(app, "cstream_partition_stuck_pauses_total", labels);
+    double pauses = cst_metric(app, "cstream_partition_stuck_pauses_total", labels);
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
-    double limit = cst_metric_value(app, "cstream_fetch_buffer_limit_bytes", labels);
+    double limit = cst_metric(app, "cstream_fetch_buffer_limit_bytes", labels);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     printf("stuck pauses %llu (metric %.0f), buffer peak %llu, limit %.0f\n", (unsigned long long)st.stuck_pauses,
@@ -589,7 +589,7 @@ static void stuck_partition_does_not_stall_the_others(void **state) {
     /* and it reached max_open (100): the pipeline paused it, /metrics says so */
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
-    double pauses = cst_metric_value(app, "cstream_subscription_pauses_total", labels);
+    double pauses = cst_metric(app, "cstream_subscription_pauses_total", labels);
     printf("pauses at max_open: %.0f\n", pauses);
     assert_true(pauses >= 1);
 #ifdef CS_FETCH_BUFFER_API
@@ -715,7 +715,7 @@ static bool gauge_settled(void *arg) {
     gauge_wait *g = arg;
     static int tick;
     if (++tick % 10) return false;
-    g->value = cst_metric_value(g->app, "cstream_fetch_buffer_bytes", g->labels);
+    g->value = cst_metric(g->app, "cstream_fetch_buffer_bytes", g->labels);
     g->stable = g->value > 0 && g->value == g->last ? g->stable + 1 : 0;
     g->last = g->value;
     return g->stable >= 10;
@@ -753,7 +753,7 @@ static void fetch_buffer_bounds_the_consumer(void **state) {
     gauge_wait g = {.app = app, .labels = labels, .last = -1};
     if (!cst_wait(gauge_settled, &g, 60000))
         fail_msg("cstream_fetch_buffer_bytes did not stop growing within 60 s (last %.0f)", g.value);
-    double limit = cst_metric_value(app, "cstream_fetch_buffer_limit_bytes", labels);
+    double limit = cst_metric(app, "cstream_fetch_buffer_limit_bytes", labels);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     printf("buffer %.0f bytes, limit %.0f, peak %llu, %zu records held\n", g.value, limit,
@@ -822,7 +822,7 @@ static void no_stall_at_the_bound(void **state) {
     CST_OK(cs_test_app_wait_idle(app, 120000));
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
-    double wakeups = cst_metric_value(app, "cstream_fetch_wakeups_total", labels);
+    double wakeups = cst_metric(app, "cstream_fetch_wakeups_total", labels);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     printf("%ld records, wake-ups %llu (metric %.0f), gaps of %d ms or more: %d (worst %lld ms)\n",

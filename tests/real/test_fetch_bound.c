@@ -75,7 +75,7 @@ static void *sample(void *arg) {
 #ifdef CS_FETCH_BUFFER_API
         cs_app *app = atomic_load(&sm->app);
         if (app && tick % 5 == 0) {
-            long g = (long)cst_metric_value(app, "cstream_fetch_buffer_bytes", sm->labels);
+            long g = (long)cst_metric(app, "cstream_fetch_buffer_bytes", sm->labels);
             if (g > atomic_load(&sm->peak_gauge)) atomic_store(&sm->peak_gauge, g);
         }
 #endif

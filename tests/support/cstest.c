@@ -135,17 +135,9 @@ pid_t cst_spawn(const char *path, char *const argv[]) {
     return pid;
 }
 
-double cst_metric_value(cs_app *app, const char *name, const char *labels) {
-    char key[1024], *text = NULL;
-    if (labels && *labels) snprintf(key, sizeof key, "\n%s{%s} ", name, labels);
-    else snprintf(key, sizeof key, "\n%s ", name);
-    if (cs_app_metrics(app, &text) != CS_OK || !text) return -1;
-    /* Series start a line; the text's first line is a comment (# HELP), so a
-     * leading newline never misses one and never matches a longer name. */
-    const char *at = strstr(text, key);
-    double v = at ? strtod(at + strlen(key), NULL) : -1;
-    free(text);
-    return v;
+double cst_metric(cs_app *app, const char *name, const char *labels) {
+    double v;
+    return cst_metric_value(app, name, labels, &v) ? v : -1;
 }
 
 static void count_failed(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {

@@ -59,11 +59,9 @@ void cst_wait_commit_ticks(const cs_sub *s, int ticks, int timeout_ms);
  * service to take it instead of killing the child before its main runs. */
 pid_t cst_spawn(const char *path, char *const argv[]);
 
-/* The value of one series of the app's /metrics text (cs_app_metrics):
- * `name{labels} value`, labels written as they appear there, e.g.
- * "subscription=\"t\",group=\"g\"" (NULL or "": a series without labels).
- * -1 if the series is absent or the metrics cannot be read. */
-double cst_metric_value(cs_app *app, const char *name, const char *labels);
+/* cst_metric_value's lookup as a number: the series' value, or -1 if the
+ * series is absent or the metrics cannot be read. */
+double cst_metric(cs_app *app, const char *name, const char *labels);
 
 /* Writes `count` records of `value_bytes` bytes each (no key) to one
  * partition of `topic`, in bulk, and waits for every delivery report. Fails
