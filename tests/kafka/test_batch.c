@@ -63,22 +63,6 @@ static bool calls_at_least(batches *bt, int n) {
 static bool three_calls(void *arg) { return calls_at_least(arg, 3); }
 static bool one_call(void *arg) { return calls_at_least(arg, 1); }
 
-typedef struct fetched {
-    cs_sub *sub;
-    int64_t end;
-} fetched;
-
-/* The consumer has fetched (and so queued in cstream) everything up to end. */
-static bool fetched_to_end(void *arg) {
-    fetched *f = arg;
-    rd_kafka_t *rk = cs_sub_rdkafka_consumer(f->sub);
-    rd_kafka_topic_partition_list_t *l = NULL;
-    if (!rk || rd_kafka_assignment(rk, &l)) return false;
-    bool yes = l->cnt == 1 && rd_kafka_position(rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[0].offset >= f->end;
-    rd_kafka_topic_partition_list_destroy(l);
-    return yes;
-}
-
 static cs_app *start_batch_app(const char *topic, const char *group, cs_commit_mode mode, size_t max, batches *bt,
                                cs_sub **out) {
     cs_app *app = cs_app_new("batch-test", "1.0");
@@ -117,8 +101,8 @@ static void mixed_batch_retried_element_comes_back_alone(void **state) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
     assert_true(cst_wait(one_call, bt, 30000));
     for (int i = 1; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
-    fetched f = {s, 10};
-    assert_true(cst_wait(fetched_to_end, &f, 30000));
+    cst_fetched f = {s, 10};
+    assert_true(cst_wait(cst_fetched_to_end, &f, 30000));
     cst_gate_open(&bt->first_gate);
     assert_true(cst_wait(three_calls, bt, 30000)); /* [0], [1..9], then [3] alone, held */
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 3, 10000));
@@ -414,8 +398,8 @@ static void feed_one_then_nine(const char *topic, cs_sub *s, batches *bt) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
     assert_true(cst_wait(one_call, bt, 30000));
     for (int i = 1; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
-    fetched f = {s, 10};
-    assert_true(cst_wait(fetched_to_end, &f, 30000));
+    cst_fetched f = {s, 10};
+    assert_true(cst_wait(cst_fetched_to_end, &f, 30000));
     cst_gate_open(&bt->first_gate);
 }
 
@@ -600,8 +584,8 @@ static void unset_element_transactional_holds_window(void **state) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
     bool called = cst_wait(one_call, bt, 30000);
     for (int i = 1; called && i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
-    fetched f = {s, 10};
-    bool all_fetched = called && cst_wait(fetched_to_end, &f, 30000);
+    cst_fetched f = {s, 10};
+    bool all_fetched = called && cst_wait(cst_fetched_to_end, &f, 30000);
     cst_gate_open(&bt->first_gate); /* 3 is unset in a batch with 4..9, which settle */
     bool aborted = all_fetched && cst_wait(window_aborted, s, 30000);
     char *log = cst_capture_stop(&cap);

@@ -125,22 +125,6 @@ static cs_outcome invalid_elements(cs_delivery *const *b, size_t n, cs_outcome *
     return CS_EACH;
 }
 
-typedef struct fetched {
-    cs_sub *sub;
-    int64_t end;
-} fetched;
-
-/* The consumer has fetched (and so queued in cstream) everything up to end. */
-static bool fetched_to_end(void *arg) {
-    fetched *f = arg;
-    rd_kafka_t *rk = cs_sub_rdkafka_consumer(f->sub);
-    rd_kafka_topic_partition_list_t *l = NULL;
-    if (!rk || rd_kafka_assignment(rk, &l)) return false;
-    bool yes = l->cnt == 1 && rd_kafka_position(rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[0].offset >= f->end;
-    rd_kafka_topic_partition_list_destroy(l);
-    return yes;
-}
-
 static cs_app *start_batch(const char *topic, const char *group, calls *c, int max_attempts, cs_sub **out) {
     cs_app *app = cs_app_new("outcome-batch", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
@@ -162,8 +146,8 @@ static void feed_one_then_nine(const char *topic, cs_sub *s, calls *c) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "x", 1, NULL));
     if (!cst_wait(one_call, c, 30000)) fail_msg("the batch handler was not called within 30 s");
     for (int i = 1; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "x", 1, NULL));
-    fetched f = {s, 10};
-    if (!cst_wait(fetched_to_end, &f, 30000)) fail_msg("offsets 1..9 not fetched within 30 s");
+    cst_fetched f = {s, 10};
+    if (!cst_wait(cst_fetched_to_end, &f, 30000)) fail_msg("offsets 1..9 not fetched within 30 s");
     cst_gate_open(&c->gate);
 }
 

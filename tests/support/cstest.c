@@ -417,3 +417,13 @@ bool cst_metric_value(cs_app *app, const char *name, const char *labels, double 
     free(text);
     return found;
 }
+
+bool cst_fetched_to_end(void *arg) {
+    cst_fetched *f = arg;
+    rd_kafka_t *rk = cs_sub_rdkafka_consumer(f->sub);
+    rd_kafka_topic_partition_list_t *l = NULL;
+    if (!rk || rd_kafka_assignment(rk, &l)) return false;
+    bool yes = l->cnt == 1 && rd_kafka_position(rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR && l->elems[0].offset >= f->end;
+    rd_kafka_topic_partition_list_destroy(l);
+    return yes;
+}

@@ -44,6 +44,14 @@ int64_t cst_now_ms(void);
  * without a single kill. */
 int cst_kills_wanted(int max);
 
+/* A cst_wait predicate: the subscription's consumer (one assigned partition)
+ * has fetched, and so queued in cstream, everything up to `end`. */
+typedef struct cst_fetched {
+    cs_sub *sub;
+    int64_t end;
+} cst_fetched;
+bool cst_fetched_to_end(void *arg);
+
 /* Polls pred every 10 ms until true or timeout: true if it became true. */
 bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
