@@ -16,20 +16,26 @@
 
 /* ---- lifecycle -------------------------------------------------------------- */
 
-/* Default pre-fetch bound per partition, in KiB (queued.max.messages.kbytes). */
-#define CS_PREFETCH_KBYTES "16384"
+/* A numeric property as librdkafka holds it (0 if unreadable). */
+static size_t conf_size(rd_kafka_conf_t *conf, const char *key) {
+    char buf[64];
+    size_t n = sizeof buf;
+    if (rd_kafka_conf_get(conf, key, buf, &n) != RD_KAFKA_CONF_OK) return 0;
+    return (size_t)strtoull(buf, NULL, 10);
+}
 
 static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *group = s->group ? s->group : s->k->default_group;
     bool auto_mode = s->mode == CS_COMMIT_AUTO;
     cs_err err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app)); /* default; config may override */
-    /* Each partition has its own queue (take_one), so librdkafka's pre-fetch
-     * bound applies per partition: its 64 MiB default would let a consumer
-     * of many partitions catching up on a backlog hold 64 MiB for each. A
-     * default of 16 MiB keeps memory close to what one shared queue held;
-     * config may raise it (docs/guide.md: the pre-fetch). */
-    if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", CS_PREFETCH_KBYTES);
+    /* Every partition's records go to one queue (fetch.c), so librdkafka's
+     * pre-fetch bound is one bound for the whole consumer: a small second
+     * stage in front of cstream's store, a quarter of its budget by default;
+     * config may override it (docs/guide.md: the fetch buffer). */
+    char kbytes[32];
+    snprintf(kbytes, sizeof kbytes, "%zu", s->fetch_buffer_bytes / 4 / 1024 ? s->fetch_buffer_bytes / 4 / 1024 : 1);
+    if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", kbytes);
     /* Default; config may override. librdkafka's 5 minutes is how long a
      * subscription would take to notice partitions added to its topics (and
      * to be assigned them); 30 s costs one small Metadata request per consumer
@@ -40,7 +46,9 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
-    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", auto_mode ? "true" : "false");
+    /* Auto too: the fetch thread stores the offset of the last record it
+     * hands out (fetch.c), never of records waiting in the store. */
+    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", "false");
     if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
     if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");
     /* Transactional: a new owner must not read a position an older owner's
@@ -51,6 +59,8 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
         rd_kafka_conf_destroy(conf);
         return err;
     }
+    c->rdk_bound_bytes = conf_size(conf, "queued.max.messages.kbytes") * 1024;
+    c->rdk_bound_records = conf_size(conf, "queued.min.messages");
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_rebalance_cb(conf, cs__rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, cs__commit_on_offset_commit);
@@ -141,11 +151,16 @@ static bool destroy_handle(cs_consumer *c, int flags) {
     return done;
 }
 
+static void free_counters(cs_consumer *c) {
+    free(c->topic_unavailable);
+    free(c->topic_gaps);
+    free(c->topic_repeats);
+    free(c->topic_stuck);
+}
+
 static void consumer_free_flags(cs_consumer *c, int flags) {
     cs__txn_destroy(c->txn); /* the consumer has closed (or crashed): nothing commits any more */
-    cs__fetch_close_all_queues(c); /* the partition queues go before the handle */
-    free(c->parts);
-    c->parts = NULL;
+    cs__fetch_close_all(c); /* the record queue and topic handles go before the handle */
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
     /* c is the abandoned handle's opaque: keep it, and the pipeline its
@@ -154,7 +169,7 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
     cs__pipeline_destroy(c->pipe);
     pthread_mutex_destroy(&c->commit_lock);
     pthread_mutex_destroy(&c->wake_lock);
-    free(c->topic_unavailable);
+    free_counters(c);
     free(c);
 }
 
@@ -166,7 +181,11 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->sub = s;
     c->app = app;
     c->topic_unavailable = calloc(s->n_topics, sizeof *c->topic_unavailable);
-    if (!c->topic_unavailable) {
+    c->topic_gaps = calloc(s->n_topics, sizeof *c->topic_gaps);
+    c->topic_repeats = calloc(s->n_topics, sizeof *c->topic_repeats);
+    c->topic_stuck = calloc(s->n_topics, sizeof *c->topic_stuck);
+    if (!c->topic_unavailable || !c->topic_gaps || !c->topic_repeats || !c->topic_stuck) {
+        free_counters(c);
         free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     }
@@ -180,7 +199,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     rd_kafka_conf_t *conf = NULL;
     cs_err err = build_conf(s, app, c, &conf);
     if (err) {
-        free(c->topic_unavailable);
+        free_counters(c);
         free(c);
         return err;
     }
@@ -188,12 +207,16 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!c->rk) {
         rd_kafka_conf_destroy(conf);
-        free(c->topic_unavailable);
+        free_counters(c);
         free(c);
         return cs__fail(CS_ERR_KAFKA, "subscription %s: consumer could not be created: %s", s->name, reason);
     }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
+    if (!cs__fetch_init(c, s->fetch_buffer_bytes, c->rdk_bound_bytes, c->rdk_bound_records)) {
+        consumer_free(c);
+        return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory for its fetch buffer", s->name);
+    }
     if (c->transactional) {
         const char *group = s->group ? s->group : s->k->default_group;
         char id[1024];
@@ -218,7 +241,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .workers = s->workers,
         /* Auto keeps its queue small (it is Auto's loss window); under Tracked
          * the cap only bounds memory: a full partition is not served until it
-         * drains to half, its records wait in librdkafka's queue. */
+         * drains to half, its records wait in the fetch buffer (fetch.c). */
         .max_open = cs__sub_max_open(s),
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = cs__fetch_wake,
@@ -375,7 +398,20 @@ int cs__consumer_ready(cs_consumer *c, int probe_ms) {
     return 1;
 }
 
-void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) { cs__pipeline_stats(c->pipe, out); }
+static uint64_t sum_topics(const cs_consumer *c, _Atomic uint64_t *counters) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < c->sub->n_topics; i++) n += atomic_load_explicit(&counters[i], memory_order_relaxed);
+    return n;
+}
+
+void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
+    cs__pipeline_stats(c->pipe, out);
+    out->fetch_buffer_peak = c->store ? cs__store_peak(c->store) : c->final_peak;
+    out->stuck_pauses = sum_topics(c, c->topic_stuck);
+    out->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
+    out->gaps = sum_topics(c, c->topic_gaps);
+    out->repeats = sum_topics(c, c->topic_repeats);
+}
 
 uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
     return atomic_load_explicit(&c->commit_ticks, memory_order_relaxed);
@@ -395,6 +431,37 @@ static void topic_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                        "1 while the subscribed topic is reported unavailable (deleted, or not visible to this "
                        "client); its partitions are not consumed until it comes back.",
                        l, atomic_load(&c->topic_unavailable[i]) ? 1 : 0);
+    }
+}
+
+/* The fetch buffer (docs/fetch-path-design.md 3.8). */
+static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
+    const char *labels[] = {"subscription", sub, "group", group ? group : "", NULL};
+    cs_store *st = c->store;
+    cs__metric_int(m, "cstream_fetch_buffer_bytes", "gauge",
+                   "Bytes the fetch buffer holds: records fetched and not yet settled (whole chunks).", labels,
+                   st ? (int64_t)cs__store_used(st) : 0);
+    cs__metric_int(m, "cstream_fetch_buffer_records", "gauge", "Records the fetch buffer holds.", labels,
+                   st ? (int64_t)cs__store_records(st) : 0);
+    cs__metric_int(m, "cstream_fetch_buffer_limit_bytes", "gauge",
+                   "The fetch buffer's bound (cs_sub_fetch_buffer_bytes).", labels,
+                   (int64_t)c->sub->fetch_buffer_bytes);
+    cs__metric_int(m, "cstream_fetch_wakeups_total", "counter",
+                   "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
+                   (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));
+    for (size_t i = 0; i < c->sub->n_topics; i++) {
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", c->sub->topics[i], NULL};
+        cs__metric_int(m, "cstream_partition_stuck_pauses_total", "counter",
+                       "Partitions of the topic paused because their records stopped settling and held more than "
+                       "their share of the fetch buffer.",
+                       l, (int64_t)atomic_load_explicit(&c->topic_stuck[i], memory_order_relaxed));
+        cs__metric_int(m, "cstream_fetch_offset_gaps_total", "counter",
+                       "Fetched offsets that skipped ahead of the next expected one (compaction, transaction "
+                       "markers, aborted records).",
+                       l, (int64_t)atomic_load_explicit(&c->topic_gaps[i], memory_order_relaxed));
+        cs__metric_int(m, "cstream_fetch_offset_repeats_total", "counter",
+                       "Fetched offsets already taken, dropped.", l,
+                       (int64_t)atomic_load_explicit(&c->topic_repeats[i], memory_order_relaxed));
     }
 }
 
@@ -432,6 +499,7 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     cs__metric_histogram(m, "cstream_handler_duration_seconds",
                          "Handler run time (one observation per call; a batch handler call is one).", labels, &h);
 
+    fetch_metrics(c, m, sub, group);
     topic_metrics(c, m, sub, group);
     part_list parts = {0};
     cs__pipeline_each_part(c->pipe, collect_part, &parts);

@@ -19,28 +19,57 @@
 
 #include "../core/log.h"
 #include "../core/pipeline.h"
+#include "../core/store.h"
 #include "kafka_internal.h"
 #include "transaction.h"
 
-/* One assigned partition and its own librdkafka queue (fetch thread, or the
- * closing thread after the fetch thread exited). */
-typedef struct part_queue {
+/* One assigned partition as the fetch path sees it (fetch thread, or the
+ * closing thread after the fetch thread exited). Its records wait in its
+ * backlog (taken from librdkafka, copied into the store, not yet handed out)
+ * until the partition is under max_open. */
+typedef struct fetch_part {
     cs_part *part;
-    rd_kafka_queue_t *q;
-    /* ops that were in q when its topic was reported gone: records of the
-     * old log, which must not decide whether the log restarted (a count that
-     * is too high, from outdated ops librdkafka skips, only delays that). */
-    size_t before_report;
-} part_queue;
+    rd_kafka_topic_t *rkt;  /* rd_kafka_offset_store (Auto), rd_kafka_seek */
+    int64_t next;           /* offset after the last record taken this assignment, -1 unknown */
+    cs_chunk *open;         /* the store chunk its records are appended to */
+    cs_stored *head, *tail; /* the backlog, in offset order */
+    size_t backlog, backlog_bytes;
+    bool paused; /* cstream paused it in librdkafka (a stuck partition, the last resort) */
+} fetch_part;
 
 struct cs_consumer {
     cs_sub *sub;
     cs_app *app;
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue; /* the consumer queue (events only), to wake a blocked poll */
-    part_queue *parts;       /* assigned partitions and their queues */
+    /* Every assigned partition's records, forwarded from its partition queue:
+     * one librdkafka pre-fetch bound for the whole consumer. Taken with
+     * rd_kafka_consume_callback_queue only (fetch.c says why). */
+    rd_kafka_queue_t *recq;
+    cs_store *store;         /* records taken and not settled, under the consumer-wide budget */
+    size_t final_peak;       /* the store's peak, once the store is released */
+    bool store_full;         /* taking stopped at the budget, until used <= the resume mark */
+    bool bound_seen;         /* librdkafka's queue may have reached its bound: wake the broker threads */
+    size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
+    bool take_fatal;         /* take_cb saw a fatal error */
+    size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
+    fetch_part *parts;       /* assigned partitions */
     size_t n_parts, cap_parts;
     size_t next_part;        /* where the next serving round starts (fairness) */
+    size_t last_part;        /* take_cb's guess: records come in runs of one partition */
+    /* Records (and errors) taken so far, and how many had been queued in recq
+     * or taken when a subscribed topic was reported gone: those are records of
+     * the old log, which must not decide whether the log restarted (a count
+     * that is too high, from outdated ops librdkafka skips, only delays
+     * that). old_log_pending: the report came inside a take, recount after. */
+    uint64_t taken_total, old_log_until;
+    bool old_log_pending;
+    bool in_take;
+    /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
+     * per subscribed topic (s->topics[i]) the continuity guard's gaps and
+     * repeats and the last-resort pauses of its partitions. */
+    _Atomic uint64_t wakeups;
+    _Atomic uint64_t *topic_gaps, *topic_repeats, *topic_stuck;
     cs_pipeline *pipe;
     pthread_t thread;
     bool thread_started;
@@ -110,10 +139,23 @@ cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition)
 void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
-part_queue *cs__fetch_queue_of(cs_consumer *c, const cs_part *part);
-bool cs__fetch_open_queue(cs_consumer *c, cs_part *part);
-void cs__fetch_close_queue(cs_consumer *c, part_queue *pq, bool unassigned);
-void cs__fetch_close_all_queues(cs_consumer *c);
+/* At start: the record queue and the store. False when out of memory. */
+bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records);
+fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
+/* At assign, before librdkafka starts fetching the partition. */
+bool cs__fetch_open_part(cs_consumer *c, cs_part *part);
+/* At revoke: drops the partition's backlog (none of it was handed out) and
+ * resumes it in librdkafka if cstream had paused it. */
+void cs__fetch_forget_part(cs_consumer *c, cs_part *part);
+/* After an incremental (un)assign: librdkafka resumed the kept partitions
+ * without waking their broker threads; seek them to where they are. */
+void cs__fetch_wake_kept(cs_consumer *c);
+/* Transactional rewind: drops the partition's backlog; its next record is `offset`. */
+void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset);
+/* A topic was reported gone: what is queued or waiting of it is old log. */
+void cs__fetch_mark_old_log(cs_consumer *c, const char *topic);
+/* Before the handle is destroyed: every backlog, topic handle and queue. */
+void cs__fetch_close_all(cs_consumer *c);
 void *cs__fetch_main(void *arg);
 
 /* ---- rebalance.c ------------------------------------------------------------ */

@@ -59,10 +59,9 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
         cs_part *part = cs__consumer_part(c, topic, assigned->elems[i].partition);
         if (!part) continue;
         atomic_store(&part->log_unknown, true);
-        part_queue *pq = cs__fetch_queue_of(c, part);
-        if (pq) pq->before_report = (size_t)rd_kafka_queue_length(pq->q);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
+    cs__fetch_mark_old_log(c, topic);
 }
 
 /* Dispatch, for a partition whose log may have restarted: a record below the
@@ -187,7 +186,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);
         if (part) cs__pipeline_assign(c->pipe, part);
-        if (!part || !cs__fetch_open_queue(c, part))
+        if (!part || !cs__fetch_open_part(c, part))
             cs__app_fatal(c->app, "%s: out of memory at the assignment of %s/%d", c->who, l->elems[i].topic,
                           (int)l->elems[i].partition);
         cs__topic_available(c, l->elems[i].topic);
@@ -202,6 +201,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
             cs__app_fatal(c->app, "%s: incremental assign failed: %s", c->who, rd_kafka_error_string(e));
             rd_kafka_error_destroy(e);
         }
+        cs__fetch_wake_kept(c);
     } else {
         rd_kafka_resp_err_t err = rd_kafka_assign(c->rk, l);
         if (err) cs__app_fatal(c->app, "%s: assign failed: %s", c->who, rd_kafka_err2str(err));
@@ -261,26 +261,26 @@ void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
      * cooperative revoke keeps the rest of the assignment: still joined. */
     if (!cooperative || lost) atomic_store(&c->joined, false);
     revoke_partitions(c, l, lost);
-    bool unassigned = true;
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
         if (e) {
             CS_LOG_WARN("unassign failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_error_string(e));
             rd_kafka_error_destroy(e);
-            unassigned = false;
         }
     } else {
         rd_kafka_resp_err_t e = rd_kafka_assign(rk, NULL);
-        if (e) {
-            CS_LOG_WARN("unassign failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(e));
-            unassigned = false;
-        }
+        if (e) CS_LOG_WARN("unassign failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(e));
     }
+    /* After the unassign librdkafka has served the removal
+     * (rd_kafka_cgrp_handle_assign_op -> rd_kafka_assignment_serve: fetch
+     * stopped, version barrier bumped), so the partitions' records still in
+     * recq are outdated and librdkafka drops them when taken. The backlog was
+     * never handed out: nothing was stored or tracked for it. */
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);
-        part_queue *pq = part ? cs__fetch_queue_of(c, part) : NULL;
-        if (pq) cs__fetch_close_queue(c, pq, unassigned);
+        if (part) cs__fetch_forget_part(c, part);
     }
+    if (cooperative) cs__fetch_wake_kept(c);
 }
 
 /* ---- errors ---------------------------------------------------------------- */
