@@ -37,9 +37,10 @@ cs_store *cs__store_new(size_t budget, size_t resume_mark, void (*wake)(void *),
     cs_store *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->budget = budget;
-    s->resume_mark = resume_mark < budget ? resume_mark : budget / 2;
     s->chunk_size = budget / 64 < CHUNK_DEFAULT ? budget / 64 : CHUNK_DEFAULT;
     if (s->chunk_size < CHUNK_MIN) s->chunk_size = CHUNK_MIN;
+    size_t top = budget > s->chunk_size ? budget - s->chunk_size : 0;
+    s->resume_mark = resume_mark < top ? resume_mark : top;
     s->max_free = budget / 8 / s->chunk_size; /* recycled chunks: at most an eighth of the budget */
     atomic_init(&s->refs, 1);
     pthread_mutex_init(&s->free_lock, NULL);

@@ -35,6 +35,7 @@ typedef struct fetch_part {
     cs_stored *head, *tail; /* the backlog, in offset order */
     size_t backlog, backlog_bytes;
     bool paused; /* cstream paused it in librdkafka (a stuck partition, the last resort) */
+    int64_t progress_ms; /* when it last handed out a record (or was assigned or resumed) */
 } fetch_part;
 
 struct cs_consumer {

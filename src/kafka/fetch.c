@@ -71,9 +71,14 @@ static void on_records(rd_kafka_t *rk, void *opaque) {
 }
 
 bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records) {
-    /* Taking stops at the budget and starts again once everything librdkafka's
-     * queue can hold fits: the next take then drains it to empty. */
-    size_t mark = budget > rdk_bound_bytes ? budget - rdk_bound_bytes : budget / 2;
+    /* Taking stops at the budget and starts again as soon as a chunk went
+     * back. A lower resume mark (the budget minus librdkafka's bound, so that
+     * the next take drains recq to empty) would stall every partition for
+     * good when the records in flight of stuck partitions, which count in the
+     * budget and cannot be dropped, stay above it; recq still empties, and
+     * the wake-up seek follows, once the buffer has room for it. */
+    (void)rdk_bound_bytes;
+    size_t mark = budget;
     c->rdk_bound_records = rdk_bound_records;
     c->store = cs__store_new(budget, mark, store_wake, c);
     c->recq = c->store ? rd_kafka_queue_new(c->rk) : NULL;
@@ -116,6 +121,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         resume_paused(c, fp);
         drop_backlog(fp);
         fp->next = -1;
+        fp->progress_ms = cs__now_ms();
         return true;
     }
     if (c->n_parts == c->cap_parts) {
@@ -133,7 +139,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
     }
     rd_kafka_queue_forward(q, c->recq);
     rd_kafka_queue_destroy(q);
-    c->parts[c->n_parts++] = (fetch_part){.part = part, .rkt = rkt, .next = -1};
+    c->parts[c->n_parts++] = (fetch_part){.part = part, .rkt = rkt, .next = -1, .progress_ms = cs__now_ms()};
     return true;
 }
 
@@ -262,7 +268,42 @@ void cs__fetch_wake_kept(cs_consumer *c) {
  * records left in recq become outdated and are dropped), and resumed, with a
  * seek to `next`, once its backlog is down to half the share. A single
  * partition is never paused: there is no one to make room for. */
-static void stuck_check(cs_consumer *c) {
+/* A paused partition keeps its share of backlog; the rest is dropped and read
+ * again after the resume (seek to `next`, now its first dropped record). One
+ * take can fill the store with one partition's records before the check sees
+ * it, and a backlog that fills the store would keep every partition
+ * from being taken. The records dropped were never handed out: nothing was
+ * stored (Auto) or tracked (Tracked) for them. The partition's open chunk is
+ * closed, so that chunks of dropped records go back. */
+static void trim_backlog(fetch_part *fp, size_t share) {
+    cs_stored *keep_tail = NULL;
+    size_t bytes = 0, n = 0;
+    for (cs_stored *r = fp->head; r && bytes + cs__stored_size(r) <= share; r = r->next) {
+        bytes += cs__stored_size(r);
+        n++;
+        keep_tail = r;
+    }
+    cs_stored *drop = keep_tail ? keep_tail->next : fp->head;
+    if (!drop) return;
+    fp->next = drop->offset;
+    if (keep_tail) keep_tail->next = NULL;
+    else fp->head = NULL;
+    fp->tail = keep_tail;
+    fp->backlog = n;
+    fp->backlog_bytes = bytes;
+    for (cs_stored *next; drop; drop = next) {
+        next = drop->next;
+        cs__stored_release(drop);
+    }
+    cs__store_close_chunk(&fp->open);
+}
+
+/* How long a partition at max_open hands out nothing, with its backlog over
+ * its share, before it counts as stuck: a slow but moving partition never
+ * does, and partitions evenly at max_open in a full buffer are normal flow. */
+#define STUCK_MS 500
+
+static void stuck_check(cs_consumer *c, int64_t now) {
     if (c->n_parts < 2) return;
     size_t budget = cs__store_budget(c->store);
     size_t share = budget / (2 * c->n_parts);
@@ -270,18 +311,22 @@ static void stuck_check(cs_consumer *c) {
     bool half_full = cs__store_used(c->store) >= budget / 2;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (!fp->paused && half_full && fp->backlog_bytes > share && cs__part_paused(fp->part)) {
+        if (!fp->paused && half_full && fp->backlog_bytes > share && cs__part_paused(fp->part) &&
+            now - fp->progress_ms >= STUCK_MS) {
             rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
             rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
             rd_kafka_pause_partitions(c->rk, l);
             rd_kafka_topic_partition_list_destroy(l);
             fp->paused = true;
+            size_t held = fp->backlog_bytes;
+            trim_backlog(fp, share);
             count_topic(c, c->topic_stuck, fp->part->topic);
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
-                        c->sub->name, fp->part->topic, (int)fp->part->partition, fp->backlog_bytes, share);
+                        c->sub->name, fp->part->topic, (int)fp->part->partition, held, share);
         } else if (fp->paused && fp->backlog_bytes <= share / 2) {
             resume_paused(c, fp);
+            fp->progress_ms = now;
             if (fp->next >= 0) seek_next(c, fp); /* a resume alone waits for the broker thread's next pass */
             CS_LOG_INFO("partition resumed subscription=%s topic=%s partition=%d", c->sub->name, fp->part->topic,
                         (int)fp->part->partition);
@@ -375,6 +420,10 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     const char *topic = rd_kafka_topic_name(m->rkt);
     fetch_part *fp = part_for(c, topic, m->partition);
     if (!fp) return; /* not assigned here any more (an unassign that failed): its new owner reads it */
+    /* Paused by cstream: its records still in recq are outdated, and one
+     * that slipped through librdkafka's version check is read again after
+     * the resume, which seeks to `next`. */
+    if (fp->paused) return;
     /* The continuity guard. A repeat comes from librdkafka 2.0.2's residual
      * race (a pause or seek reading the app offset one record behind): never
      * taken twice. A gap is legitimate with compaction and read_committed
@@ -423,7 +472,7 @@ static size_t take_records(cs_consumer *c) {
      * counts as seen when the queue held 90 % of it in records, when one take
      * drained 90 % of it in value bytes (one fetch response can fill it at
      * once), or when cstream left the queue non-empty because the store was
-     * full (the store's resume mark is sized for that). */
+     * full. */
     if (c->rdk_bound_records && (size_t)rd_kafka_queue_length(c->recq) >= c->rdk_bound_records / 10 * 9)
         c->bound_seen = true;
     c->in_take = true;
@@ -493,7 +542,7 @@ static bool dispatch(cs_consumer *c, fetch_part *fp, cs_stored *r, bool *handed)
  * commit at unassign commit it): records still in the backlog are never
  * committed, and Auto's loss window stays the records handed out. Returns
  * true if some partition could take more right away. */
-static bool hand_out(cs_consumer *c) {
+static bool hand_out(cs_consumer *c, int64_t now) {
     bool more = false;
     size_t n = c->n_parts;
     for (size_t k = 0; k < n && !c->out_of_memory; k++) {
@@ -512,6 +561,7 @@ static bool hand_out(cs_consumer *c) {
             paused = dispatch(c, fp, r, &handed); /* r may be settled and released from here on */
             if (handed || paused) last = offset;
         }
+        if (last >= 0) fp->progress_ms = now;
         if (!c->tracked && last >= 0) {
             rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, last);
             if (err)
@@ -543,9 +593,9 @@ void *cs__fetch_main(void *arg) {
             c->next_commit_ms = now + interval + c->abort_backoff_ms;
         }
         /* After an out-of-memory stop nothing more is handed out or taken. */
-        bool more = c->out_of_memory ? false : hand_out(c);
-        if (!c->out_of_memory) stuck_check(c);
+        bool more = c->out_of_memory ? false : hand_out(c, now);
         size_t taken = c->out_of_memory ? 0 : take_records(c);
+        if (!c->out_of_memory) stuck_check(c, now);
         fatal = c->take_fatal;
         /* Events (rebalances, commit results, errors). The poll waits only when
          * there was nothing to take or hand out; records arriving in the empty
