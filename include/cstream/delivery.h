@@ -52,7 +52,15 @@ typedef cs_outcome (*cs_handler_fn)(cs_delivery *d, void *user);
  * back alone and counts as an attempt (max_attempts applies); under
  * Transactional it holds its window as any retry does (the stall timeout
  * applies); under Auto it is reported like any Auto retry
- * (retry_unsupported) and does not come back. */
+ * (retry_unsupported) and does not come back.
+ *
+ * Any other outcome that is none of CS_ACK, CS_DROP, CS_RETRY and CS_PENDING
+ * (CS_EACH in outcomes[i], CS_UNSET or CS_EACH from a record handler, a value
+ * outside the enum) is the same handler bug and is treated the same way: an
+ * ERROR line ("invalid outcome", sharing the 5 s limit) and a retry whose
+ * reason, unless the handler set one, is "invalid outcome". Like any retry it
+ * counts toward max_attempts (then the dead-letter topic), and in a batch it
+ * comes back in fetch order with the element's other retries. */
 typedef cs_outcome (*cs_batch_fn)(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user);
 
 const char *cs_delivery_topic(const cs_delivery *d);

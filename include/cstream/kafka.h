@@ -59,7 +59,22 @@ cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value)
  * else CSTREAM_INSTANCE_ID from the environment. Transactional subscriptions
  * need one: their transactional.id is "<app>.<group>.<topics>.<instance id>",
  * so instances with different ids never fence each other, and a restarted
- * instance (same id) fences the zombie it replaces. */
+ * instance (same id) fences the zombie it replaces.
+ *
+ * With one, every consumer is also a static member of its group (KIP-345):
+ * group.instance.id is the same "<app>.<group>.<topics>.<instance id>"
+ * (characters outside Kafka's [A-Za-z0-9._-] become '_'; ".2", ".3" for
+ * later subscriptions with the same group and topics), stable across
+ * restarts and logged at start. A restart, even after a SIGKILL, takes its partitions back at once
+ * instead of after session.timeout.ms (45 s by default). A second process
+ * with the same id makes the broker fence the first: that app stops with an
+ * ERROR line saying "fenced (FENCED_INSTANCE_ID)" and commits nothing. The
+ * cost: a static member sends no LeaveGroup, so an instance shut down for
+ * good keeps its partitions unassigned until its session times out, unless
+ * an operator removes it from the group (Kafka's AdminClient,
+ * removeMembersFromConsumerGroup); elastic pools run without an instance id.
+ * Not on the embedded cluster, which has no static membership. See
+ * docs/guide.md, "Instance id and static membership". */
 cs_err cs_kafka_instance_id(cs_kafka *k, const char *id);
 /* Declares a topic the service uses. On the embedded cluster it is created with
  * `partitions` partitions at start-up; on a real cluster it must exist. */

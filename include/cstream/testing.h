@@ -53,6 +53,19 @@ cs_err cs_test_cluster_new_embedded(int brokers, cs_test_cluster **out);
 cs_err cs_test_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors);
 /* Forgets the errors still pushed for api_key. */
 cs_err cs_test_clear_request_errors(cs_test_cluster *c, int api_key);
+/* The same for the requests one broker receives: its next n requests of
+ * `api_key` fail with errors[0], errors[1], ... An error 0 answers the request
+ * normally, so a stack of zeros counts requests (a probe). Unlike the
+ * cluster-wide errors these can be counted (below), which lets a test show
+ * that the fault it injected took effect. Once a broker has had errors pushed
+ * for api_key, the cluster-wide errors of cs_test_push_request_errors no
+ * longer reach it for that key (librdkafka 2.0.2's mock looks at the broker's
+ * stack first, even when it is empty); cs_test_clear_request_errors does not
+ * clear a broker's stack. */
+cs_err cs_test_broker_push_request_errors(cs_test_cluster *c, int broker, int api_key, size_t n, const int *errors);
+/* How many errors pushed onto the broker's stack for api_key no request has
+ * met yet (0 once every one was answered, or if none was pushed). */
+cs_err cs_test_broker_request_errors_left(cs_test_cluster *c, int broker, int api_key, size_t *left);
 /* Takes one broker down (connections dropped and refused; its partitions keep
  * their leader) or brings it back. */
 cs_err cs_test_broker_set_down(cs_test_cluster *c, int broker, int down);

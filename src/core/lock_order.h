@@ -46,10 +46,16 @@
  * consumer that heard "all brokers down" (at most 1 s per subscription, so a
  * stop waits for the probe in progress), and cs_test_cluster.lock across the
  * test API's synchronous produce (tests only). The other librdkafka calls
- * made under a lock never block: rd_kafka_queue_yield (wake_lock),
- * rd_kafka_commit_queue onto a queue and rd_kafka_assignment (commit_lock),
- * rd_kafka_producev without RD_KAFKA_MSG_F_BLOCK (producer read lock),
- * rd_kafka_get_watermark_offsets (stats_lock, /metrics). */
+ * made under a lock wait on no broker: rd_kafka_queue_yield (wake_lock),
+ * rd_kafka_commit_queue onto a queue (commit_lock), rd_kafka_producev without
+ * RD_KAFKA_MSG_F_BLOCK (producer read lock), rd_kafka_get_watermark_offsets
+ * (stats_lock, /metrics) return at once. rd_kafka_assignment (commit_lock)
+ * does not: in librdkafka 2.0.2 it is a request/reply to librdkafka's main
+ * thread (an op on the group's queue, awaited without a timeout), so it lasts
+ * as long as that thread takes to reach the op. That thread serves timers and
+ * ops and talks to no broker synchronously; of cstream's locks it takes only
+ * wake_lock (on_partition_records), which no commit_lock holder holds across
+ * the call, so the wait ends, but it is not bounded by anything of ours. */
 #ifndef CS_CORE_LOCK_ORDER_H
 #define CS_CORE_LOCK_ORDER_H
 #endif

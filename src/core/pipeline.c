@@ -652,7 +652,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
         if (p->cfg.transactional) window_add(p, part, d);
         part->held--;
         break;
-    default:
+    default: /* run_one and run_batch normalise handlers' outcomes first: only a bug inside cstream lands here */
         CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld "
                    "outcome=%d" CS_TRACE_FMT,
                    d->topic, (int)d->partition, (long long)d->offset, (int)outcome, CS_TRACE_ARGS(d));
@@ -972,6 +972,9 @@ static bool exhausted_at_admission(cs_pipeline *p, cs_delivery *d) {
     return true;
 }
 
+static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, bool batch);
+static bool outcome_valid(cs_outcome o);
+
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
     if (!decode_or_drop(l, d) || exhausted_at_admission(p, d)) return;
@@ -982,26 +985,49 @@ static void run_one(lane *l, cs_delivery *d) {
     cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
     cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
-    if (outcome != CS_PENDING) settle_or_reply(d, outcome); /* after PENDING, d is the handler's */
+    if (outcome == CS_PENDING) return; /* d is the handler's now */
+    if (!outcome_valid(outcome)) {
+        unset_to_retry(p, d, outcome, false);
+        outcome = CS_RETRY;
+    }
+    settle_or_reply(d, outcome);
 }
 
 static const char *commit_mode_name(const cs_pipeline *p) {
     return p->cfg.transactional ? "transactional" : p->cfg.tracked ? "tracked" : "auto";
 }
 
-/* An element the batch handler left CS_UNSET: nobody settled it, so it must
- * not count as handled. It becomes a retry (the mode decides what a retry
- * does), with a rate-limited line, because a handler that forgets one element
- * usually forgets one per batch. The reason, unless the handler gave one, is
- * what a dead letter at the attempt cap will carry. */
-static void unset_to_retry(cs_pipeline *p, cs_delivery *d) {
+/* An element the batch handler left CS_UNSET, or an outcome that is none of
+ * ack, drop, retry and pending (CS_EACH or CS_UNSET from a record handler, a
+ * value out of the enum): nobody settled it, so it must not count as handled.
+ * It becomes a retry (the mode decides what a retry does), with a
+ * rate-limited line, because a handler that gets one wrong usually gets one
+ * wrong per record or batch. Normalised here, before settling, so that it
+ * goes through max_attempts like any retry and, in a batch, comes back in
+ * fetch order with the other retries. The reason, unless the handler gave
+ * one, is what a dead letter at the attempt cap will carry. */
+static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, bool batch) {
     uint64_t skipped = 0;
-    if (cs__ratelimit_allow(&p->unset_warning, 5000, &skipped))
-        CS_LOG_ERR("batch handler left an element unset (handler bug), treated as retry subscription=%s commit=%s "
-                   "topic=%s partition=%d offset=%lld attempt=%d similar_since_last=%llu" CS_TRACE_FMT,
-                   p->name, commit_mode_name(p), d->topic, (int)d->partition, (long long)d->offset, d->attempt,
-                   (unsigned long long)skipped, CS_TRACE_ARGS(d));
-    if (!d->reason) cs_delivery_set_reason(d, "batch handler left the outcome unset");
+    bool unset = batch && outcome == CS_UNSET;
+    if (cs__ratelimit_allow(&p->unset_warning, 5000, &skipped)) {
+        if (unset)
+            CS_LOG_ERR("batch handler left an element unset (handler bug), treated as retry subscription=%s "
+                       "commit=%s topic=%s partition=%d offset=%lld attempt=%d similar_since_last=%llu" CS_TRACE_FMT,
+                       p->name, commit_mode_name(p), d->topic, (int)d->partition, (long long)d->offset, d->attempt,
+                       (unsigned long long)skipped, CS_TRACE_ARGS(d));
+        else
+            CS_LOG_ERR("%s handler returned an invalid outcome (handler bug), treated as retry subscription=%s "
+                       "commit=%s topic=%s partition=%d offset=%lld attempt=%d outcome=%d "
+                       "similar_since_last=%llu" CS_TRACE_FMT,
+                       batch ? "batch" : "record", p->name, commit_mode_name(p), d->topic, (int)d->partition,
+                       (long long)d->offset, d->attempt, (int)outcome, (unsigned long long)skipped, CS_TRACE_ARGS(d));
+    }
+    if (!d->reason) cs_delivery_set_reason(d, unset ? "batch handler left the outcome unset" : "invalid outcome");
+}
+
+/* What a handler may leave as the outcome of one record. */
+static bool outcome_valid(cs_outcome o) {
+    return o == CS_ACK || o == CS_DROP || o == CS_RETRY || o == CS_PENDING;
 }
 
 static void run_batch(lane *l, size_t n) {
@@ -1023,8 +1049,8 @@ static void run_batch(lane *l, size_t n) {
     if (watch) watch_stop(l);
     for (size_t i = 0; i < kept; i++) {
         if (all != CS_EACH) l->outcomes[i] = all;
-        if (l->outcomes[i] != CS_UNSET) continue;
-        unset_to_retry(p, l->batch[i]);
+        if (outcome_valid(l->outcomes[i])) continue;
+        unset_to_retry(p, l->batch[i], l->outcomes[i], true);
         l->outcomes[i] = CS_RETRY;
     }
     /* Acks, drops (and their replies) in fetch order; then retries backwards,

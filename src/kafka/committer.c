@@ -26,11 +26,13 @@ static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafk
         CS_LOG_DEBUG("commit result subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
                      e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
         uint64_t skipped = 0;
+        /* After a fatal error (fenced) nothing is retried: the app stops. */
+        bool fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
         if (perr && cs__ratelimit_allow(&c->commit_warning, 2000, &skipped))
-            CS_LOG_WARN("commit failed, retried on the next tick subscription=%s topic=%s partition=%d "
+            CS_LOG_WARN("commit failed, %s subscription=%s topic=%s partition=%d "
                         "offset=%lld error=\"%s\" similar_since_last=%llu",
-                        c->sub->name, e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr),
-                        (unsigned long long)skipped);
+                        fatal ? "not retried (fatal error)" : "retried on the next tick", c->sub->name, e->topic,
+                        (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr), (unsigned long long)skipped);
     }
     if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
 }

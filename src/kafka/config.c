@@ -66,6 +66,8 @@ static const struct owned_property {
     {"enable.auto.offset.store", "the subscription's commit mode decides when positions are stored "
                                  "(cs_sub_commit)"},
     {"group.id", "set the group with cs_sub_group() or cs_kafka_default_group()"},
+    {"group.instance.id", "every consumer gets one derived from the instance id (cs_kafka_instance_id or "
+                          "CSTREAM_INSTANCE_ID), unique per subscription and stable across restarts"},
     {"auto.offset.reset", "set the start position with cs_sub_start_at()"},
     {"enable.partition.eof", "cstream's fetch loop does not hand partition-EOF events to handlers"},
     {"bootstrap.servers", "pass the servers to cs_kafka_new() (or set CSTREAM_BROKERS)"},

@@ -24,6 +24,67 @@ static size_t conf_size(rd_kafka_conf_t *conf, const char *key) {
     return (size_t)strtoull(buf, NULL, 10);
 }
 
+/* ---- static membership (KIP-345) ----------------------------------------------
+ * With an instance id, every consumer joins its group as a static member: the
+ * broker keeps its partitions for it across a restart (a SIGKILL included)
+ * until session.timeout.ms expires, and a member that rejoins with the same
+ * group.instance.id before that gets them back without a rebalance. The id
+ * must be stable across restarts and unique per consumer handle, and follows
+ * Kafka's rule for it (JoinGroupRequest.validateGroupInstanceId: only
+ * [A-Za-z0-9._-], at most 249 characters), which the Java clients enforce
+ * (the 4.1.1 broker itself accepted others): so the operator's Java tools
+ * can name it. */
+enum { STATIC_ID_MAX = 249 };
+
+static uint64_t fnv1a(const char *p) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+/* "<app>.<group>.<subscription>.<instance id>" (the transactional.id's
+ * parts), other characters replaced by '_'; at most 241 characters (room for
+ * the suffix): a longer one keeps its first 224 and adds a hash of the whole. */
+static void static_base(const cs_sub *s, cs_app *app, const char *group, char *out, size_t size) {
+    char full[2048];
+    snprintf(full, sizeof full, "%s.%s.%s.%s", cs_app_name(app), group, s->name, s->k->instance_id);
+    for (char *p = full; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '_' || *p == '-'))
+            *p = '_';
+    if (strlen(full) <= STATIC_ID_MAX - 8) { /* room for a ".<n>" suffix */
+        snprintf(out, size, "%s", full);
+        return;
+    }
+    snprintf(out, size, "%.224s.%016llx", full, (unsigned long long)fnv1a(full));
+}
+
+/* The consumer's group.instance.id, stored on s: the base, or the base and
+ * ".2", ".3", ... when a subscription started before it in this broker got the
+ * same one (two subscriptions of one group on the same topics). Subscriptions
+ * start in declaration order, so the suffix is stable across restarts. */
+static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
+    free(s->static_id);
+    s->static_id = NULL;
+    /* librdkafka 2.0.2's mock reads group.instance.id and ignores it, but a
+     * static member sends no LeaveGroup even there: a graceful stop would
+     * leave its partitions unassigned until the session timeout, for nothing
+     * in return. On the mock the consumers stay dynamic members. */
+    if (!s->k->instance_id || s->k->embedded || s->k->mock) return CS_OK;
+    char base[STATIC_ID_MAX + 1], id[STATIC_ID_MAX + 16];
+    static_base(s, app, group, base, sizeof base);
+    snprintf(id, sizeof id, "%s", base);
+    for (int n = 2;; n++) {
+        bool taken = false;
+        for (size_t i = 0; i < s->k->n_subs && s->k->subs[i] != s; i++)
+            taken = taken || (s->k->subs[i]->static_id && !strcmp(s->k->subs[i]->static_id, id));
+        if (!taken) break;
+        snprintf(id, sizeof id, "%s.%d", base, n);
+    }
+    s->static_id = strdup(id);
+    return s->static_id ? CS_OK : cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
+}
+
 static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     const char *group = s->group ? s->group : s->k->default_group;
@@ -45,6 +106,8 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
     if (!err) err = cs__conf_apply(conf, c->who, &s->config);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
+    if (!err) err = static_member_id(s, app, group);
+    if (!err && s->static_id) err = cs__conf_set(conf, c->who, "group.instance.id", s->static_id);
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
     /* Auto too: the fetch thread stores the offset of the last record it
      * hands out (fetch.c), never of records waiting in the store. */
@@ -283,9 +346,10 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its fetch thread", s->name);
     }
     c->thread_started = true;
-    CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d", s->name,
+    CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d group.instance.id=%s", s->name,
                 s->group ? s->group : s->k->default_group,
-                c->transactional ? "transactional" : c->tracked ? "tracked" : "auto", s->workers);
+                c->transactional ? "transactional" : c->tracked ? "tracked" : "auto", s->workers,
+                s->static_id ? s->static_id : "-");
     *out = c;
     return CS_OK;
 }
@@ -301,6 +365,13 @@ static void join_fetch_thread(cs_consumer *c) {
 
 void cs__consumer_stop_fetching(cs_consumer *c) {
     join_fetch_thread(c);
+    /* After a fatal error (fenced, above all) nothing this consumer handles
+     * can be committed any more: the next owner reads those records again.
+     * Running the queued ones would only duplicate its work (a fenced
+     * instance ran up to the drain timeout's worth), so only the handlers
+     * already running finish. */
+    if (rd_kafka_fatal_error(c->rk, NULL, 0))
+        for (size_t i = 0; i < c->n_parts; i++) cs__pipeline_stop_partition(c->pipe, c->parts[i].part);
     size_t left = cs__pipeline_drain(c->pipe, cs__now_ms() + c->sub->drain_timeout_ms);
     if (left)
         CS_LOG_WARN("shutdown: deliveries still pending at the drain deadline stay uncommitted subscription=%s "
@@ -329,11 +400,29 @@ static void close_after_fatal(cs_consumer *c) {
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
 }
 
+/* A static member, before its close: serves the events that arrived while
+ * nothing polled (the fetch thread stopped before the drain), a revoke above
+ * all, while librdkafka's group handle still answers. Left for
+ * rd_kafka_consumer_close, such a revoke could meet a group handle that
+ * terminates meanwhile (a static member sends no LeaveGroup, so it
+ * terminates at once): librdkafka 2.0.2 then drops the unassign request the
+ * callback makes and rd_kafka_assign waits forever (seen once in 8 runs of
+ * real.only.exactly_once's rebalance test; librdkafka #4884, #4041). */
+static void serve_pending_events(cs_consumer *c) {
+    for (int i = 0; i < 64; i++) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 0);
+        if (!m) return;
+        if (m->err) cs__fetch_on_error_event(c, m);
+        rd_kafka_message_destroy(m); /* records never come here: they are forwarded to recq (fetch.c) */
+    }
+}
+
 void cs__consumer_close(cs_consumer *c) {
     if (rd_kafka_fatal_error(c->rk, NULL, 0)) {
         close_after_fatal(c);
         return;
     }
+    if (c->sub->static_id) serve_pending_events(c); /* before `closing`: such a revoke commits as usual */
     c->closing = true;
     cs__commit_positions(c, NULL, true);
     release_assigned(c);

@@ -78,6 +78,7 @@ struct cs_consumer {
     _Atomic bool resume_wanted;
     bool closing; /* the close path: revoke releases pending payloads */
     bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
+    bool cooperative;        /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be
      * settled past the one that was not (fetch thread only). */
@@ -155,6 +156,9 @@ void cs__fetch_wake_kept(cs_consumer *c);
 void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset);
 /* A topic was reported gone: what is queued or waiting of it is old log. */
 void cs__fetch_mark_old_log(cs_consumer *c, const char *topic);
+/* An error the consumer queue handed over (never a record). Fetch thread, or
+ * the closing thread after the fetch thread exited. */
+void cs__fetch_on_error_event(cs_consumer *c, const rd_kafka_message_t *m);
 /* Before the handle is destroyed: every backlog, topic handle and queue. */
 void cs__fetch_close_all(cs_consumer *c);
 void *cs__fetch_main(void *arg);
@@ -162,6 +166,8 @@ void *cs__fetch_main(void *arg);
 /* ---- rebalance.c ------------------------------------------------------------ */
 void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+/* Stops the app for the consumer's fatal error `orig` (FENCED_INSTANCE_ID named as such). */
+void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
 bool cs__topic_error(rd_kafka_resp_err_t err);
 int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact);
 void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason);

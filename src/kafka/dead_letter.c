@@ -3,8 +3,9 @@
  * The source's headers come from the cluster, so nothing about them is
  * assumed: a header that cannot be read, or has no name, is left out rather
  * than handed to librdkafka as a NULL name. And the WARN line that says a
- * record went to the dead-letter topic. Any thread; no allocation (the caller
- * sizes the arrays). */
+ * record went to the dead-letter topic (Tracked: from its delivery report,
+ * once the cluster accepted it) or was staged in a window's transaction
+ * (Transactional). Any thread; no allocation (the caller sizes the arrays). */
 #include <stdio.h>
 #include <string.h>
 
@@ -38,24 +39,19 @@ size_t cs__dead_letter_headers(const cs_delivery *d, const char *group, const ch
     return n;
 }
 
-size_t cs__dead_letter_note(char *out, size_t size, const char *sub, const char *dead_letter_topic,
-                            const cs_delivery *d, const char *reason) {
-    int n = snprintf(out, size,
-                     "record sent to the dead-letter topic subscription=%s topic=%s partition=%d offset=%lld "
-                     "attempts=%d dead_letter_topic=%s reason=\"%s\"" CS_TRACE_FMT,
-                     sub, cs_delivery_topic(d) ? cs_delivery_topic(d) : "", (int)cs_delivery_partition(d),
-                     (long long)cs_delivery_offset(d), cs_delivery_attempt(d), dead_letter_topic,
-                     reason ? reason : "", CS_TRACE_ARGS(d));
-    return n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
-}
-
 /* Rate-limited like the other per-record warnings: a topic whose records all
  * fail would otherwise log one line per record. docs/retries.md and
  * tests/kafka/test_dlq_log.c (its bound on the lines of a burst) say 2 s. */
 #define DEAD_LETTER_LOG_INTERVAL_MS 2000
 
-void cs__dead_letter_log(cs_ratelimit *rl, const char *note) {
+void cs__dead_letter_log(cs_ratelimit *rl, const char *what, const char *sub, const char *dead_letter_topic,
+                         const cs_delivery *d, const char *reason) {
     uint64_t skipped = 0;
-    if (!*note || !cs__ratelimit_allow(rl, DEAD_LETTER_LOG_INTERVAL_MS, &skipped)) return;
-    CS_LOG_WARN("%s similar_since_last=%llu", note, (unsigned long long)skipped);
+    /* Asked first, so that a line the limiter drops costs no formatting. */
+    if (!cs__log_enabled(CS_LOG_WARN) || !cs__ratelimit_allow(rl, DEAD_LETTER_LOG_INTERVAL_MS, &skipped)) return;
+    CS_LOG_WARN("%s subscription=%s topic=%s partition=%d offset=%lld attempts=%d dead_letter_topic=%s "
+                "reason=\"%s\" similar_since_last=%llu" CS_TRACE_FMT,
+                what, sub, cs_delivery_topic(d) ? cs_delivery_topic(d) : "", (int)cs_delivery_partition(d),
+                (long long)cs_delivery_offset(d), cs_delivery_attempt(d), dead_letter_topic, reason ? reason : "",
+                (unsigned long long)skipped, CS_TRACE_ARGS(d));
 }

@@ -10,14 +10,19 @@
 /* ---- the broker (cs_kafka_*) ---------------------------------------------- */
 /* How long a publish waits for room in the producer's queue. */
 #define CS__DEFAULT_QUEUE_TIMEOUT_MS 5000
+#define CS__QUEUE_TIMEOUT_MIN_MS 0 /* no wait: fail at once when the queue is full; no maximum */
 /* How long the graceful stop flushes the producer before it gives up and
  * reports unflushed_records. */
 #define CS__DEFAULT_FLUSH_TIMEOUT_MS 30000
+#define CS__FLUSH_TIMEOUT_MIN_MS 0 /* no maximum */
 
 /* ---- a subscription (cs_sub_*) -------------------------------------------- */
 #define CS__DEFAULT_START CS_START_EARLIEST
 #define CS__DEFAULT_COMMIT CS_COMMIT_AUTO
 #define CS__DEFAULT_LANES CS_LANES_BY_PARTITION
+
+/* cs_sub_reply's queue timeout (no default: it is an argument). */
+#define CS__REPLY_QUEUE_TIMEOUT_MIN_MS 0 /* no maximum */
 
 #define CS__DEFAULT_WORKERS 1
 #define CS__WORKERS_MIN 1

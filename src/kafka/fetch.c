@@ -347,7 +347,7 @@ static bool report_if_fatal(cs_consumer *c) {
     char why[512];
     rd_kafka_resp_err_t orig = rd_kafka_fatal_error(c->rk, why, sizeof why);
     if (!orig) return false;
-    cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+    cs__consumer_fatal_error(c, orig, why);
     return true;
 }
 
@@ -366,6 +366,8 @@ static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
                     c->sub->name, topic, (int)m->partition, (long long)m->offset, rd_kafka_err2name(m->err),
                     rd_kafka_message_errstr(m));
 }
+
+void cs__fetch_on_error_event(cs_consumer *c, const rd_kafka_message_t *m) { on_record_error(c, m); }
 
 /* The record at topic/partition@offset was not handed out: stop the app, and
  * hand out nothing more, so that no later record can be settled and commit a

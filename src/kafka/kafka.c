@@ -39,6 +39,7 @@ static void sub_free(cs_sub *s) {
     for (size_t i = 0; i < s->n_topics; i++) free(s->topics[i]);
     free(s->topics);
     free(s->name);
+    free(s->static_id);
     free(s->group);
     free(s->reply_topic);
     free(s->dead_letter);
@@ -349,7 +350,9 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
     cs_err err = sub_configurable(s, "cs_sub_reply");
     if (err) return err;
     if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): reply topic is empty", s->name);
-    if (queue_timeout_ms < 0) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is negative", s->name, queue_timeout_ms);
+    if (queue_timeout_ms < CS__REPLY_QUEUE_TIMEOUT_MIN_MS)
+        return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is below %d", s->name, queue_timeout_ms,
+                        CS__REPLY_QUEUE_TIMEOUT_MIN_MS);
     s->reply_queue_timeout_ms = queue_timeout_ms;
     return replace_string(&s->reply_topic, topic, "cs_sub_reply");
 }
@@ -404,6 +407,20 @@ static cs_err check_groups(cs_kafka *k) {
     return CS_OK;
 }
 
+/* The instance id: cs_kafka_instance_id(), else CSTREAM_INSTANCE_ID. Every
+ * consumer joins as a static member with it (consumer.c), and Transactional
+ * subscriptions need it for their transactional.id. */
+static cs_err resolve_instance_id(cs_kafka *k) {
+    const char *env = getenv("CSTREAM_INSTANCE_ID");
+    if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
+        return CS_ERR_NOMEM;
+    if (k->instance_id && (k->embedded || k->mock))
+        CS_LOG_INFO("instance id %s: no static membership on the embedded cluster (librdkafka's mock has none), "
+                    "its consumers join as dynamic members",
+                    k->instance_id);
+    return CS_OK;
+}
+
 /* Transactional subscriptions need a stable instance id (their
  * transactional.id ends with it); the embedded cluster does not enforce
  * transactions, which the service is told loudly. */
@@ -411,9 +428,6 @@ static cs_err check_transactional(cs_kafka *k) {
     bool any = false;
     for (size_t i = 0; i < k->n_subs; i++) any = any || k->subs[i]->mode == CS_COMMIT_TRANSACTIONAL;
     if (!any) return CS_OK;
-    const char *env = getenv("CSTREAM_INSTANCE_ID");
-    if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
-        return CS_ERR_NOMEM;
     for (size_t i = 0; i < k->n_subs && !k->instance_id; i++)
         if (k->subs[i]->mode == CS_COMMIT_TRANSACTIONAL)
             return cs__fail(CS_ERR_ARG,
@@ -539,6 +553,7 @@ static cs_err kafka_stop(void *impl) {
 static cs_err kafka_start(void *impl, cs_app *app) {
     cs_kafka *k = impl;
     cs_err err = check_groups(k);
+    if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);
     if (!err) err = check_topics(k, app);
@@ -620,6 +635,11 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
         .max_attempts = s->max_attempts, .sub = s};
 }
 
+/* /readyz. It reads k->subs[i]->consumer without the stats lock and probes
+ * the consumer: safe only because cli.c calls it under ops_state.lock and
+ * only while `running`, which the stop clears under that lock (so it waits
+ * for a probe in progress) before it closes and destroys the consumers. A
+ * caller outside cli.c's ops server would need the same exclusion. */
 static int kafka_ready(void *impl) {
     cs_kafka *k = impl;
     if (!k->started) return 0;
@@ -717,7 +737,8 @@ rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) {
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
     cs_err err = configurable(k, "cs_kafka_queue_timeout_ms");
     if (err) return err;
-    if (ms < 0) return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is negative", ms);
+    if (ms < CS__QUEUE_TIMEOUT_MIN_MS)
+        return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is below %d", ms, CS__QUEUE_TIMEOUT_MIN_MS);
     k->queue_timeout_ms = ms;
     return CS_OK;
 }
@@ -725,7 +746,8 @@ cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
 cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
     cs_err err = configurable(k, "cs_kafka_flush_timeout_ms");
     if (err) return err;
-    if (ms < 0) return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is negative", ms);
+    if (ms < CS__FLUSH_TIMEOUT_MIN_MS)
+        return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is below %d", ms, CS__FLUSH_TIMEOUT_MIN_MS);
     k->flush_timeout_ms = ms;
     return CS_OK;
 }
@@ -802,14 +824,12 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     if (!h) return -1;
     cs_dlq_numbers nums;
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
-    char note[1536] = ""; /* written now: once queued, d may be settled and freed by its report */
-    if (cs__log_enabled(CS_LOG_WARN)) cs__dead_letter_note(note, sizeof note, s->name, s->dead_letter, d, reason);
     pthread_rwlock_rdlock(&k->producer_lock);
-    cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms)
+    /* Its report logs the WARN line, once the cluster accepted it. */
+    cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms, s, reason)
                              : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
     pthread_rwlock_unlock(&k->producer_lock);
     free(h);
-    if (!err) cs__dead_letter_log(&s->dead_letter_log, note);
     if (err)
         CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s "
                     "source_topic=%s partition=%d offset=%lld reason=\"%s\"" CS_TRACE_FMT,
@@ -827,11 +847,9 @@ cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *r
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
     cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
     free(h);
-    if (o && cs__log_enabled(CS_LOG_WARN)) {
-        char note[1536];
-        cs__dead_letter_note(note, sizeof note, s->name, s->dead_letter, d, reason);
-        cs__dead_letter_log(&s->dead_letter_log, note);
-    }
+    /* Staged, not sent: the window's transaction writes it if it commits, and
+     * an aborted window stages it again (docs/retries.md). */
+    if (o) cs__dead_letter_log(&s->dead_letter_log, CS_DLQ_STAGED, s->name, s->dead_letter, d, reason);
     return o;
 }
 

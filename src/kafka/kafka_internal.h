@@ -73,22 +73,24 @@ typedef struct cs_dlq_numbers {
 } cs_dlq_numbers;
 size_t cs__dead_letter_headers(const cs_delivery *d, const char *group, const char *reason, cs_header *h, size_t cap,
                                cs_dlq_numbers *nums);
-/* The WARN line of a record handed to the dead-letter topic (queued, or
- * staged in a Transactional window): cs__dead_letter_note writes its fields
- * (the subscription, where the record came from, its attempts, the
- * dead-letter topic and the reason) into out while d is still the caller's,
- * since a queued dead letter's report may settle and free d at once; then
- * cs__dead_letter_log logs it, at most one line per interval per `rl`, none
- * if the note is empty. */
-size_t cs__dead_letter_note(char *out, size_t size, const char *sub, const char *dead_letter_topic,
-                            const cs_delivery *d, const char *reason);
-void cs__dead_letter_log(cs_ratelimit *rl, const char *note);
+/* The WARN line of a dead letter: `what` (CS_DLQ_SENT or CS_DLQ_STAGED), the
+ * subscription, where the record came from, its attempts, the dead-letter
+ * topic and the reason; at most one line per interval per `rl` (a line the
+ * limiter drops is not even formatted). d must still be the caller's: under
+ * Tracked the delivery report calls it before it settles d. */
+#define CS_DLQ_SENT "record sent to the dead-letter topic"
+#define CS_DLQ_STAGED "record staged for the dead-letter topic in the window's transaction"
+void cs__dead_letter_log(cs_ratelimit *rl, const char *what, const char *sub, const char *dead_letter_topic,
+                         const cs_delivery *d, const char *reason);
 /* A record's headers as librdkafka's (NULL for none); the caller owns them
  * until rd_kafka_producev takes them. Names are C strings; a NULL value is a
  * header with a null value. */
 rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n);
-/* Dead-letter record of `source`: its report settles the source. */
-cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms);
+/* Dead-letter record of `source`: its report settles the source. When the
+ * cluster accepted it, the report logs CS_DLQ_SENT for `sub` (NULL: no line)
+ * with `reason` (copied: it may be the caller's buffer). */
+cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms,
+                                cs_sub *sub, const char *reason);
 /* gated_source NULL: fire and forget (Auto); else its report settles the source. */
 cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated_source, int queue_timeout_ms);
 /* Waits up to timeout_ms for every record to be delivered; returns how many were not. */
@@ -98,6 +100,9 @@ void cs__producer_close(cs_producer *p);
 struct cs_sub {
     cs_kafka *k;
     char *name; /* topics joined by ',' for log lines */
+    /* Its consumer's group.instance.id while it runs with an instance id
+     * (consumer.c, static_member_id), else NULL. */
+    char *static_id;
     char **topics;
     size_t n_topics;
     cs_handler_fn handler; /* one of handler, batch_handler */
@@ -150,6 +155,9 @@ struct cs_kafka {
     bool embedded;
     char *default_group;
     char *instance_id; /* cs_kafka_instance_id, else CSTREAM_INSTANCE_ID at start */
+    /* The cluster is librdkafka's mock (the embedded one, or a test cluster
+     * given to cs_test_kafka_new): no static membership there (consumer.c). */
+    bool mock;
     cs_kvlist config;
     topic_decl *topics;
     size_t n_topics;

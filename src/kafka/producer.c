@@ -55,6 +55,11 @@ typedef struct outgoing {
     void *opaque;
     /* OUT_REPLY_GATED: the source record, settled by the report */
     cs_delivery *source;
+    /* OUT_DEAD_LETTER: whose line the report logs once the cluster accepted
+     * it (the sub outlives the producer's reports: it is freed at
+     * cs_kafka_destroy, after the stop closed the producer), and the reason */
+    cs_sub *dl_sub;
+    char *dl_reason;
     /* replies and dead letters: the source's trace id, for log lines (it may be gone by then) */
     char trace_id[CS_TRACE_ID_LEN + 1];
 } outgoing;
@@ -97,7 +102,14 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         if (m->err)
             CS_LOG_WARN("dead-letter record not accepted, its source stays open topic=%s error=\"%s\"%s%s",
                         rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err), OUT_TRACE_ARGS(o));
+        /* Logged here, not when queued: only now is the line true (a record
+         * not accepted is retried and would log again); before the settle,
+         * which may free the source. */
+        if (!m->err && o->dl_sub)
+            cs__dead_letter_log(&o->dl_sub->dead_letter_log, CS_DLQ_SENT, o->dl_sub->name, o->dl_sub->dead_letter,
+                                o->source, o->dl_reason);
         cs__delivery_dead_letter_done(o->source, m->err == RD_KAFKA_RESP_ERR_NO_ERROR);
+        free(o->dl_reason);
         free(o);
     } else if (o) {
         if (m->err) {
@@ -314,13 +326,24 @@ cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated
     return err;
 }
 
-cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms) {
+cs_err cs__producer_dead_letter(cs_producer *p, const cs_record *r, cs_delivery *source, int queue_timeout_ms,
+                                cs_sub *sub, const char *reason) {
     outgoing *o = calloc(1, sizeof *o);
-    if (!o) return cs__fail(CS_ERR_NOMEM, "dead letter to %s: out of memory", r->topic);
+    char *why = sub ? strdup(reason ? reason : "") : NULL;
+    if (!o || (sub && !why)) {
+        free(o);
+        free(why);
+        return cs__fail(CS_ERR_NOMEM, "dead letter to %s: out of memory", r->topic);
+    }
     o->kind = OUT_DEAD_LETTER;
     o->source = source;
+    o->dl_sub = sub;
+    o->dl_reason = why;
     copy_trace_id(o, source);
     cs_err err = enqueue(p, r, o, queue_timeout_ms);
-    if (err) free(o);
+    if (err) {
+        free(o->dl_reason);
+        free(o);
+    }
     return err;
 }

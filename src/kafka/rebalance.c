@@ -159,7 +159,16 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
             r->metadata = strdup(meta);
             r->metadata_size = r->metadata ? strlen(meta) : 0;
         }
-        if (!clean)
+        /* Say which of the three it was: a first start is not a crash. */
+        if (!clean && !err && !e->err && e->offset < 0)
+            CS_LOG_INFO("no committed position yet (the group never committed this partition): attempts of the "
+                        "first records are committed before they run subscription=%s topic=%s partition=%d",
+                        c->sub->name, e->topic, (int)e->partition);
+        else if (!clean && (err || e->err))
+            CS_LOG_INFO("committed position not read: attempts of the first records are committed before they run "
+                        "subscription=%s topic=%s partition=%d error=\"%s\"",
+                        c->sub->name, e->topic, (int)e->partition, rd_kafka_err2str(err ? err : e->err));
+        else if (!clean)
             CS_LOG_INFO("previous owner did not stop cleanly: attempts of the first records are committed before "
                         "they run subscription=%s topic=%s partition=%d committed=%lld",
                         c->sub->name, e->topic, (int)e->partition, (long long)e->offset);
@@ -243,10 +252,21 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     }
 }
 
+/* Whether the group rebalances cooperatively. librdkafka 2.0.2 answers NULL
+ * once the group handle stops serving requests, as in the revoke that
+ * rd_kafka_consumer_close runs (seen with a static member closing while its
+ * group rebalanced: strcmp(NULL) crashed the stop); then the protocol of the
+ * last rebalance holds. Fetch thread, or the closing thread after it. */
+static bool rebalance_cooperative(cs_consumer *c, rd_kafka_t *rk) {
+    const char *protocol = rd_kafka_rebalance_protocol(rk);
+    if (protocol) c->cooperative = !strcmp(protocol, "COOPERATIVE");
+    return c->cooperative;
+}
+
 void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l,
                          void *opaque) {
     cs_consumer *c = opaque;
-    bool cooperative = !strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE");
+    bool cooperative = rebalance_cooperative(c, rk);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         assign_partitions(c, l, cooperative);
         /* Joined, also with nothing assigned (more members than partitions):
@@ -285,6 +305,25 @@ void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
 
 /* ---- errors ---------------------------------------------------------------- */
 
+/* Stops the app for the consumer's fatal error `orig`. Fenced (static
+ * membership): another consumer joined the group with this one's
+ * group.instance.id — a second process with the same instance id — and the
+ * broker gave it this member's place and partitions; this one can neither
+ * commit nor rejoin (librdkafka 2.0.2 makes it a fatal error), and the close
+ * commits nothing (close_after_fatal in consumer.c). */
+void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why) {
+    if (orig == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID && c->sub->static_id) {
+        cs__app_fatal(c->app,
+                      "%s: fenced (FENCED_INSTANCE_ID): another consumer joined group %s with the same "
+                      "group.instance.id %s, so another process runs with instance id %s; this consumer stops and "
+                      "commits nothing (give every running instance its own instance id); librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
+                      c->sub->k->instance_id, why);
+        return;
+    }
+    cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+}
+
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     cs_consumer *c = opaque;
     int gone = cs__topic_error(err) ? cs__subscribed_topic_in(c, reason, false) : -1;
@@ -295,7 +334,7 @@ void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *op
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
         char why[512];
         rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
-        cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+        cs__consumer_fatal_error(c, orig, why);
         return;
     }
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->brokers_down, true);

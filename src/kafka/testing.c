@@ -155,6 +155,37 @@ static cs_err mock_result(rd_kafka_resp_err_t e, const char *what, const char *t
     return CS_OK;
 }
 
+cs_err cs_test_broker_push_request_errors(cs_test_cluster *c, int broker, int api_key, size_t n, const int *errors) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_broker_push_request_errors", &mc);
+    if (err) return err;
+    if (api_key < 0 || api_key > INT16_MAX || (n && !errors))
+        return cs__fail(CS_ERR_ARG, "cs_test_broker_push_request_errors: api key %d, %zu errors", api_key, n);
+    char id[16];
+    snprintf(id, sizeof id, "broker %d", broker);
+    /* 2.0.2 takes (error, rtt) pairs as varargs only: one call per error. */
+    for (size_t i = 0; i < n; i++) {
+        err = mock_result(rd_kafka_mock_broker_push_request_error_rtts(mc, broker, (int16_t)api_key, 1,
+                                                                       (rd_kafka_resp_err_t)errors[i], 0),
+                          "cs_test_broker_push_request_errors", id);
+        if (err) return err;
+    }
+    return CS_OK;
+}
+
+cs_err cs_test_broker_request_errors_left(cs_test_cluster *c, int broker, int api_key, size_t *left) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_broker_request_errors_left", &mc);
+    if (err) return err;
+    if (api_key < 0 || api_key > INT16_MAX || !left)
+        return cs__fail(CS_ERR_ARG, "cs_test_broker_request_errors_left: api key %d", api_key);
+    char id[16];
+    snprintf(id, sizeof id, "broker %d", broker);
+    *left = 0; /* the mock leaves it alone when the broker has no stack for api_key */
+    return mock_result(rd_kafka_mock_broker_error_stack_cnt(mc, broker, (int16_t)api_key, left),
+                       "cs_test_broker_request_errors_left", id);
+}
+
 cs_err cs_test_broker_set_down(cs_test_cluster *c, int broker, int down) {
     rd_kafka_mock_cluster_t *mc = NULL;
     cs_err err = mock_of(c, "cs_test_broker_set_down", &mc);
@@ -193,6 +224,7 @@ cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int 
 cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
     cs_kafka *k = cs_kafka_new(c->brokers);
     if (!k) return NULL;
+    k->mock = c->embedded != NULL;
     if (cs_kafka_config(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
         cs_kafka_config(k, "auto.commit.interval.ms", "100") || cs_kafka_config(k, "heartbeat.interval.ms", "500")) {
         cs_kafka_destroy(k);

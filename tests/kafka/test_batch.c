@@ -22,14 +22,13 @@ enum { MAX_CALLS = 256 };
 
 typedef struct batches {
     pthread_mutex_t lock;
-    pthread_cond_t cv;
     size_t sizes[MAX_CALLS];
     int64_t first[MAX_CALLS];
     int attempts_of_first[MAX_CALLS];
     int calls;
-    bool gate_first;    /* the first call waits until opened */
-    bool hold_retried;  /* offset 3's second attempt waits until opened */
-    bool open;
+    bool gate_first;    /* the first call waits until `first_gate` opens */
+    bool hold_retried;  /* offset 3's second attempt waits until `retry_gate` opens */
+    cst_gate first_gate, retry_gate;
     cst_seen *seen;
 } batches;
 
@@ -42,25 +41,17 @@ static cs_outcome mixed(cs_delivery *const *b, size_t n, cs_outcome *outcomes, v
         bt->first[call] = cs_delivery_offset(b[0]);
         bt->attempts_of_first[call] = cs_delivery_attempt(b[0]);
     }
-    pthread_cond_broadcast(&bt->cv);
-    bool wait = (call == 0 && bt->gate_first) ||
-                (bt->hold_retried && cs_delivery_offset(b[0]) == 3 && cs_delivery_attempt(b[0]) == 2);
-    while (wait && !bt->open) pthread_cond_wait(&bt->cv, &bt->lock);
-    bt->open = false;
     pthread_mutex_unlock(&bt->lock);
+    /* Bounded, so that a failed test cannot hang the stop. */
+    bool held_retry = bt->hold_retried && cs_delivery_offset(b[0]) == 3 && cs_delivery_attempt(b[0]) == 2;
+    cst_gate *gate = call == 0 && bt->gate_first ? &bt->first_gate : held_retry ? &bt->retry_gate : NULL;
+    if (gate && !cst_gate_wait(gate, 60000)) fprintf(stderr, "mixed: a gate was not opened within 60 s\n");
     for (size_t i = 0; i < n; i++) {
         int64_t off = cs_delivery_offset(b[i]);
         cst_seen_add(bt->seen, cs_delivery_partition(b[i]), off);
         outcomes[i] = off == 5 ? CS_DROP : (off == 3 && cs_delivery_attempt(b[i]) == 1) ? CS_RETRY : CS_ACK;
     }
     return CS_EACH;
-}
-
-static void open_gate(batches *bt) {
-    pthread_mutex_lock(&bt->lock);
-    bt->open = true;
-    pthread_cond_broadcast(&bt->cv);
-    pthread_mutex_unlock(&bt->lock);
 }
 
 static bool calls_at_least(batches *bt, int n) {
@@ -106,7 +97,8 @@ static cs_app *start_batch_app(const char *topic, const char *group, cs_commit_m
 static batches *batches_new(void) {
     batches *bt = calloc(1, sizeof *bt);
     pthread_mutex_init(&bt->lock, NULL);
-    pthread_cond_init(&bt->cv, NULL);
+    cst_gate_init(&bt->first_gate);
+    cst_gate_init(&bt->retry_gate);
     bt->seen = cst_seen_new(1, 64);
     return bt;
 }
@@ -127,14 +119,14 @@ static void mixed_batch_retried_element_comes_back_alone(void **state) {
     for (int i = 1; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
     fetched f = {s, 10};
     assert_true(cst_wait(fetched_to_end, &f, 30000));
-    open_gate(bt);
+    cst_gate_open(&bt->first_gate);
     assert_true(cst_wait(three_calls, bt, 30000)); /* [0], [1..9], then [3] alone, held */
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 3, 10000));
     int64_t committed;
     cst_wait_commit_ticks(s, 3, 10000); /* three commit ticks: it must stay in front of 3 */
     CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
     assert_int_equal(committed, 3);
-    open_gate(bt);
+    cst_gate_open(&bt->retry_gate);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 10000));
     pthread_mutex_lock(&bt->lock);
     assert_int_equal(bt->calls, 3);
@@ -189,12 +181,12 @@ static void batches_never_exceed_n_and_never_wait(void **state) {
     free(bt);
 }
 
-/* The value of a subscription's series (labels subscription and group only), -1 if absent. */
-static long long sub_metric(const char *text, const char *name, const char *sub, const char *group) {
-    char key[512];
-    snprintf(key, sizeof key, "%s{subscription=\"%s\",group=\"%s\"} ", name, sub, group);
-    const char *at = strstr(text, key);
-    return at ? atoll(at + strlen(key)) : -1;
+/* The value of a subscription's series (labels subscription and group), -1 if absent. */
+static long long sub_metric(cs_app *app, const char *name, const char *sub, const char *group) {
+    char labels[512];
+    snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", sub, group);
+    double v;
+    return cst_metric_value(app, name, labels, &v) ? (long long)v : -1;
 }
 
 /* delivered counts records handed to the handler (each element, each
@@ -205,11 +197,8 @@ static long long delivered_agrees(cs_app *app, const char *topic, const char *gr
     long long calls = bt->calls, elements = 0;
     for (int i = 0; i < bt->calls; i++) elements += (long long)bt->sizes[i];
     pthread_mutex_unlock(&bt->lock);
-    char *text = NULL;
-    CST_OK(cs_app_metrics(app, &text));
-    long long delivered = sub_metric(text, "cstream_subscription_delivered_total", topic, group);
-    long long observed = sub_metric(text, "cstream_handler_duration_seconds_count", topic, group);
-    free(text);
+    long long delivered = sub_metric(app, "cstream_subscription_delivered_total", topic, group);
+    long long observed = sub_metric(app, "cstream_handler_duration_seconds_count", topic, group);
     printf("%lld elements in %lld handler calls: delivered_total %lld, handler_duration_seconds_count %lld\n",
            elements, calls, delivered, observed);
     assert_int_equal(delivered, elements);
@@ -254,8 +243,9 @@ typedef struct plan {
 
 static plan plan_of(batches *bt) { return (plan){.bt = bt, .unset_offset = -1, .delay_offset = -1}; }
 
-/* Records the call, then waits at the gate when asked: the first call with
- * gate_first, or the unset offset's second attempt with hold_unset_retry.
+/* Records the call, then waits at a gate when asked: the first call with
+ * gate_first (first_gate), or the unset offset's second attempt with
+ * hold_unset_retry (retry_gate).
  * The wait is bounded, so a failed test cannot hang the stop. */
 static void note_call(plan *pl, cs_delivery *const *b, size_t n) {
     batches *bt = pl->bt;
@@ -266,17 +256,11 @@ static void note_call(plan *pl, cs_delivery *const *b, size_t n) {
         bt->first[call] = cs_delivery_offset(b[0]);
         bt->attempts_of_first[call] = cs_delivery_attempt(b[0]);
     }
-    pthread_cond_broadcast(&bt->cv);
+    pthread_mutex_unlock(&bt->lock);
     bool held_retry = pl->hold_unset_retry && cs_delivery_offset(b[0]) == pl->unset_offset &&
                       cs_delivery_attempt(b[0]) == 2;
-    bool wait = (call == 0 && bt->gate_first) || held_retry;
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 60;
-    while (wait && !bt->open)
-        if (pthread_cond_timedwait(&bt->cv, &bt->lock, &until) != 0) break;
-    if (wait) bt->open = false;
-    pthread_mutex_unlock(&bt->lock);
+    cst_gate *gate = call == 0 && bt->gate_first ? &bt->first_gate : held_retry ? &bt->retry_gate : NULL;
+    if (gate && !cst_gate_wait(gate, 60000)) fprintf(stderr, "note_call: a gate was not opened within 60 s\n");
     for (size_t i = 0; i < n; i++) cst_seen_add(bt->seen, cs_delivery_partition(b[i]), cs_delivery_offset(b[i]));
 }
 
@@ -432,20 +416,22 @@ static void feed_one_then_nine(const char *topic, cs_sub *s, batches *bt) {
     for (int i = 1; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
     fetched f = {s, 10};
     assert_true(cst_wait(fetched_to_end, &f, 30000));
-    open_gate(bt);
+    cst_gate_open(&bt->first_gate);
 }
 
-/* The log line about an unset element, or NULL. */
-static char *unset_line(const char *log, char *line, size_t cap) {
-    const char *at = strstr(log, "batch handler left an element unset");
-    if (!at) return NULL;
-    const char *start = at, *end = strchr(at, '\n');
-    while (start > log && start[-1] != '\n') start--;
-    size_t len = end ? (size_t)(end - start) : strlen(start);
-    if (len >= cap) len = cap - 1;
-    memcpy(line, start, len);
-    line[len] = '\0';
-    return line;
+#define UNSET_LINE "batch handler left an element unset"
+
+/* The ERROR line about the unset offset 3 of topic: there, an ERROR, with
+ * the commit mode in its commit= field. */
+static void check_unset_line(const char *log, const char *topic, const char *mode) {
+    char line[1024], want[256];
+    if (!cst_log_line(log, UNSET_LINE, line, sizeof line)) fail_msg("no \"%s\" line\n--- captured:\n%s", UNSET_LINE, log);
+    printf("%s\n", line);
+    if (!strstr(line, "ERROR")) fail_msg("the unset line is not an ERROR:\n%s", line);
+    snprintf(want, sizeof want, " topic=%s partition=0 offset=3 ", topic);
+    if (!strstr(line, want)) fail_msg("the unset line lacks%s:\n%s", want, line);
+    snprintf(want, sizeof want, " commit=%s ", mode);
+    if (!strstr(line, want)) fail_msg("the unset line lacks%s:\n%s", want, line);
 }
 
 static void unset_element_tracked_comes_back_alone(void **state) {
@@ -464,12 +450,7 @@ static void unset_element_tracked_comes_back_alone(void **state) {
     cs_err committed = cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 30000);
     char *log = cst_capture_stop(&cap);
     CST_OK(committed);
-    char line[1024], want[256];
-    assert_non_null(unset_line(log, line, sizeof line));
-    printf("%s\n", line);
-    snprintf(want, sizeof want, " topic=%s partition=0 offset=3 ", topic);
-    assert_non_null(strstr(line, want));
-    assert_non_null(strstr(line, " commit=tracked "));
+    check_unset_line(log, topic, "tracked");
     free(log);
     pthread_mutex_lock(&bt->lock);
     assert_int_equal(bt->calls, 3);
@@ -497,9 +478,15 @@ static void unset_element_auto_is_unsupported(void **state) {
     batches *bt = batches_new();
     plan pl = plan_of(bt);
     pl.unset_offset = 3;
+    cst_capture cap;
+    cst_capture_start(&cap);
     cs_sub *s;
     cs_app *app = start_forgetful(topic, group, CS_COMMIT_AUTO, &pl, &s);
-    CST_OK(cs_test_app_wait_idle(app, 30000));
+    cs_err idle = cs_test_app_wait_idle(app, 30000);
+    char *log = cst_capture_stop(&cap);
+    if (idle) fail_msg("not idle within 30 s: %s\n--- captured:\n%s", cs_errmsg(), log);
+    check_unset_line(log, topic, "auto");
+    free(log);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     assert_int_equal(st.retry_unsupported, 1); /* offset 3 */
@@ -602,10 +589,29 @@ static void unset_element_transactional_holds_window(void **state) {
     CST_OK(cs_sub_stall_timeout_ms(s, 1000));
     CST_OK(cs_sub_reply(s, out, 5000));
     CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
-    feed_one_then_nine(topic, s, bt); /* 3 is unset in a batch with 4..9, which settle */
-    assert_true(cst_wait(window_aborted, s, 30000));
-    open_gate(bt); /* the held second attempt is stale by now */
+    cst_capture cap;
+    cst_capture_start(&cap);
+    cs_err started = cs_app_start(app);
+    if (started) {
+        char *log = cst_capture_stop(&cap);
+        fail_msg("start: %s\n--- captured:\n%s", cs_errmsg(), log);
+    }
+    /* The capture ends before anything is asserted (a failure would land in it). */
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
+    bool called = cst_wait(one_call, bt, 30000);
+    for (int i = 1; called && i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "line", 4, NULL));
+    fetched f = {s, 10};
+    bool all_fetched = called && cst_wait(fetched_to_end, &f, 30000);
+    cst_gate_open(&bt->first_gate); /* 3 is unset in a batch with 4..9, which settle */
+    bool aborted = all_fetched && cst_wait(window_aborted, s, 30000);
+    char *log = cst_capture_stop(&cap);
+    if (!called || !all_fetched || !aborted)
+        fail_msg("%s\n--- captured:\n%s", !called ? "no handler call within 30 s"
+                                        : !all_fetched ? "offsets 1..9 not fetched within 30 s"
+                                                       : "no aborted window within 30 s", log);
+    check_unset_line(log, topic, "transactional");
+    free(log);
+    cst_gate_open(&bt->retry_gate); /* the held second attempt is stale by now */
     assert_true(cst_wait(ten_outputs, s, 60000));
     CST_OK(cs_app_stop(app));
     cs_sub_stats st;

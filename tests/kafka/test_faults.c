@@ -10,6 +10,14 @@
  * the end of every partition (a failed commit is retried, never skipped), and
  * failed commits are reported in commit_failures. Duplicates are allowed (a
  * record handled again after a fault is the Tracked contract) and printed.
+ *
+ * Each test also shows that its fault took effect, or its recovery proves
+ * nothing: injected errors are pushed onto the broker that must receive the
+ * requests (leaders and the group coordinator are placed, not left to the
+ * mock's random choice) and must all have been met; the rebalance hooks count
+ * revokes and assigns (the 8 s outage evicts the member, the 2 s one does
+ * not); a probe (a "no error" answer pushed like an error) shows that the
+ * member heartbeats to a moved coordinator.
  * Waits are for conditions with generous timeouts; the only sleeps hold a
  * fault in place for a while, and nothing asserts how long anything took.
  * Embedded cluster only (tests/CMakeLists.txt): the faults are the mock's. */
@@ -24,6 +32,8 @@
 #include "cstream/main.h"
 
 enum { BROKERS = 3, PARTS = 4, MAXOFF = 2048, WAIT_MS = 90000 };
+/* The broker that coordinates every service group here (service_init). */
+enum { COORDINATOR = 1 };
 
 /* Kafka error codes (the protocol's numbers; librdkafka's names in comments). */
 enum {
@@ -41,10 +51,11 @@ enum {
 };
 
 /* Kafka API keys. */
-enum { API_PRODUCE = 0, API_FETCH = 1, API_OFFSET_COMMIT = 8, API_JOIN_GROUP = 11, API_SYNC_GROUP = 14 };
+enum { API_PRODUCE = 0, API_FETCH = 1, API_OFFSET_COMMIT = 8, API_JOIN_GROUP = 11, API_HEARTBEAT = 12, API_SYNC_GROUP = 14 };
 
 typedef struct service {
     char topic[128], group[160], replies[160];
+    _Atomic int assigns, revokes; /* hook calls with partitions of the topic */
     cst_seen *seen;    /* source records handled */
     cst_seen *replied; /* replies read back from the reply topic */
     int64_t end[PARTS]; /* records produced per partition */
@@ -78,14 +89,35 @@ static cs_outcome read_reply(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
+static void count_assign(cs_sub *sub, const char *topic, const int32_t *partitions, size_t n, void *user) {
+    (void)sub, (void)topic, (void)partitions, (void)n;
+    atomic_fetch_add(&((service *)user)->assigns, 1);
+}
+
+static void count_revoke(cs_sub *sub, const char *topic, const int32_t *partitions, size_t n, void *user) {
+    (void)sub, (void)topic, (void)partitions, (void)n;
+    atomic_fetch_add(&((service *)user)->revokes, 1);
+}
+
+/* Partition p of topic led by broker first + p % count. */
+static void place_leaders(const char *topic, int first, int count) {
+    for (int p = 0; p < PARTS; p++) CST_OK(cs_test_partition_set_leader(cst_cluster, topic, p, first + p % count));
+}
+
+/* The coordinator of the service's group is COORDINATOR, and partition p of its
+ * topic is led by broker 1 + p % 3 (1 leads 0 and 3): the tests know which
+ * broker receives which request. */
 static void service_init(service *s, const char *name, bool with_replies) {
     memset(s, 0, sizeof *s);
     cst_fresh(name, PARTS, s->topic, s->group, sizeof s->topic);
     s->seen = cst_seen_new(PARTS, MAXOFF);
     s->replied = cst_seen_new(PARTS, MAXOFF);
+    place_leaders(s->topic, 1, BROKERS);
+    CST_OK(cs_test_group_coordinator_set(cst_cluster, s->group, COORDINATOR));
     if (with_replies) {
         snprintf(s->replies, sizeof s->replies, "%s.replies", s->topic);
         CST_OK(cs_test_topic_create(cst_cluster, s->replies, PARTS));
+        place_leaders(s->replies, 1, BROKERS);
     }
 }
 
@@ -99,6 +131,12 @@ static void service_start(service *s) {
     CST_OK(cs_sub_commit(s->sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s->sub, 2));
     CST_OK(cs_sub_commit_interval_ms(s->sub, 50));
+    /* Back within half a second of a broker's return: librdkafka's reconnect
+     * backoff grows towards 10 s by default, which stretched a 2 s outage past
+     * the 6 s session timeout (seen: the member was evicted). */
+    CST_OK(cs_kafka_config(k, "reconnect.backoff.max.ms", "500"));
+    CST_OK(cs_sub_on_assign(s->sub, count_assign, s));
+    CST_OK(cs_sub_on_revoke(s->sub, count_revoke, s));
     if (s->replies[0]) CST_OK(cs_sub_reply(s->sub, s->replies, 5000));
     CST_OK(cs_app_add_kafka(s->app, k));
     CST_OK(cs_app_start(s->app));
@@ -169,9 +207,11 @@ static void service_stop(service *s, const char *fault) {
     cs_sub_stats_get(s->sub, &st);
     size_t produced = 0;
     for (int p = 0; p < PARTS; p++) produced += (size_t)s->end[p];
-    printf("%s: produced %zu, handled %zu (%zu distinct), commits %llu, commit failures %llu, retried %llu\n", fault,
-           produced, cst_seen_total(s->seen), cst_seen_distinct(s->seen), (unsigned long long)st.commits,
-           (unsigned long long)st.commit_failures, (unsigned long long)st.retried);
+    printf("%s: produced %zu, handled %zu (%zu distinct), commits %llu, commit failures %llu, retried %llu, "
+           "assigns %d, revokes %d\n",
+           fault, produced, cst_seen_total(s->seen), cst_seen_distinct(s->seen), (unsigned long long)st.commits,
+           (unsigned long long)st.commit_failures, (unsigned long long)st.retried, atomic_load(&s->assigns),
+           atomic_load(&s->revokes));
     if (s->reader) {
         CST_OK(cs_app_stop(s->reader));
         cs_app_destroy(s->reader);
@@ -190,6 +230,39 @@ static uint64_t commit_failures(service *s) {
 
 static bool has_commit_failures(void *arg) { return commit_failures(arg) > 0; }
 
+/* Pushes errors onto the requests of api_key that broker receives. */
+static void push_errors(int broker, int api_key, size_t n, const int *errors) {
+    CST_OK(cs_test_broker_push_request_errors(cst_cluster, broker, api_key, n, errors));
+}
+
+/* Every error pushed onto broker for api_key was met by a request: the fault
+ * took effect. Called once the service recovered, which needed requests to
+ * that broker to succeed again, so none may be left. */
+static void expect_errors_met(int broker, int api_key, const char *fault) {
+    size_t left = 0;
+    CST_OK(cs_test_broker_request_errors_left(cst_cluster, broker, api_key, &left));
+    if (left) fail_msg("%s: %zu injected errors for API %d never reached broker %d", fault, left, api_key, broker);
+}
+
+typedef struct errors_at {
+    int broker, api_key;
+} errors_at;
+
+static bool errors_met(void *arg) {
+    errors_at *e = arg;
+    size_t left = 1;
+    return cs_test_broker_request_errors_left(cst_cluster, e->broker, e->api_key, &left) == CS_OK && left == 0;
+}
+
+/* The same for requests that nothing in the test waits for (heartbeats):
+ * waits for them, bounded. */
+static void wait_errors_met(int broker, int api_key, const char *fault) {
+    errors_at e = {broker, api_key};
+    if (!cst_wait(errors_met, &e, WAIT_MS))
+        fail_msg("%s: injected errors for API %d never reached broker %d within %d s", fault, api_key, broker,
+                 WAIT_MS / 1000);
+}
+
 /* The first half flows normally (the service is assigned and committing), the
  * fault is injected, the second half is produced into it. */
 static void warm_up(service *s) {
@@ -206,9 +279,12 @@ static void fetch_errors(void **state) {
     service_init(&s, "faults-fetch", false);
     warm_up(&s);
     const int errors[] = {NOT_LEADER, REQUEST_TIMED_OUT, TRANSPORT, UNKNOWN_TOPIC_OR_PART, NOT_LEADER, TRANSPORT};
-    CST_OK(cs_test_push_request_errors(cst_cluster, API_FETCH, 6, errors));
+    /* onto broker 1, leader of partitions 0 and 3: their records come only
+     * once it answers a fetch again */
+    push_errors(1, API_FETCH, 6, errors);
     produce(&s, 200);
     expect_recovered(&s, "fetch errors");
+    expect_errors_met(1, API_FETCH, "fetch errors");
     service_stop(&s, "fetch errors");
 }
 
@@ -222,10 +298,11 @@ static void offset_commit_errors(void **state) {
     /* errors librdkafka hands back to the application (it retries none of them itself) */
     const int errors[] = {OFFSET_METADATA_TOO_LARGE, OFFSET_METADATA_TOO_LARGE, REQUEST_TIMED_OUT,
                           OFFSET_METADATA_TOO_LARGE, OFFSET_METADATA_TOO_LARGE};
-    CST_OK(cs_test_push_request_errors(cst_cluster, API_OFFSET_COMMIT, 5, errors));
+    push_errors(COORDINATOR, API_OFFSET_COMMIT, 5, errors);
     produce(&s, 200);
     if (!cst_wait(has_commit_failures, &s, WAIT_MS)) fail_msg("commit errors: no failed commit was reported");
     expect_recovered(&s, "commit errors");
+    expect_errors_met(COORDINATOR, API_OFFSET_COMMIT, "commit errors");
     service_stop(&s, "commit errors");
 }
 
@@ -242,9 +319,10 @@ static void offset_commit_coordinator_errors(void **state) {
     const int errors[] = {NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, TRANSPORT, COORDINATOR_LOAD_IN_PROGRESS,
                           REQUEST_TIMED_OUT};
     for (int round = 0; round < 4; round++) {
-        CST_OK(cs_test_push_request_errors(cst_cluster, API_OFFSET_COMMIT, 5, errors));
+        push_errors(COORDINATOR, API_OFFSET_COMMIT, 5, errors);
         produce(&s, 100);
         expect_recovered(&s, "commit coordinator errors");
+        expect_errors_met(COORDINATOR, API_OFFSET_COMMIT, "commit coordinator errors");
     }
     service_stop(&s, "commit coordinator errors");
 }
@@ -256,17 +334,22 @@ static void produce_errors(void **state) {
     (void)state;
     service s;
     service_init(&s, "faults-produce", true);
+    /* The input on brokers 2 and 3, the replies on broker 1: only the
+     * service's replies meet the errors pushed onto broker 1, and every one
+     * produced after the push does. */
+    place_leaders(s.topic, 2, 2);
+    place_leaders(s.replies, 1, 1);
     warm_up(&s);
     if (!cst_wait(all_replied, &s, WAIT_MS)) fail_msg("warm-up: replies missing");
-    produce(&s, 200); /* the input first: the test's own producer must not meet the errors */
     const int errors[] = {MSG_SIZE_TOO_LARGE, NOT_LEADER, TRANSPORT, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT,
                           MSG_SIZE_TOO_LARGE};
-    CST_OK(cs_test_push_request_errors(cst_cluster, API_PRODUCE, 6, errors));
+    push_errors(1, API_PRODUCE, 6, errors);
+    produce(&s, 200);
     expect_recovered(&s, "produce errors");
+    expect_errors_met(1, API_PRODUCE, "produce errors");
     cs_sub_stats st;
     cs_sub_stats_get(s.sub, &st);
-    /* the service's replies were the only produce requests after the push, and
-     * MSG_SIZE_TOO_LARGE is permanent: some reply failed and its source came back */
+    /* MSG_SIZE_TOO_LARGE is permanent: some reply failed and its source came back */
     assert_true(st.retried > 0);
     service_stop(&s, "produce errors");
 }
@@ -279,10 +362,14 @@ static void join_group_errors(void **state) {
     produce(&s, 100);
     const int join[] = {COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, TRANSPORT, COORDINATOR_NOT_AVAILABLE};
     const int sync[] = {REBALANCE_IN_PROGRESS, TRANSPORT};
-    CST_OK(cs_test_push_request_errors(cst_cluster, API_JOIN_GROUP, 4, join));
-    CST_OK(cs_test_push_request_errors(cst_cluster, API_SYNC_GROUP, 2, sync));
+    push_errors(COORDINATOR, API_JOIN_GROUP, 4, join);
+    push_errors(COORDINATOR, API_SYNC_GROUP, 2, sync);
     service_start(&s);
     expect_recovered(&s, "join errors");
+    /* Assigned, so a join and a sync succeeded after every error was met. */
+    expect_errors_met(COORDINATOR, API_JOIN_GROUP, "join errors");
+    expect_errors_met(COORDINATOR, API_SYNC_GROUP, "sync errors");
+    assert_true(atomic_load(&s.assigns) >= 1);
     produce(&s, 100);
     expect_recovered(&s, "join errors, after");
     service_stop(&s, "join errors");
@@ -301,11 +388,15 @@ static void brokers_down_briefly(void **state) {
     service s;
     service_init(&s, "faults-down", false);
     warm_up(&s);
+    int assigns = atomic_load(&s.assigns), revokes = atomic_load(&s.revokes);
     all_brokers(1);
     usleep(2000 * 1000);
     all_brokers(0);
     produce(&s, 200);
     expect_recovered(&s, "brokers down 2 s");
+    /* The member was not evicted: no revoke, no new assignment. */
+    assert_int_equal(atomic_load(&s.revokes), revokes);
+    assert_int_equal(atomic_load(&s.assigns), assigns);
     service_stop(&s, "brokers down 2 s");
 }
 
@@ -316,27 +407,41 @@ static void brokers_down_past_session_timeout(void **state) {
     service s;
     service_init(&s, "faults-down-long", false);
     warm_up(&s);
+    int assigns = atomic_load(&s.assigns), revokes = atomic_load(&s.revokes);
     all_brokers(1);
     usleep(8000 * 1000);
     all_brokers(0);
     produce(&s, 200);
     expect_recovered(&s, "brokers down 8 s");
+    /* Evicted: its partitions were revoked (lost), and it was assigned again. */
+    if (atomic_load(&s.revokes) <= revokes || atomic_load(&s.assigns) <= assigns)
+        fail_msg("brokers down 8 s: revokes %d -> %d, assigns %d -> %d: the member was not evicted", revokes,
+                 atomic_load(&s.revokes), assigns, atomic_load(&s.assigns));
     service_stop(&s, "brokers down 8 s");
 }
 
-/* Only the group's coordinator goes away: commits fail or wait until it is
- * back; fetching from the other leaders goes on. */
+/* The group's coordinator moves to another broker, twice: the member finds
+ * the new one by itself, and commits and fetching go on. */
 static void coordinator_moves(void **state) {
     (void)state;
     service s;
-    service_init(&s, "faults-coord", false);
+    service_init(&s, "faults-coord", false); /* coordinator: broker 1 (COORDINATOR) */
     warm_up(&s);
+    /* A probe on the new coordinator: a "no error" answer its first heartbeat
+     * meets. The old one answers heartbeats NOT_COORDINATOR, so the member
+     * finds the new one (2.0.2's mock accepts an OffsetCommit on any broker:
+     * commits alone would not show the move). */
+    const int probe[] = {0};
+    push_errors(2, API_HEARTBEAT, 1, probe);
     CST_OK(cs_test_group_coordinator_set(cst_cluster, s.group, 2));
     produce(&s, 100);
     expect_recovered(&s, "coordinator moved to 2");
+    wait_errors_met(2, API_HEARTBEAT, "coordinator moved to 2");
+    push_errors(3, API_HEARTBEAT, 1, probe);
     CST_OK(cs_test_group_coordinator_set(cst_cluster, s.group, 3));
     produce(&s, 100);
     expect_recovered(&s, "coordinator moved to 3");
+    wait_errors_met(3, API_HEARTBEAT, "coordinator moved to 3");
     service_stop(&s, "coordinator moves");
 }
 
@@ -380,14 +485,11 @@ typedef struct topic_gauge {
 /* cstream_topic_unavailable of the service's topic reads want. */
 static bool topic_gauge_is(void *arg) {
     topic_gauge *g = arg;
-    char series[512], *text = NULL;
-    snprintf(series, sizeof series, "cstream_topic_unavailable{subscription=\"%s\",group=\"%s\",topic=\"%s\"} ",
-             g->s->topic, g->s->group, g->s->topic);
-    if (cs_app_metrics(g->s->app, &text) != CS_OK) return false;
-    const char *at = strstr(text, series);
-    bool ok = at && atoi(at + strlen(series)) == g->want;
-    free(text);
-    return ok;
+    char labels[512];
+    snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", g->s->topic, g->s->group,
+             g->s->topic);
+    double v;
+    return cst_metric_value(g->s->app, "cstream_topic_unavailable", labels, &v) && (int)v == g->want;
 }
 
 /* The metadata of the subscribed topic answers UNKNOWN_TOPIC_OR_PARTITION, as

@@ -1,13 +1,15 @@
 /* test_lanes.c — ordered lanes by key and delayed retries (Tracked):
  * per-key order holds with 8 lanes, 1,000 keys, random handler delays and
  * retries, while different keys of one partition run concurrently; a
- * retry_after does not block another key, holds the committed position, and a
- * stop during its delay leaves it to be read again. */
+ * retry_after comes back no sooner than its delay, does not block another key,
+ * holds the committed position, and a stop during its delay leaves it to be
+ * read again. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cstest.h"
@@ -124,6 +126,7 @@ static void per_key_order_holds_with_8_lanes(void **state) {
 typedef struct delayed {
     pthread_mutex_t lock;
     char events[16][16]; /* "A1", "B1", "A2" ... in the order they ran */
+    int64_t at_ms[16];   /* when each ran (CLOCK_MONOTONIC, the clock cstream's delays use) */
     int n;
     int delay_ms;
 } delayed;
@@ -133,19 +136,30 @@ static cs_outcome delay_a(cs_delivery *d, void *user) {
     size_t len;
     const char *key = cs_delivery_key(d, &len);
     pthread_mutex_lock(&dl->lock);
-    if (dl->n < 16) snprintf(dl->events[dl->n++], 16, "%.*s%d", (int)len, key, cs_delivery_attempt(d));
+    if (dl->n < 16) {
+        /* cst_now_ms: whole milliseconds of CLOCK_MONOTONIC, truncated like
+         * cstream's own clock, so a delay of d ms due at (its now + d) is
+         * never seen to come back sooner. */
+        dl->at_ms[dl->n] = cst_now_ms();
+        snprintf(dl->events[dl->n++], 16, "%.*s%d", (int)len, key, cs_delivery_attempt(d));
+    }
     pthread_mutex_unlock(&dl->lock);
     if (key && key[0] == 'A' && cs_delivery_attempt(d) == 1) return cs_retry_after(d, dl->delay_ms);
     return CS_ACK;
 }
 
-static bool b_done(void *arg) {
+/* A's first run and B's both happened (in either order: they are in
+ * different lanes, and B can run first, seen under ASan). */
+static bool a1_and_b1_ran(void *arg) {
     delayed *dl = arg;
     pthread_mutex_lock(&dl->lock);
-    bool yes = false;
-    for (int i = 0; i < dl->n; i++) yes |= !strcmp(dl->events[i], "B1");
+    bool a = false, b = false;
+    for (int i = 0; i < dl->n; i++) {
+        a |= !strcmp(dl->events[i], "A1");
+        b |= !strcmp(dl->events[i], "B1");
+    }
     pthread_mutex_unlock(&dl->lock);
-    return yes;
+    return a && b;
 }
 
 static cs_app *start_delayed(const char *topic, const char *group, delayed *dl) {
@@ -180,7 +194,7 @@ static void retry_after_does_not_block_another_key(void **state) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, "B", 1, "b", 1, NULL));
     delayed dl = {.lock = PTHREAD_MUTEX_INITIALIZER, .delay_ms = 600000};
     cs_app *app = start_delayed(topic, group, &dl);
-    assert_true(cst_wait(b_done, &dl, 30000));
+    assert_true(cst_wait(a1_and_b1_ran, &dl, 30000));
     assert_int_equal(events(&dl), 2); /* A1 and B1; A waits */
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 0, 10000));
     int64_t committed;
@@ -220,7 +234,11 @@ static void retry_after_comes_back_after_its_delay(void **state) {
     assert_int_equal(dl.n, 2);
     assert_string_equal(dl.events[0], "A1");
     assert_string_equal(dl.events[1], "A2");
+    int64_t waited = dl.at_ms[1] - dl.at_ms[0];
     pthread_mutex_unlock(&dl.lock);
+    /* A lower bound only: the record may come back any time after its delay. */
+    printf("A came back %lld ms after its first run (delay %d ms)\n", (long long)waited, dl.delay_ms);
+    if (waited < dl.delay_ms) fail_msg("A came back %lld ms after cs_retry_after(%d)", (long long)waited, dl.delay_ms);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 }

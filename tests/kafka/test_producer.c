@@ -179,11 +179,10 @@ static void flush_reports_unflushed_records(void **state) {
 
 typedef struct gated {
     pthread_mutex_t lock;
-    pthread_cond_t cv;
     int attempts[4];
     int runs;
-    bool go;   /* the test lets the current attempt continue */
-    bool free; /* every later attempt runs without waiting */
+    cst_gate go; /* the test lets the current attempt continue (closed again as it does) */
+    bool free;   /* every later attempt runs without waiting */
 } gated;
 
 /* GATE_WAIT_MS bounds every wait on a gate: the test thread fails with a
@@ -191,52 +190,53 @@ typedef struct gated {
  * broken test ends instead of hanging its worker and the app's stop. */
 enum { GATE_WAIT_MS = 30000 };
 
-/* The deadline GATE_WAIT_MS from now, on the clock pthread_cond_timedwait
- * uses for a default condition (CLOCK_REALTIME). */
-static struct timespec gate_deadline(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_REALTIME, &t);
-    t.tv_sec += GATE_WAIT_MS / 1000;
-    return t;
-}
-
 static cs_outcome reply_handler(cs_delivery *d, void *user) {
     gated *g = user;
-    struct timespec deadline = gate_deadline();
     pthread_mutex_lock(&g->lock);
     g->attempts[g->runs < 4 ? g->runs : 3] = cs_delivery_attempt(d);
     g->runs++;
-    pthread_cond_broadcast(&g->cv);
-    while (!g->go && !g->free)
-        if (pthread_cond_timedwait(&g->cv, &g->lock, &deadline) == ETIMEDOUT) {
-            fprintf(stderr, "reply_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
-            break;
-        }
-    g->go = false;
+    bool wait = !g->free;
     pthread_mutex_unlock(&g->lock);
+    if (wait) {
+        if (!cst_gate_wait(&g->go, GATE_WAIT_MS))
+            fprintf(stderr, "reply_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
+        cst_gate_close(&g->go); /* the next attempt waits for its own let_go */
+    }
     cs_delivery_reply(d, NULL, 0, "Paid", 4);
     return CS_ACK;
 }
 
+typedef struct runs_arg {
+    gated *g;
+    int n;
+} runs_arg;
+
+static bool runs_at_least(void *arg) {
+    runs_arg *a = arg;
+    pthread_mutex_lock(&a->g->lock);
+    bool yes = a->g->runs >= a->n;
+    pthread_mutex_unlock(&a->g->lock);
+    return yes;
+}
+
 /* Waits at most GATE_WAIT_MS for the handler's n-th run; false if it did not come. */
 static bool runs_reach(gated *g, int n) {
-    struct timespec deadline = gate_deadline();
-    pthread_mutex_lock(&g->lock);
-    while (g->runs < n && pthread_cond_timedwait(&g->cv, &g->lock, &deadline) != ETIMEDOUT) continue;
-    bool reached = g->runs >= n;
-    pthread_mutex_unlock(&g->lock);
-    return reached;
+    runs_arg a = {g, n};
+    return cst_wait(runs_at_least, &a, GATE_WAIT_MS);
 }
 
 static void wait_runs(gated *g, int n) {
     if (!runs_reach(g, n)) fail_msg("the reply handler did not run %d times within %d ms", n, GATE_WAIT_MS);
 }
 
-static void let_go(gated *g) {
+static void let_go(gated *g) { cst_gate_open(&g->go); }
+
+/* Every later attempt runs without waiting; one waiting now goes on. */
+static void run_freely(gated *g) {
     pthread_mutex_lock(&g->lock);
-    g->go = true;
-    pthread_cond_broadcast(&g->cv);
+    g->free = true;
     pthread_mutex_unlock(&g->lock);
+    cst_gate_open(&g->go);
 }
 
 static void failed_reply_keeps_the_source_open(void **state) {
@@ -249,7 +249,8 @@ static void failed_reply_keeps_the_source_open(void **state) {
     snprintf(done, sizeof done, "%s.done", topic);
     CST_OK(cs_test_topic_create(cst_cluster, done, 1));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
-    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cst_gate_init(&g.go);
     cs_app *app = cs_app_new("reply-test", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     CST_OK(cs_kafka_producer_config(k, "message.timeout.ms", "1500"));
@@ -271,10 +272,7 @@ static void failed_reply_keeps_the_source_open(void **state) {
     assert_true(committed <= 0); /* the source is still open */
     /* From here on every attempt runs freely: if the broker's absence also
      * cost the group membership, the record is read once more, which is fine. */
-    pthread_mutex_lock(&g.lock);
-    g.free = true;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.lock);
+    run_freely(&g);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 1, 60000));
     pthread_mutex_lock(&g.lock);
     assert_true(g.runs >= 2);
@@ -287,6 +285,7 @@ static void failed_reply_keeps_the_source_open(void **state) {
     assert_true(st.acked >= 1);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
+    cst_gate_destroy(&g.go);
 }
 
 /* ---- a reply that cannot be queued -------------------------------------------- */
@@ -315,20 +314,13 @@ static cs_app *reply_app(gated *g, cs_kafka **k_out, cs_sub **s_out, const char 
     return app;
 }
 
-/* The value of the series exactly `key` (name and labels) in the app's
+/* The value of cstream_publish_errors_total{kind="kind"} in the app's
  * /metrics page, or -1 if it is not there. */
-static long long metric(cs_app *app, const char *key) {
-    char *text = NULL;
-    CST_OK(cs_app_metrics(app, &text));
-    long long v = -1;
-    size_t n = strlen(key);
-    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
-        if (!strncmp(line, key, n) && line[n] == ' ') {
-            v = atoll(line + n + 1);
-            break;
-        }
-    free(text);
-    return v;
+static long long publish_errors(cs_app *app, const char *kind) {
+    char labels[64];
+    snprintf(labels, sizeof labels, "kind=\"%s\"", kind);
+    double v;
+    return cst_metric_value(app, "cstream_publish_errors_total", labels, &v) ? (long long)v : -1;
 }
 
 static bool one_reported(void *arg) {
@@ -369,7 +361,8 @@ static void unqueued_reply_brings_the_source_back_under_tracked(void **state) {
     snprintf(done, sizeof done, "%s.done", topic);
     CST_OK(cs_test_topic_create(cst_cluster, done, 1));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
-    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cst_gate_init(&g.go);
     cs_kafka *k;
     cs_sub *s;
     cs_app *app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_TRACKED, "1", 300, 10000, 10000);
@@ -382,7 +375,7 @@ static void unqueued_reply_brings_the_source_back_under_tracked(void **state) {
     let_go(&g); /* its reply waits 300 ms for space, then the source comes back */
     bool again = runs_reach(&g, 2);
     char *log = cst_capture_stop(&c);
-    long long reply_errors = metric(app, "cstream_publish_errors_total{kind=\"reply\"}");
+    long long reply_errors = publish_errors(app, "reply");
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     CST_OK(cs_test_cluster_set_down(cst_cluster, 0));
@@ -404,13 +397,11 @@ static void unqueued_reply_brings_the_source_back_under_tracked(void **state) {
     if (!cst_wait(one_reported, &rep, 30000))
         fail_msg("the filler was not reported within 30 s of the broker's return");
     assert_int_equal(atomic_load(&rep.ok), 1);
-    pthread_mutex_lock(&g.lock);
-    g.free = true;
-    pthread_cond_broadcast(&g.cv);
-    pthread_mutex_unlock(&g.lock);
+    run_freely(&g);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 1, 60000));
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
+    cst_gate_destroy(&g.go);
 }
 
 /* Auto: nothing can be gated, so the source is acked all the same; the reply
@@ -425,7 +416,8 @@ static void unqueued_reply_is_logged_and_counted_under_auto(void **state) {
     snprintf(done, sizeof done, "%s.done", topic);
     CST_OK(cs_test_topic_create(cst_cluster, done, 1));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
-    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cst_gate_init(&g.go);
     cs_kafka *k;
     cs_sub *s;
     cs_app *app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_AUTO, "1", 300, 10000, 10000);
@@ -439,7 +431,7 @@ static void unqueued_reply_is_logged_and_counted_under_auto(void **state) {
     settled_arg acked = {s, 1};
     bool settled = cst_wait(acked_at_least, &acked, 30000);
     char *log = cst_capture_stop(&c);
-    long long reply_errors = metric(app, "cstream_publish_errors_total{kind=\"reply\"}");
+    long long reply_errors = publish_errors(app, "reply");
     CST_OK(cs_test_cluster_set_down(cst_cluster, 0));
     if (!settled) fail_msg("the source was not acked within 30 s; the log said:\n%s", log);
     bool unqueued = strstr(log, "reply not queued") && strstr(log, done) && strstr(log, "queue_timeout");
@@ -460,16 +452,16 @@ static void unqueued_reply_is_logged_and_counted_under_auto(void **state) {
     assert_int_equal(g.runs, 1); /* nothing brought it back */
     pthread_mutex_unlock(&g.lock);
     cs_app_destroy(app);
+    cst_gate_destroy(&g.go);
 }
 
 /* ---- a blocking publish waits for queue space ---------------------------------- */
 
 typedef struct pressing {
     pthread_mutex_t lock;
-    pthread_cond_t cv;
     cs_kafka *k;
     const char *out;
-    bool entered, go;
+    cst_gate entered, go; /* the handler holds its record; the test lets it go on */
     cs_err err; /* the blocking publish's */
     char errmsg[256];
     cs_published where;
@@ -481,16 +473,9 @@ typedef struct pressing {
 static cs_outcome press_handler(cs_delivery *d, void *user) {
     (void)d;
     pressing *p = user;
-    struct timespec deadline = gate_deadline();
-    pthread_mutex_lock(&p->lock);
-    p->entered = true;
-    pthread_cond_broadcast(&p->cv);
-    while (!p->go)
-        if (pthread_cond_timedwait(&p->cv, &p->lock, &deadline) == ETIMEDOUT) {
-            fprintf(stderr, "press_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
-            break;
-        }
-    pthread_mutex_unlock(&p->lock);
+    cst_gate_open(&p->entered);
+    if (!cst_gate_wait(&p->go, GATE_WAIT_MS))
+        fprintf(stderr, "press_handler: not let go within %d ms, going on\n", GATE_WAIT_MS);
     cs_kafka *k = p->k;
     cs_record r = {.topic = p->out, .partition = 0, .value = "filler", .value_len = 6};
     for (int i = 0; i < 2; i++)
@@ -525,7 +510,9 @@ static void blocking_publish_waits_for_queue_space(void **state) {
     snprintf(out, sizeof out, "%s.out", topic);
     CST_OK(cs_test_topic_create(cst_cluster, out, 1));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "work", 4, NULL));
-    pressing p = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .out = out, .err = -1};
+    pressing p = {.lock = PTHREAD_MUTEX_INITIALIZER, .out = out, .err = -1};
+    cst_gate_init(&p.entered);
+    cst_gate_init(&p.go);
     cs_app *app = cs_app_new("pressed-test", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     p.k = k;
@@ -539,19 +526,9 @@ static void blocking_publish_waits_for_queue_space(void **state) {
 
     /* Slowed only once the handler holds its record: joining the group at
      * a 1 s round trip would take long. */
-    struct timespec deadline = gate_deadline();
-    pthread_mutex_lock(&p.lock);
-    while (!p.entered)
-        if (pthread_cond_timedwait(&p.cv, &p.lock, &deadline) == ETIMEDOUT) {
-            pthread_mutex_unlock(&p.lock);
-            fail_msg("the handler did not run within %d ms", GATE_WAIT_MS);
-        }
-    pthread_mutex_unlock(&p.lock);
+    if (!cst_gate_wait(&p.entered, GATE_WAIT_MS)) fail_msg("the handler did not run within %d ms", GATE_WAIT_MS);
     CST_OK(cs_test_broker_set_rtt(cst_cluster, 1, 1000));
-    pthread_mutex_lock(&p.lock);
-    p.go = true;
-    pthread_cond_broadcast(&p.cv);
-    pthread_mutex_unlock(&p.lock);
+    cst_gate_open(&p.go);
     settled_arg acked = {s, 1};
     bool settled = cst_wait(acked_at_least, &acked, 60000);
     CST_OK(cs_test_broker_set_rtt(cst_cluster, 1, 0));
@@ -564,7 +541,7 @@ static void blocking_publish_waits_for_queue_space(void **state) {
     pthread_mutex_unlock(&p.lock);
     assert_int_equal(atomic_load(&p.fillers.ok), 2);
     assert_int_equal(atomic_load(&p.fillers.failed), 0);
-    assert_int_equal(metric(app, "cstream_publish_errors_total{kind=\"publish\"}"), 0);
+    assert_int_equal(publish_errors(app, "publish"), 0);
     CST_OK(cs_app_stop(app));
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
@@ -572,6 +549,8 @@ static void blocking_publish_waits_for_queue_space(void **state) {
     assert_int_equal(st.acked, 1);
     assert_int_equal(st.retried, 0);
     cs_app_destroy(app);
+    cst_gate_destroy(&p.entered);
+    cst_gate_destroy(&p.go);
 }
 
 /* ---- a reply purged at the stop leaves its source to the next owner ----------- */
@@ -596,7 +575,8 @@ static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
     static int refusals[REFUSALS];
     for (int i = 0; i < REFUSALS; i++) refusals[i] = NOT_ENOUGH_REPLICAS;
     CST_OK(cs_test_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
-    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .free = true};
+    gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .free = true};
+    cst_gate_init(&g.go);
     cs_kafka *k;
     cs_sub *s;
     cs_app *app = reply_app(&g, &k, &s, topic, group, done, CS_COMMIT_TRACKED, NULL, 5000, 300, 300);
@@ -627,6 +607,7 @@ static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
     assert_int_equal(g.runs, 2);
     pthread_mutex_unlock(&g.lock);
     cs_app_destroy(app);
+    cst_gate_destroy(&g.go);
 }
 
 /* ---- idempotent producer across a real broker restart ---------------------- */

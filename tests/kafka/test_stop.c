@@ -36,17 +36,15 @@ typedef struct fixture {
     cst_seen *first_assignment; /* what ran before the member's second assignment */
     int64_t n; /* records per partition */
     int32_t hold_partition;
-    int64_t hold_offset;  /* the record the handler holds until `released`; -1: none */
+    int64_t hold_offset;  /* the record the handler holds until `released` opens; -1: none */
     bool retry_held;      /* Tracked: the held record asks for a retry, every time */
     _Atomic bool entered; /* the handler holds the record */
-    _Atomic bool released;
+    cst_gate released;
     _Atomic bool timed_out; /* the release never came */
     _Atomic int held_runs;
     _Atomic int64_t first; /* the first offset handled, -1 before */
     _Atomic int revokes;
     _Atomic int assigns;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
 } fixture;
 
 static void fixture_init(fixture *f, int partitions, int64_t n, int32_t hold_partition, int64_t hold_offset,
@@ -59,36 +57,19 @@ static void fixture_init(fixture *f, int partitions, int64_t n, int32_t hold_par
     f->hold_offset = hold_offset;
     f->retry_held = retry_held;
     atomic_store(&f->first, -1);
-    pthread_mutex_init(&f->lock, NULL);
-    pthread_cond_init(&f->cv, NULL);
+    cst_gate_init(&f->released);
 }
 
 static void fixture_free(fixture *f) {
     cst_seen_free(f->seen);
     cst_seen_free(f->first_assignment);
-    pthread_mutex_destroy(&f->lock);
-    pthread_cond_destroy(&f->cv);
+    cst_gate_destroy(&f->released);
 }
 
-static void release(fixture *f) {
-    pthread_mutex_lock(&f->lock);
-    atomic_store(&f->released, true);
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->lock);
-}
+static void release(fixture *f) { cst_gate_open(&f->released); }
 
 /* Waits (bounded) for release(); false if it did not come. */
-static bool wait_released(fixture *f) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += HOLD_MS / 1000;
-    pthread_mutex_lock(&f->lock);
-    int rc = 0;
-    while (!atomic_load(&f->released) && rc == 0) rc = pthread_cond_timedwait(&f->cv, &f->lock, &until);
-    bool ok = atomic_load(&f->released);
-    pthread_mutex_unlock(&f->lock);
-    return ok;
-}
+static bool wait_released(fixture *f) { return cst_gate_wait(&f->released, HOLD_MS); }
 
 static cs_outcome handle(cs_delivery *d, void *user) {
     fixture *f = user;

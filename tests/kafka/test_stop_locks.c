@@ -37,9 +37,8 @@ typedef struct fixture {
     bool hook_holds;       /* (b): the close waits for the test's scrape */
     _Atomic int revokes;
     _Atomic int64_t delivered_in_hook;
-    pthread_mutex_t latch_lock;
-    pthread_cond_t latch_cv;
-    bool in_hook, scraped, hold_expired;
+    cst_gate in_hook, scraped; /* the hook holds the close; the test has scraped */
+    _Atomic bool hold_expired; /* stored before the hook returns, so before the close goes on */
     /* the stopping thread */
     pthread_t stopper;
     _Atomic bool stopped;
@@ -62,16 +61,8 @@ static void on_revoke(cs_sub *s, const char *topic, const int32_t *partitions, s
         atomic_store(&f->delivered_in_hook, (int64_t)st.delivered);
     }
     if (!f->hook_holds) return;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until); /* the latch's condition measures on it (start) */
-    until.tv_sec += HOLD_MS / 1000;
-    pthread_mutex_lock(&f->latch_lock);
-    f->in_hook = true;
-    pthread_cond_broadcast(&f->latch_cv);
-    int rc = 0;
-    while (!f->scraped && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&f->latch_cv, &f->latch_lock, &until);
-    f->hold_expired = !f->scraped;
-    pthread_mutex_unlock(&f->latch_lock);
+    cst_gate_open(&f->in_hook);
+    atomic_store(&f->hold_expired, !cst_gate_wait(&f->scraped, HOLD_MS));
 }
 
 static bool handled_one(void *arg) { return atomic_load(&((fixture *)arg)->handled) >= 1; }
@@ -80,12 +71,8 @@ static bool stopped(void *arg) { return atomic_load(&((fixture *)arg)->stopped);
 /* A Tracked subscription on a fresh 1-partition topic holding one record,
  * started, its record handled. */
 static void start(fixture *f, const char *prefix) {
-    pthread_mutex_init(&f->latch_lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&f->latch_cv, &attr);
-    pthread_condattr_destroy(&attr);
+    cst_gate_init(&f->in_hook);
+    cst_gate_init(&f->scraped);
     cst_fresh(prefix, 1, f->topic, f->group, sizeof f->topic);
     CST_OK(cs_test_produce(cst_cluster, f->topic, 0, NULL, 0, "v", 1, NULL));
     f->app = cs_app_new(prefix, "1.0");
@@ -125,8 +112,8 @@ static void join_stop(fixture *f, const char *why_stuck) {
 
 static void finish(fixture *f) {
     cs_app_destroy(f->app);
-    pthread_cond_destroy(&f->latch_cv);
-    pthread_mutex_destroy(&f->latch_lock);
+    cst_gate_destroy(&f->in_hook);
+    cst_gate_destroy(&f->scraped);
 }
 
 /* (a) The hook reads the counters during the graceful stop's close: the read
@@ -150,18 +137,13 @@ static void revoke_hook_reads_the_stats_during_a_graceful_stop(void **state) {
     finish(&f);
 }
 
-/* The value of the first series of `family` labelled subscription="sub" in a
- * metrics body, or -1. */
+/* The value of the first series of `family` labelled subscription="sub" (and
+ * any labels after it) in a metrics body, or -1. */
 static long long series_value(const char *body, const char *family, const char *sub) {
-    char key[512];
-    snprintf(key, sizeof key, "%s{subscription=\"%s\"", family, sub);
-    const char *line = strstr(body, key);
-    if (!line) return -1;
-    const char *end = strchr(line, '\n');
-    const char *space = line;
-    for (const char *p = line; *p && p != end; p++)
-        if (*p == ' ') space = p;
-    return space == line ? -1 : atoll(space + 1);
+    char labels[256];
+    snprintf(labels, sizeof labels, "subscription=\"%s\"", sub);
+    double v;
+    return cst_metric_in(body, family, labels, &v) ? (long long)v : -1;
 }
 
 /* (b) /metrics answers while a close is slow: the revoke hook holds the close
@@ -174,24 +156,15 @@ static void metrics_answer_while_a_close_is_slow(void **state) {
     f.hook_holds = true;
     start(&f, "stoplock-scrape");
     stop_in_background(&f);
-    pthread_mutex_lock(&f.latch_lock);
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += STOP_MS / 1000;
-    int rc = 0;
-    while (!f.in_hook && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&f.latch_cv, &f.latch_lock, &until);
-    bool in_hook = f.in_hook;
-    pthread_mutex_unlock(&f.latch_lock);
-    if (!in_hook) fail_msg("the stop did not reach the revoke hook within %d s", STOP_MS / 1000);
+    if (!cst_gate_wait(&f.in_hook, STOP_MS)) fail_msg("the stop did not reach the revoke hook within %d s", STOP_MS / 1000);
 
     /* The close is now held in the hook, on the stopping thread. */
     char *body = NULL;
     cs_err err = cs_app_metrics(f.app, &body);
-    pthread_mutex_lock(&f.latch_lock);
-    f.scraped = true;
-    bool expired = f.hold_expired;
-    pthread_cond_broadcast(&f.latch_cv);
-    pthread_mutex_unlock(&f.latch_lock);
+    /* Expired, the hook stored it before the close went on, so before the
+     * scrape (held behind the close, if it is) answered. */
+    bool expired = atomic_load(&f.hold_expired);
+    cst_gate_open(&f.scraped);
     join_stop(&f, "the close did not finish after the scrape released the revoke hook");
     if (expired)
         fail_msg("the scrape answered only after the revoke hook had held the close for %d s: /metrics waits for "

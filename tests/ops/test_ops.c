@@ -331,12 +331,10 @@ static int stop_service(child *c) {
 
 /* The value of the series `name{subscription="sub"...}` in a metrics body, or -1. */
 static long long metric(const char *body, const char *name, const char *sub) {
-    char prefix[512];
-    snprintf(prefix, sizeof prefix, "%s{subscription=\"%s\"", name, sub);
-    const char *p = strstr(body, prefix);
-    if (!p) return -1;
-    p = strchr(p, '}');
-    return p ? atoll(p + 1) : -1;
+    char labels[512];
+    snprintf(labels, sizeof labels, "subscription=\"%s\"", sub);
+    double v;
+    return cst_metric_in(body, name, labels, &v) ? (long long)v : -1;
 }
 
 static void test_run_http_metrics_json_logs(void **state) {

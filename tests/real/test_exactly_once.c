@@ -16,7 +16,8 @@
  *   it, after other outputs were sent) is invisible: its window is read again
  *   and each output is read exactly once.
  *
- * CS_KILLS sets the kills (3 in CI; `make proof` runs 20). */
+ * CS_KILLS sets the kills, 1 to 64 (3 when unset; 3 in CI; `make proof` runs
+ * 20); 0 or anything else is refused. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +46,7 @@ typedef struct run {
 static void setup(run *r, const char *prefix, long records) {
     memset(r, 0, sizeof *r);
     r->records = records;
-    const char *env = getenv("CS_KILLS");
-    r->kills = env ? atoi(env) : 3;
-    if (r->kills > MAX_KILLS) r->kills = MAX_KILLS;
+    r->kills = cst_kills_wanted(MAX_KILLS);
     cst_fresh(prefix, PARTS, r->topic, r->group, sizeof r->topic);
     char out_prefix[64];
     snprintf(out_prefix, sizeof out_prefix, "%s-out", prefix);
@@ -211,8 +210,7 @@ static void kills_lose_and_duplicate_nothing(void **state) {
     run r;
     /* Enough input that every kill lands mid-stream (a restarted member's
      * first window can commit a few thousand records at once). */
-    const char *env = getenv("CS_KILLS");
-    int kills = env ? atoi(env) : 3;
+    int kills = cst_kills_wanted(MAX_KILLS);
     setup(&r, "eos-kill", kills <= 3 ? 10000 : 3000L * kills);
     for (int k = 0; k < r.kills; k++) {
         /* Kill once this child has committed a random share of what is left

@@ -2,8 +2,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cstest.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +133,51 @@ pid_t cst_spawn(const char *path, char *const argv[]) {
     }
     sigprocmask(SIG_SETMASK, &old, NULL);
     return pid;
+}
+
+double cst_metric(cs_app *app, const char *name, const char *labels) {
+    double v;
+    return cst_metric_value(app, name, labels, &v) ? v : -1;
+}
+
+static void count_failed(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    (void)rk;
+    if (m->err) atomic_fetch_add((_Atomic long *)opaque, 1);
+}
+
+void cst_produce_sized(const char *topic, int32_t partition, long count, size_t value_bytes) {
+    char err[512];
+    _Atomic long failed = 0;
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *kv[][2] = {{"bootstrap.servers", cs_test_cluster_brokers(cst_cluster)},
+                           {"linger.ms", "20"},
+                           {"batch.size", "1000000"},
+                           {"compression.type", "none"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK) fail_msg("producer: %s", err);
+    rd_kafka_conf_set_dr_msg_cb(conf, count_failed);
+    rd_kafka_conf_set_opaque(conf, (void *)&failed);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) fail_msg("producer: %s", err);
+    char *value = malloc(value_bytes ? value_bytes : 1);
+    memset(value, 'v', value_bytes);
+    int64_t deadline = cst_now_ms() + 120000;
+    for (long i = 0; i < count; i++) {
+        rd_kafka_resp_err_t e;
+        while ((e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                      RD_KAFKA_V_VALUE(value, value_bytes), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                      RD_KAFKA_V_END)) == RD_KAFKA_RESP_ERR__QUEUE_FULL &&
+               cst_now_ms() < deadline)
+            rd_kafka_poll(rk, 10);
+        if (e) fail_msg("produce to %s/%d: %s", topic, (int)partition, rd_kafka_err2str(e));
+    }
+    int64_t left = deadline - cst_now_ms();
+    rd_kafka_resp_err_t fe = rd_kafka_flush(rk, (int)(left > 0 ? left : 0));
+    rd_kafka_destroy(rk);
+    free(value);
+    if (fe || atomic_load(&failed))
+        fail_msg("produce to %s/%d: %ld of %ld records failed, flush: %s", topic, (int)partition, (long)atomic_load(&failed),
+                 count, rd_kafka_err2str(fe));
 }
 
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size) {
@@ -272,4 +319,101 @@ const char *cst_header(const rd_kafka_message_t *m, const char *name, char *buf,
         return NULL;
     snprintf(buf, size, "%.*s", (int)len, v ? (const char *)v : "");
     return buf;
+}
+
+int cst_kills_wanted(int max) {
+    const char *env = getenv("CS_KILLS");
+    if (!env) return 3;
+    char *rest;
+    errno = 0;
+    long n = strtol(env, &rest, 10);
+    if (errno || rest == env || *rest || n < 1 || n > max)
+        fail_msg("CS_KILLS=\"%s\": expected a number of kills from 1 to %d", env, max);
+    return (int)n;
+}
+
+/* ---- review-fixes: helpers that several tests had their own copy of ------- */
+
+void cst_gate_init(cst_gate *g) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC); /* the deadline must not move with the wall clock */
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cv, &a);
+    pthread_condattr_destroy(&a);
+    g->open = false;
+}
+
+void cst_gate_destroy(cst_gate *g) {
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->lock);
+}
+
+static void gate_set(cst_gate *g, bool open) {
+    pthread_mutex_lock(&g->lock);
+    g->open = open;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->lock);
+}
+void cst_gate_open(cst_gate *g) { gate_set(g, true); }
+void cst_gate_close(cst_gate *g) { gate_set(g, false); }
+
+bool cst_gate_wait(cst_gate *g, int timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+    if (until.tv_nsec >= 1000000000) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000;
+    }
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        if (pthread_cond_timedwait(&g->cv, &g->lock, &until) != 0) break;
+    bool open = g->open;
+    pthread_mutex_unlock(&g->lock);
+    return open;
+}
+
+char *cst_log_line(const char *text, const char *needle, char *out, size_t size) {
+    const char *at = text && needle ? strstr(text, needle) : NULL;
+    if (!at || size == 0) return NULL;
+    const char *start = at, *end = strchr(at, '\n');
+    while (start > text && start[-1] != '\n') start--;
+    size_t len = end ? (size_t)(end - start) : strlen(start);
+    if (len >= size) len = size - 1;
+    memcpy(out, start, len);
+    out[len] = '\0';
+    return out;
+}
+
+bool cst_metric_in(const char *text, const char *name, const char *labels, double *value) {
+    size_t nlen = strlen(name), llen = labels ? strlen(labels) : 0;
+    for (const char *line = text; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        if (*line == '#' || strncmp(line, name, nlen) != 0) continue;
+        const char *rest = line + nlen;
+        if (llen) {
+            if (*rest != '{' || strncmp(rest + 1, labels, llen) != 0) continue;
+            char after = rest[1 + llen];
+            if (after != ',' && after != '}') continue; /* labels ended mid-value or mid-name */
+        } else if (*rest != '{' && *rest != ' ') {
+            continue; /* a longer name that starts with this one */
+        }
+        const char *end = strchr(line, '\n');
+        const char *space = NULL;
+        for (const char *p = line; *p && p != end; p++)
+            if (*p == ' ') space = p; /* the value follows the last blank: label values may hold blanks */
+        if (!space) return false;
+        *value = strtod(space + 1, NULL);
+        return true;
+    }
+    return false;
+}
+
+bool cst_metric_value(cs_app *app, const char *name, const char *labels, double *value) {
+    char *text = NULL;
+    if (cs_app_metrics(app, &text) != CS_OK || !text) return false;
+    bool found = cst_metric_in(text, name, labels, value);
+    free(text);
+    return found;
 }

@@ -39,6 +39,11 @@ size_t cst_seen_total(cst_seen *s);
 /* Milliseconds on the monotonic clock: for deadlines of hand-written polling loops. */
 int64_t cst_now_ms(void);
 
+/* The kills a crash test makes: CS_KILLS, 1 to max (3 when unset). 0, garbage
+ * or a value out of range fails the test, since a crash test would then pass
+ * without a single kill. */
+int cst_kills_wanted(int max);
+
 /* Polls pred every 10 ms until true or timeout: true if it became true. */
 bool cst_wait(bool (*pred)(void *arg), void *arg, int timeout_ms);
 
@@ -53,6 +58,17 @@ void cst_wait_commit_ticks(const cs_sub *s, int ticks, int timeout_ms);
  * survives both), so a stop signal sent right after spawning waits for the
  * service to take it instead of killing the child before its main runs. */
 pid_t cst_spawn(const char *path, char *const argv[]);
+
+/* cst_metric_value's lookup as a number: the series' value, or -1 if the
+ * series is absent or the metrics cannot be read. */
+double cst_metric(cs_app *app, const char *name, const char *labels);
+
+/* Writes `count` records of `value_bytes` bytes each (no key) to one
+ * partition of `topic`, in bulk, and waits for every delivery report. Fails
+ * the test if any record is not written within 120 s. For tests that need
+ * realistic record sizes in a given partition (cs_test_produce_many writes
+ * short values spread by key). */
+void cst_produce_sized(const char *topic, int32_t partition, long count, size_t value_bytes);
 
 /* A fresh topic with n partitions and a fresh group name. */
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size);
@@ -92,5 +108,35 @@ char *cst_capture_stop(cst_capture *c);
 char *cst_slurp(const char *path);
 /* Fails the test, quoting the line, if `secret` occurs in `text` (`what` names it). */
 void cst_assert_no_secret(const char *what, const char *text, const char *secret);
+
+/* ---- review-fixes: helpers that several tests had their own copy of ------- */
+
+/* A latch: cst_gate_wait blocks until cst_gate_open (or the deadline, on the
+ * monotonic clock, so a wall-clock step neither cuts a hold short nor
+ * stretches it). Once open it stays open until cst_gate_close. Any thread. */
+#include <pthread.h>
+typedef struct cst_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool open;
+} cst_gate;
+void cst_gate_init(cst_gate *g);
+void cst_gate_destroy(cst_gate *g);
+void cst_gate_open(cst_gate *g);
+void cst_gate_close(cst_gate *g);
+/* True if the gate was (or became) open within timeout_ms. */
+bool cst_gate_wait(cst_gate *g, int timeout_ms);
+
+/* The first line of text containing needle (without its newline), copied
+ * into out (cut to size); NULL if there is none, else out. */
+char *cst_log_line(const char *text, const char *needle, char *out, size_t size);
+
+/* The value of the first series `name{labels...} value` in the app's
+ * /metrics text whose labels start with `labels` (e.g.
+ * "subscription=\"orders\",group=\"g\""; NULL or "" for the first series
+ * of that name, with or without labels). True and *value set if found. */
+bool cst_metric_value(cs_app *app, const char *name, const char *labels, double *value);
+/* The same lookup in a metrics text already scraped (an HTTP body). */
+bool cst_metric_in(const char *text, const char *name, const char *labels, double *value);
 
 #endif

@@ -4,7 +4,16 @@
  * write per line, O_APPEND: lines from workers never interleave, and a
  * SIGKILL loses nothing already written). The parent counts lost and
  * duplicated payouts from that file.
- * usage: payout_worker TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto] */
+ * usage: payout_worker TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto]
+ *
+ * Optional, from the environment (tests/real/test_static_membership.c):
+ *   CSTREAM_INSTANCE_ID         the instance id (cstream reads it): the
+ *                               consumer joins as a static member
+ *   PAYOUT_SESSION_TIMEOUT_MS   session.timeout.ms (default 6000; "default"
+ *                               leaves librdkafka's own, 45 s)
+ *   PAYOUT_ASSIGN_FILE          "+P" / "-P" lines as partitions are assigned
+ *                               and revoked (one write each, O_APPEND)
+ *   PAYOUT_LOG_FILE             stderr (cstream's log lines) goes there */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -30,12 +39,44 @@ static cs_outcome pay_out(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
+static int assign_fd = -1;
+
+static void note_partitions(char sign, const int32_t *partitions, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        char line[32];
+        int len = snprintf(line, sizeof line, "%c%d\n", sign, (int)partitions[i]);
+        if (write(assign_fd, line, (size_t)len) != len) perror("PAYOUT_ASSIGN_FILE");
+    }
+}
+
+static void on_assign(cs_sub *s, const char *topic, const int32_t *partitions, size_t n, void *user) {
+    (void)s, (void)topic, (void)user;
+    note_partitions('+', partitions, n);
+}
+
+static void on_revoke(cs_sub *s, const char *topic, const int32_t *partitions, size_t n, void *user) {
+    (void)s, (void)topic, (void)user;
+    note_partitions('-', partitions, n);
+}
+
 int main(int argc, char **argv) {
     if (argc != 5 && argc != 6) {
         fprintf(stderr, "usage: %s TOPIC GROUP OUTPUT_FILE WORKERS [tracked|auto]\n", argv[0]);
         return 2;
     }
     cst_hold_stop_signals();
+    const char *log_file = getenv("PAYOUT_LOG_FILE");
+    if (log_file && *log_file && !freopen(log_file, "a", stderr)) return 2;
+    const char *assign_file = getenv("PAYOUT_ASSIGN_FILE");
+    if (assign_file && *assign_file) {
+        assign_fd = open(assign_file, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (assign_fd < 0) {
+            perror(assign_file);
+            return 2;
+        }
+    }
+    const char *session = getenv("PAYOUT_SESSION_TIMEOUT_MS");
+    if (!session || !*session) session = "6000";
     out_fd = open(argv[3], O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (out_fd < 0) {
         perror(argv[3]);
@@ -47,7 +88,9 @@ int main(int argc, char **argv) {
     cs_kafka *k = cs_kafka_new(NULL);
     cs_sub *s = cs_kafka_subscribe(k, argv[1], pay_out, &seed);
     cs_err err = CS_OK;
-    if (!err) err = cs_kafka_config(k, "session.timeout.ms", "6000");
+    if (!err && strcmp(session, "default")) err = cs_kafka_config(k, "session.timeout.ms", session);
+    if (!err && assign_fd >= 0) err = cs_sub_on_assign(s, on_assign, NULL);
+    if (!err && assign_fd >= 0) err = cs_sub_on_revoke(s, on_revoke, NULL);
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_sub_group(s, argv[2]);
     bool auto_mode = argc == 6 && !strcmp(argv[5], "auto");
@@ -60,5 +103,6 @@ int main(int argc, char **argv) {
     if (err) fprintf(stderr, "payout_worker: %s\n", cs_errmsg());
     cs_app_destroy(app);
     close(out_fd);
+    if (assign_fd >= 0) close(assign_fd);
     return err ? 1 : 0;
 }

@@ -5,6 +5,7 @@
  * commit mode's max_open and commit interval to resolve to them), and every
  * setter to accept exactly the documented range. A default or range changed
  * in the guide, in the header, or as a literal in kafka.c fails here. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,8 +38,8 @@ typedef struct row {
 } row;
 
 static row rows[] = {
-    {"cs_kafka_queue_timeout_ms", NULL, {CS__DEFAULT_QUEUE_TIMEOUT_MS}, 1, true, 0, NO_MAX},
-    {"cs_kafka_flush_timeout_ms", NULL, {CS__DEFAULT_FLUSH_TIMEOUT_MS}, 1, true, 0, NO_MAX},
+    {"cs_kafka_queue_timeout_ms", NULL, {CS__DEFAULT_QUEUE_TIMEOUT_MS}, 1, true, CS__QUEUE_TIMEOUT_MIN_MS, NO_MAX},
+    {"cs_kafka_flush_timeout_ms", NULL, {CS__DEFAULT_FLUSH_TIMEOUT_MS}, 1, true, CS__FLUSH_TIMEOUT_MIN_MS, NO_MAX},
     {"cs_sub_group", "the broker's cs_kafka_default_group", {0}, 0, false, 0, 0},
     {"cs_sub_start_at", NAME(CS__DEFAULT_START), {0}, 0, false, 0, 0},
     {"cs_sub_commit", NAME(CS__DEFAULT_COMMIT), {0}, 0, false, 0, 0},
@@ -267,6 +268,17 @@ static void open_range(cs_kafka *k, const char *call, kafka_setter set) {
     assert_int_equal(r->max, NO_MAX);
     if (set(k, (int)r->min - 1) != CS_ERR_ARG) fail_msg("%s accepts %ld, below its range", call, r->min - 1);
     if (set(k, (int)r->min) != CS_OK) fail_msg("%s refuses its minimum %ld: %s", call, r->min, cs_errmsg());
+    /* No maximum: the largest int is accepted too. */
+    if (set(k, INT_MAX) != CS_OK) fail_msg("%s refuses %d, with no maximum: %s", call, INT_MAX, cs_errmsg());
+}
+
+/* cs_sub_reply's queue timeout: ">= 0 ms" in the guide, no maximum. */
+static void reply_range(cs_sub *s) {
+    int min = CS__REPLY_QUEUE_TIMEOUT_MIN_MS;
+    if (cs_sub_reply(s, "replies", min - 1) != CS_ERR_ARG) fail_msg("cs_sub_reply accepts %d, below its range", min - 1);
+    if (cs_sub_reply(s, "replies", min) != CS_OK) fail_msg("cs_sub_reply refuses its minimum %d: %s", min, cs_errmsg());
+    if (cs_sub_reply(s, "replies", INT_MAX) != CS_OK)
+        fail_msg("cs_sub_reply refuses %d, with no maximum: %s", INT_MAX, cs_errmsg());
 }
 
 static void setters_accept_the_documented_ranges(void **state) {
@@ -286,6 +298,7 @@ static void setters_accept_the_documented_ranges(void **state) {
     size_range(s, "cs_sub_max_open", cs_sub_max_open);
     size_range(s, "cs_sub_window_records", cs_sub_window_records);
     size_range(s, "cs_sub_fetch_buffer_bytes", cs_sub_fetch_buffer_bytes);
+    reply_range(s);
     cs_kafka_destroy(k);
 }
 
