@@ -17,9 +17,11 @@
  * mock's random choice) and must all have been met; the rebalance hooks count
  * revokes and assigns (the 8 s outage evicts the member, the 2 s one does
  * not); a probe (a "no error" answer pushed like an error) shows that the
- * member heartbeats to a moved coordinator.
+ * member heartbeats to a moved coordinator, and fetches from moved leaders;
+ * records produced to slow brokers take at least the delay to be acknowledged.
  * Waits are for conditions with generous timeouts; the only sleeps hold a
- * fault in place for a while, and nothing asserts how long anything took.
+ * fault in place for a while, and the only duration asserted is that lower
+ * bound (a slow machine can only make it longer).
  * Embedded cluster only (tests/CMakeLists.txt): the faults are the mock's. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -154,14 +156,20 @@ static void service_start(service *s) {
     }
 }
 
-static void produce(service *s, int n) {
+/* Produces n records over the partitions, one at a time (each waits for its
+ * delivery report). Returns the shortest time one took, in ms. */
+static int64_t produce(service *s, int n) {
+    int64_t shortest = INT64_MAX;
     for (int i = 0; i < n; i++) {
         int32_t p = i % PARTS;
-        int64_t off;
+        int64_t off, start = cst_now_ms();
         CST_OK(cs_test_produce(cst_cluster, s->topic, p, NULL, 0, "payout", 6, &off));
+        int64_t took = cst_now_ms() - start;
+        if (took < shortest) shortest = took;
         assert_true(off < MAXOFF);
         if (off + 1 > s->end[p]) s->end[p] = off + 1;
     }
+    return shortest;
 }
 
 static bool all_in(cst_seen *seen, const int64_t *end) {
@@ -445,29 +453,59 @@ static void coordinator_moves(void **state) {
     service_stop(&s, "coordinator moves");
 }
 
+/* Partition leaders move, twice, each time onto brokers that led none of the
+ * topic's partitions: the consumer follows them by itself. A probe (a "no
+ * error" answer pushed like an error) on each new leader shows it: librdkafka
+ * sends a Fetch only to the broker it takes for a partition's leader, so the
+ * idle brokers receive none until the consumer follows the move. Every record
+ * produced after a move is handled, and 2.0.2's mock answers a Fetch from any
+ * broker but the leader (or a follower, none here) NOT_LEADER_FOR_PARTITION
+ * (rd_kafka_mock_handle_Fetch), so those records came through a Fetch to a
+ * new leader: its probe was met before expect_recovered returns. Without the
+ * move the records are handled all the same, from the old leaders; only the
+ * probes tell the two apart. */
 static void leaders_move(void **state) {
     (void)state;
     service s;
     service_init(&s, "faults-leader", false);
+    place_leaders(s.topic, 1, 2); /* 1 leads 0 and 2, 2 leads 1 and 3; 3 leads nothing */
     warm_up(&s);
-    for (int p = 0; p < PARTS; p++) CST_OK(cs_test_partition_set_leader(cst_cluster, s.topic, p, 1 + (p + 1) % BROKERS));
+    const int probe[] = {0};
+    push_errors(3, API_FETCH, 1, probe);
+    place_leaders(s.topic, 3, 1); /* all on 3 */
     produce(&s, 100);
-    expect_recovered(&s, "leaders moved");
-    for (int p = 0; p < PARTS; p++) CST_OK(cs_test_partition_set_leader(cst_cluster, s.topic, p, 1 + (p + 2) % BROKERS));
+    expect_recovered(&s, "leaders moved to 3");
+    expect_errors_met(3, API_FETCH, "leaders moved to 3");
+    push_errors(1, API_FETCH, 1, probe);
+    push_errors(2, API_FETCH, 1, probe);
+    place_leaders(s.topic, 1, 2); /* back on 1 and 2, idle since the first move */
     produce(&s, 100);
-    expect_recovered(&s, "leaders moved again");
+    expect_recovered(&s, "leaders moved back to 1 and 2");
+    expect_errors_met(1, API_FETCH, "leaders moved back to 1 and 2");
+    expect_errors_met(2, API_FETCH, "leaders moved back to 1 and 2");
     service_stop(&s, "leaders move");
 }
 
-/* Every response 300 ms late: fetches and commits slow down, nothing is lost
- * or left uncommitted. */
+enum { RTT_MS = 300 };
+
+/* Every response RTT_MS late: fetches and commits slow down, nothing is lost
+ * or left uncommitted. The delay took effect: the mock holds back each
+ * response of a broker, to any client, until RTT_MS after it was made
+ * (rd_kafka_mock_connection_write_out), so each record the test produces
+ * (to partitions led by all three brokers) waits at least RTT_MS for its
+ * delivery report, as the service's fetches and commits wait for theirs. A
+ * lower bound only: a slow machine makes it longer, never shorter. */
 static void slow_brokers(void **state) {
     (void)state;
     service s;
     service_init(&s, "faults-rtt", false);
     warm_up(&s);
-    for (int b = 1; b <= BROKERS; b++) CST_OK(cs_test_broker_set_rtt(cst_cluster, b, 300));
-    produce(&s, 100);
+    for (int b = 1; b <= BROKERS; b++) CST_OK(cs_test_broker_set_rtt(cst_cluster, b, RTT_MS));
+    int64_t shortest = produce(&s, 100);
+    if (shortest < RTT_MS)
+        fail_msg("rtt %d ms: a record was acknowledged after %lld ms: the brokers were not slow", RTT_MS,
+                 (long long)shortest);
+    printf("rtt %d ms: the quickest of 100 records was acknowledged after %lld ms\n", RTT_MS, (long long)shortest);
     expect_recovered(&s, "rtt 300 ms");
     for (int b = 1; b <= BROKERS; b++) CST_OK(cs_test_broker_set_rtt(cst_cluster, b, 0));
     produce(&s, 100);
