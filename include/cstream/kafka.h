@@ -138,13 +138,28 @@ typedef enum cs_lane_key { CS_LANES_BY_PARTITION = 0, CS_LANES_BY_KEY } cs_lane_
 cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
 /* Records cstream holds per partition between fetch and settlement (queued,
  * running, pending) — under Tracked, the span of the commit tracker, from the
- * lowest open record to the newest. When a partition reaches it, cstream takes
- * no more of its records from librdkafka until it drains to half (they wait in
- * librdkafka's pre-fetch queue for that partition, see queued.min.messages and
- * queued.max.messages.kbytes). Default: 500 under Auto (the records handed to
+ * lowest open record to the newest. When a partition reaches it, cstream hands
+ * out no more of its records until it drains to half (they wait in the fetch
+ * buffer, see cs_sub_fetch_buffer_bytes). Default: 500 under Auto (the records handed to
  * cstream are Auto's loss window, so keep it small), 10000 under Tracked (it
  * only bounds memory). */
 cs_err cs_sub_max_open(cs_sub *s, size_t n);
+/* The subscription's fetch buffer: one bound, for the whole consumer, on the
+ * bytes of records fetched and not yet settled (taken from librdkafka and
+ * waiting, queued, running or pending). Records are copied out of librdkafka
+ * into it; when it is full cstream takes no more until it drains, so
+ * librdkafka's own pre-fetch queue fills and stops fetching. That queue is
+ * one bound for the whole consumer too: queued.max.messages.kbytes defaults
+ * to a quarter of this (set it in cs_sub_config to change it). A partition
+ * whose records stop settling (a stuck handler, a long retry_after) may hold
+ * at most a fair share of the buffer; past it, it is paused in librdkafka until
+ * it drains, so the other partitions keep flowing. Default 48 MiB; values
+ * below 64 KiB are raised to 64 KiB (with a warning); 0 and values above
+ * 1 TiB are refused. */
+cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes);
+/* Defined while this header declares cs_sub_fetch_buffer_bytes and the
+ * fetch-buffer fields of cs_sub_stats (code built across versions checks it). */
+#define CS_FETCH_BUFFER_API 1
 /* Under Tracked: how often changed positions are committed (default 200 ms).
  * Under Transactional: how long a window stays open (default 100 ms). */
 cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
@@ -202,6 +217,11 @@ typedef struct cs_sub_stats {
     uint64_t transactions;      /* transactions committed (Transactional) */
     uint64_t aborts;            /* windows aborted (Transactional): their records were read again */
     uint64_t outputs;           /* outputs committed in transactions (Transactional) */
+    uint64_t fetch_buffer_peak; /* the most bytes the fetch buffer held (cs_sub_fetch_buffer_bytes) */
+    uint64_t stuck_pauses;      /* partitions paused because their records stopped settling */
+    uint64_t wakeups;           /* wake-ups of librdkafka's fetchers after its queue reached its bound */
+    uint64_t gaps;              /* fetched offsets that skipped ahead (compaction, transaction markers) */
+    uint64_t repeats;           /* fetched offsets already taken, dropped */
 } cs_sub_stats;
 void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
 

@@ -12,14 +12,18 @@
  *   2  cs_sub.stats_lock       src/kafka/kafka_internal.h  the subscription's consumer pointer and its
  *                                                      final counters, for readers (cs_sub_stats_get,
  *                                                      /metrics, cs_sub_rdkafka_consumer)
- *   3  cs_consumer.commit_lock src/kafka/consumer.c    the order in which commits are enqueued
+ *   3  cs_consumer.commit_lock src/kafka/committer.c   the order in which commits are enqueued
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
  *   5  cs_part.lock            src/core/partition.h    one partition's state
  *   6  lane.lock               src/core/pipeline.c     a lane's queue (a retry to its head)
  *   6  cs_pipeline.delay_lock  src/core/pipeline.c     the delay heap (a delayed retry)
- *   6  cs_consumer.wake_lock   src/kafka/consumer.c    wake-ups against the fetch thread's end; also
+ *   6  cs_consumer.wake_lock   src/kafka/fetch.c       wake-ups against the fetch thread's end; also
  *                                                      taken under a librdkafka queue lock
- *                                                      (on_partition_records)
+ *                                                      (on_records) and under cs_store.wake_mx
+ *   6  cs_store.free_lock      src/core/store.c        the store's recycled chunks (a record released
+ *                                                      under its partition lock)
+ *   -  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's
+ *                                                      end; only wake_lock is taken under it
  *   6  cs_part.spare_lock      src/core/partition.h    the spare deliveries (a delivery freed under
  *                                                      its partition lock)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason

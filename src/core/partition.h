@@ -70,7 +70,7 @@ typedef struct cs_part {
 
     /* The partition's topic was reported gone while it was assigned, so the
      * log behind it may have restarted (deleted and created again): positions
-     * are not committed until a record shows which (consumer.c). Written by
+     * are not committed until a record shows which (rebalance.c). Written by
      * the fetch thread, cleared at assign; read also by workers (precommit). */
     _Atomic bool log_unknown;
 

@@ -59,6 +59,16 @@
 #define CS__HANDLER_TIME_LIMIT_MIN_MS 0
 #define CS__HANDLER_TIME_LIMIT_MAX_MS 86400000
 
+/* Bytes of records fetched and not yet settled, for the whole consumer
+ * (docs/fetch-path-design.md 3.3); librdkafka's own pre-fetch bound,
+ * queued.max.messages.kbytes, defaults to a quarter of it. The setter takes
+ * MIN..MAX; values below CS__FETCH_BUFFER_FLOOR (four of the store's
+ * smallest chunks) are raised to it, with a warning. */
+#define CS__DEFAULT_FETCH_BUFFER_BYTES 50331648L /* 48 MiB */
+#define CS__FETCH_BUFFER_MIN 1L
+#define CS__FETCH_BUFFER_MAX 1099511627776L /* 1 TiB */
+#define CS__FETCH_BUFFER_FLOOR 65536L
+
 #define CS__DEFAULT_MAX_ATTEMPTS 0 /* no cap */
 #define CS__MAX_ATTEMPTS_MIN 0
 #define CS__MAX_ATTEMPTS_MAX 1000000

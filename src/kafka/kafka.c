@@ -184,6 +184,7 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->lanes = CS__DEFAULT_LANES;
     s->workers = CS__DEFAULT_WORKERS;
     s->max_open = 0; /* the commit mode's default, see cs__sub_max_open */
+    s->fetch_buffer_bytes = (size_t)CS__DEFAULT_FETCH_BUFFER_BYTES;
     s->commit_interval_ms = 0; /* the commit mode's default, see cs__sub_commit_interval_ms */
     s->window_records = CS__DEFAULT_WINDOW_RECORDS;
     s->stall_timeout_ms = CS__DEFAULT_STALL_TIMEOUT_MS;
@@ -315,6 +316,22 @@ cs_err cs_sub_max_open(cs_sub *s, size_t n) {
         return cs__fail(CS_ERR_ARG, "cs_sub_max_open(%s): %zu is out of range [%d, %d]", s->name, n, CS__MAX_OPEN_MIN,
                         CS__MAX_OPEN_MAX);
     s->max_open = n;
+    return CS_OK;
+}
+
+cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes) {
+    cs_err err = sub_configurable(s, "cs_sub_fetch_buffer_bytes");
+    if (err) return err;
+    if (bytes < (size_t)CS__FETCH_BUFFER_MIN || bytes > (size_t)CS__FETCH_BUFFER_MAX)
+        return cs__fail(CS_ERR_ARG, "cs_sub_fetch_buffer_bytes(%s): %zu is out of range [%ld, %ld]", s->name, bytes,
+                        CS__FETCH_BUFFER_MIN, CS__FETCH_BUFFER_MAX);
+    if (bytes < (size_t)CS__FETCH_BUFFER_FLOOR) {
+        CS_LOG_WARN("fetch buffer raised to its minimum (four chunks of the store) subscription=%s asked=%zu "
+                    "bytes=%ld",
+                    s->name, bytes, CS__FETCH_BUFFER_FLOOR);
+        bytes = (size_t)CS__FETCH_BUFFER_FLOOR;
+    }
+    s->fetch_buffer_bytes = bytes;
     return CS_OK;
 }
 

@@ -118,6 +118,7 @@ struct cs_sub {
     cs_lane_key lanes;
     int workers;
     size_t max_open;
+    size_t fetch_buffer_bytes; /* the consumer-wide store budget */
     int commit_interval_ms; /* 0: the commit mode's default */
     size_t window_records;  /* Transactional */
     int stall_timeout_ms;   /* Transactional */

@@ -47,6 +47,8 @@ static row rows[] = {
     {"cs_sub_lanes", NAME(CS__DEFAULT_LANES), {0}, 0, false, 0, 0},
     {"cs_sub_max_open", NULL, {CS__DEFAULT_MAX_OPEN_AUTO, CS__DEFAULT_MAX_OPEN_TRACKED}, 2, true, CS__MAX_OPEN_MIN,
      CS__MAX_OPEN_MAX},
+    {"cs_sub_fetch_buffer_bytes", NULL, {CS__DEFAULT_FETCH_BUFFER_BYTES}, 1, true, CS__FETCH_BUFFER_MIN,
+     CS__FETCH_BUFFER_MAX},
     {"cs_sub_commit_interval_ms", NULL,
      {CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS, CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS}, 2, true,
      CS__COMMIT_INTERVAL_MIN_MS, CS__COMMIT_INTERVAL_MAX_MS},
@@ -216,6 +218,7 @@ static void fresh_objects_hold_defaults(void **state) {
     assert_int_equal(s->drain_timeout_ms, CS__DEFAULT_DRAIN_TIMEOUT_MS);
     assert_int_equal(s->handler_time_limit_ms, CS__DEFAULT_HANDLER_TIME_LIMIT_MS);
     assert_int_equal(s->max_attempts, CS__DEFAULT_MAX_ATTEMPTS);
+    assert_int_equal(s->fetch_buffer_bytes, CS__DEFAULT_FETCH_BUFFER_BYTES);
     assert_null(s->dead_letter);
     assert_null(s->codec);
     assert_null(s->reply_topic);
@@ -294,6 +297,7 @@ static void setters_accept_the_documented_ranges(void **state) {
     int_range(s, "cs_sub_max_attempts", cs_sub_max_attempts);
     size_range(s, "cs_sub_max_open", cs_sub_max_open);
     size_range(s, "cs_sub_window_records", cs_sub_window_records);
+    size_range(s, "cs_sub_fetch_buffer_bytes", cs_sub_fetch_buffer_bytes);
     reply_range(s);
     cs_kafka_destroy(k);
 }

@@ -1,0 +1,76 @@
+/* store.h — the consumer's record store: copies of fetched records in chunks,
+ * under one byte budget for the whole consumer (docs/fetch-path-design.md,
+ * 3.3). Kafka-agnostic: the fetch thread appends records; a record is
+ * released exactly once, from any thread (its delivery settled, or it was
+ * dropped before it was handed out), and a chunk goes back when its last
+ * record is released. `used` counts whole chunks, the bytes really held.
+ *
+ * Owner: the consumer holds one reference, every chunk holding records one
+ * more, so that deliveries settled after the consumer closed still find it;
+ * the last reference frees it. Lock: free_lock is a leaf (lock order: level
+ * 6, src/core/lock_order.h), held only to push or pop a spare chunk; the
+ * wake hook runs after it is released. */
+#ifndef CS_CORE_STORE_H
+#define CS_CORE_STORE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "source.h"
+
+typedef struct cs_store cs_store;
+typedef struct cs_chunk cs_chunk;
+
+/* One record in a chunk; key, value and headers follow it. */
+typedef struct cs_stored {
+    cs_chunk *chunk;
+    struct cs_stored *next; /* the partition's backlog (fetch thread) */
+    int64_t offset, timestamp;
+    uint32_t key_len, value_len, n_headers, headers_len;
+    bool has_key, has_value;
+    bool old_log; /* taken before its topic was reported gone (fetch.c) */
+} cs_stored;
+
+/* A header of a record being stored (name a C string; value NULL: a null value). */
+typedef struct cs_stored_header {
+    const char *name;
+    const void *value;
+    size_t len;
+} cs_stored_header;
+
+/* budget: bytes; resume_mark: taking stops at used >= budget and resumes at
+ * used <= resume_mark; wake(arg) is called (any thread, no lock of the
+ * store held) when a release brings `used` down across the resume mark. */
+cs_store *cs__store_new(size_t budget, size_t resume_mark, void (*wake)(void *), void *wake_arg);
+/* Drops the owner's reference (chunks still holding records keep it alive). */
+void cs__store_release(cs_store *s);
+
+size_t cs__store_used(const cs_store *s);
+size_t cs__store_budget(const cs_store *s);
+size_t cs__store_resume_mark(const cs_store *s);
+size_t cs__store_peak(const cs_store *s);
+size_t cs__store_chunk_size(const cs_store *s);
+size_t cs__store_records(const cs_store *s);
+
+/* Fetch thread: copies a record at the end of *open (the partition's open
+ * chunk; a new one is started, and the old one's hold dropped, when it has no
+ * room). NULL when out of memory. */
+cs_stored *cs__store_append(cs_store *s, cs_chunk **open, int64_t offset, int64_t timestamp, const void *key,
+                            size_t key_len, const void *value, size_t value_len, const cs_stored_header *h,
+                            size_t n_headers);
+/* Fetch thread: the partition is done with its open chunk (revoke, close). */
+void cs__store_close_chunk(cs_chunk **open);
+/* Any thread, exactly once per record. */
+void cs__stored_release(cs_stored *r);
+const void *cs__stored_key(const cs_stored *r);
+const void *cs__stored_value(const cs_stored *r);
+/* Bytes the record takes in its chunk. */
+size_t cs__stored_size(const cs_stored *r);
+
+/* The records' cs_source_ops (msg: a cs_stored). */
+extern const cs_source_ops cs__stored_ops;
+
+#endif

@@ -1,0 +1,190 @@
+/* consumer_internal.h — one subscription's consumer, shared by the files of
+ * the consumer: consumer.c (lifecycle, readiness, /metrics), fetch.c (taking
+ * records and handing them out), rebalance.c (assign, revoke, topic loss,
+ * client errors) and committer.c (Tracked commits, Transactional windows).
+ *
+ * Threads: the fetch thread (cs__fetch_main) is the only one that polls,
+ * takes records, assigns and commits while the subscription runs; the
+ * rebalance callback runs on it, inside rd_kafka_consumer_poll. After the
+ * fetch thread has exited, the stopping thread drains, commits and closes
+ * (close runs the revoke again, which is idempotent). Workers only touch the
+ * pipeline, and wake the fetch thread through cs__fetch_wake (never blocks). */
+#ifndef CS_KAFKA_CONSUMER_INTERNAL_H
+#define CS_KAFKA_CONSUMER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/log.h"
+#include "../core/pipeline.h"
+#include "../core/store.h"
+#include "kafka_internal.h"
+#include "transaction.h"
+
+/* One assigned partition as the fetch path sees it (fetch thread, or the
+ * closing thread after the fetch thread exited). Its records wait in its
+ * backlog (taken from librdkafka, copied into the store, not yet handed out)
+ * until the partition is under max_open. */
+typedef struct fetch_part {
+    cs_part *part;
+    rd_kafka_topic_t *rkt;  /* rd_kafka_offset_store (Auto), rd_kafka_seek */
+    int64_t next;           /* offset after the last record taken this assignment, -1 unknown */
+    cs_chunk *open;         /* the store chunk its records are appended to */
+    cs_stored *head, *tail; /* the backlog, in offset order */
+    size_t backlog, backlog_bytes;
+    bool paused; /* cstream paused it in librdkafka (a stuck partition, the last resort) */
+    int64_t progress_ms; /* when it last handed out a record (or was assigned or resumed) */
+} fetch_part;
+
+struct cs_consumer {
+    cs_sub *sub;
+    cs_app *app;
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *queue; /* the consumer queue (events only), to wake a blocked poll */
+    /* Every assigned partition's records, forwarded from its partition queue:
+     * one librdkafka pre-fetch bound for the whole consumer. Taken with
+     * rd_kafka_consume_callback_queue only (fetch.c says why). */
+    rd_kafka_queue_t *recq;
+    cs_store *store;         /* records taken and not settled, under the consumer-wide budget */
+    size_t final_peak;       /* the store's peak, once the store is released */
+    bool store_full;         /* taking stopped at the budget, until used <= the resume mark */
+    bool bound_seen;         /* librdkafka's queue may have reached its bound: wake the broker threads */
+    size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
+    bool take_fatal;         /* take_cb saw a fatal error */
+    size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
+    fetch_part *parts;       /* assigned partitions */
+    size_t n_parts, cap_parts;
+    size_t next_part;        /* where the next serving round starts (fairness) */
+    size_t last_part;        /* take_cb's guess: records come in runs of one partition */
+    /* Records (and errors) taken so far, and how many had been queued in recq
+     * or taken when a subscribed topic was reported gone: those are records of
+     * the old log, which must not decide whether the log restarted (a count
+     * that is too high, from outdated ops librdkafka skips, only delays
+     * that). old_log_pending: the report came inside a take, recount after. */
+    uint64_t taken_total, old_log_until;
+    bool old_log_pending;
+    bool in_take;
+    /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
+     * per subscribed topic (s->topics[i]) the continuity guard's gaps and
+     * repeats and the last-resort pauses of its partitions. */
+    _Atomic uint64_t wakeups;
+    _Atomic uint64_t *topic_gaps, *topic_repeats, *topic_stuck;
+    cs_pipeline *pipe;
+    pthread_t thread;
+    bool thread_started;
+    _Atomic bool stop;
+    _Atomic bool resume_wanted;
+    bool closing; /* the close path: revoke releases pending payloads */
+    bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
+    bool cooperative;        /* the group's rebalance protocol, as last known (rebalance.c) */
+    /* A record could not be handed out or tracked for lack of memory: the app
+     * is stopping, and no later record is handed out either, so none can be
+     * settled past the one that was not (fetch thread only). */
+    bool out_of_memory;
+    /* readiness (read by the HTTP thread through cs__consumer_ready) */
+    _Atomic bool joined;       /* the last rebalance ended with an assignment, empty or not */
+    _Atomic bool brokers_down; /* librdkafka reported all brokers down; cleared by a probe that answers */
+    bool tracked;       /* Tracked or Transactional: the pipeline tracks settlements */
+    bool transactional; /* positions commit in transactions (txn), never with plain commits */
+    cs_txn *txn;
+    int interval_ms;    /* commit interval, or window length */
+    int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
+    /* Transactional: sources whose outputs failed in the transaction being
+     * committed (fetch thread only); counted as attempts after the rewind */
+    struct failed_output {
+        cs_part *part;
+        int64_t offset;
+        uint32_t attempt;
+    } failed[64];
+    size_t n_failed;
+    int64_t next_commit_ms;
+    /* Commit ticks completed (cs_test_sub_commit_ticks): the timer looked at
+     * every position, and what it sent, if anything, was answered. Counted
+     * even when nothing changed, so a test can wait for ticks that had the
+     * chance to commit what must not be committed. */
+    _Atomic uint64_t commit_ticks;
+    cs_ratelimit error_warning;
+    cs_ratelimit commit_warning;
+    /* Subscribed topics librdkafka reported unavailable (deleted, or not
+     * visible to this client), one flag per s->topics[i]: set by the error
+     * paths on the fetch thread, cleared when a partition of the topic is
+     * assigned again, read by /metrics. */
+    _Atomic bool *topic_unavailable;
+    _Atomic int n_unavailable; /* how many are set: dispatch looks only when > 0 */
+    /* Sticky: some subscribed topic vanished while this consumer ran. Then
+     * librdkafka 2.0.2 may never finish destroying the handle (see
+     * destroy_handle). */
+    _Atomic bool topic_vanished;
+    /* Orders the commits' enqueues (tick, revoke, close, assignment marks,
+     * suspect-record commits). Lock order: level 3 (src/core/lock_order.h),
+     * before the registry and partition locks. Held only while commit states
+     * are taken and enqueued, never while a result is awaited. */
+    pthread_mutex_t commit_lock;
+    /* Orders wake-ups with the end of the fetch thread: once `stop` is set no
+     * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
+     * forwards that queue to its own and returns at the first yield it sees,
+     * before the group is left (the destroy then waits forever). Lock order:
+     * level 6, a leaf (src/core/lock_order.h): taken under a partition lock
+     * (settle wakes the fetch thread) and under a librdkafka queue lock
+     * (on_partition_records); it only yields. */
+    pthread_mutex_t wake_lock;
+    char who[256];
+};
+
+/* ---- fetch.c ---------------------------------------------------------------- */
+/* The partition's core state (registered on first use). Fetch thread, or the
+ * closing thread after the fetch thread exited. */
+cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition);
+/* Cuts the fetch thread's wait in the poll short, while it runs. Any thread. */
+void cs__fetch_yield(cs_consumer *c);
+/* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
+void cs__fetch_wake(void *arg);
+/* At start: the record queue and the store. False when out of memory. */
+bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records);
+fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
+/* At assign, before librdkafka starts fetching the partition. */
+bool cs__fetch_open_part(cs_consumer *c, cs_part *part);
+/* At revoke: drops the partition's backlog (none of it was handed out) and
+ * resumes it in librdkafka if cstream had paused it. */
+void cs__fetch_forget_part(cs_consumer *c, cs_part *part);
+/* After an incremental (un)assign: librdkafka resumed the kept partitions
+ * without waking their broker threads; seek them to where they are. */
+void cs__fetch_wake_kept(cs_consumer *c);
+/* Transactional rewind: drops the partition's backlog; its next record is `offset`. */
+void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset);
+/* A topic was reported gone: what is queued or waiting of it is old log. */
+void cs__fetch_mark_old_log(cs_consumer *c, const char *topic);
+/* An error the consumer queue handed over (never a record). Fetch thread, or
+ * the closing thread after the fetch thread exited. */
+void cs__fetch_on_error_event(cs_consumer *c, const rd_kafka_message_t *m);
+/* Before the handle is destroyed: every backlog, topic handle and queue. */
+void cs__fetch_close_all(cs_consumer *c);
+void *cs__fetch_main(void *arg);
+
+/* ---- rebalance.c ------------------------------------------------------------ */
+void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
+void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+/* Stops the app for the consumer's fatal error `orig` (FENCED_INSTANCE_ID named as such). */
+void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
+bool cs__topic_error(rd_kafka_resp_err_t err);
+int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact);
+void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason);
+void cs__topic_available(cs_consumer *c, const char *topic);
+void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset);
+
+/* ---- committer.c ------------------------------------------------------------ */
+/* Commits the partitions in `only` (all known ones if NULL) whose position or
+ * attempt counts changed, the counts in the offset metadata (only an explicit
+ * commit keeps metadata in librdkafka 2.0.2). Async on the timer; sync, and
+ * marked clean, on revoke and close. Transactional: closes the window. */
+void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync);
+rd_kafka_queue_t *cs__commit_enqueue(cs_consumer *c, rd_kafka_topic_partition_list_t *l, rd_kafka_resp_err_t *err);
+rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool record);
+int cs__commit_precommit(void *arg, cs_part *part);
+void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t attempt);
+void cs__commit_on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                                 void *opaque);
+
+#endif

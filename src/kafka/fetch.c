@@ -1,0 +1,618 @@
+/* fetch.c — taking records from librdkafka and handing them to the pipeline
+ * (docs/fetch-path-design.md, part 3).
+ *
+ *   broker threads -> recq (every assigned partition's queue forwarded to it:
+ *   one librdkafka pre-fetch bound for the whole consumer)
+ *     -> take_cb (rd_kafka_consume_callback_queue): copy into the store, under
+ *        one byte budget for the whole consumer; continuity guard
+ *     -> the partition's backlog -> hand_out while the partition is under
+ *        max_open (Auto: its offset is stored here, at hand-out)
+ *     -> pipeline lanes -> settle -> the record's chunk goes back to the store.
+ *
+ * Why this take: in librdkafka 2.0.2 the batch API (rd_kafka_consume_batch*)
+ * can lose records when a seek, pause, resume or rebalance runs in parallel,
+ * and librdkafka pauses partitions itself at every rebalance (fixed in 2.1.0).
+ * rd_kafka_consume_callback_queue checks each record's version and advances
+ * its offsets one record at a time, right before the callback: a record is
+ * delivered, or dropped as outdated, never purged after delivery. The
+ * callback copies what it keeps (the op is destroyed after it), which also
+ * keeps no fetch response pinned by a record a handler holds.
+ *
+ * The consumer queue carries only events (rebalances, commit results,
+ * errors), served by rd_kafka_consumer_poll between takes: no rebalance
+ * callback runs inside a take. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "consumer_internal.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition) {
+    return cs__pipeline_part(c->pipe, topic, partition, &cs__stored_ops);
+}
+
+/* Cuts the fetch thread's wait in the poll short, while it runs. */
+void cs__fetch_yield(cs_consumer *c) {
+    pthread_mutex_lock(&c->wake_lock);
+    if (!atomic_load(&c->stop)) rd_kafka_queue_yield(c->queue);
+    pthread_mutex_unlock(&c->wake_lock);
+}
+
+void cs__fetch_wake(void *arg) {
+    cs_consumer *c = arg;
+    atomic_store(&c->resume_wanted, true);
+    cs__fetch_yield(c);
+}
+
+/* A per-topic counter of the fetch path (rare events: a lookup by name). */
+static void count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic) {
+    int i = cs__subscribed_topic_in(c, topic, true);
+    if (i >= 0) atomic_fetch_add_explicit(&counters[i], 1, memory_order_relaxed);
+}
+
+/* The store fell under its resume mark: taking may start again. */
+static void store_wake(void *arg) { cs__fetch_yield(arg); }
+
+/* librdkafka's event callback of recq: records arrived in the empty queue.
+ * Runs on a librdkafka thread with that queue's lock held: it only wakes the
+ * fetch thread's poll of the consumer queue (lock order: record queue,
+ * wake_lock, consumer queue). */
+static void on_records(rd_kafka_t *rk, void *opaque) {
+    (void)rk;
+    cs__fetch_yield(opaque);
+}
+
+bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records) {
+    /* Taking stops at the budget and starts again as soon as a chunk went
+     * back. A lower resume mark (the budget minus librdkafka's bound, so that
+     * the next take drains recq to empty) would stall every partition for
+     * good when the records in flight of stuck partitions, which count in the
+     * budget and cannot be dropped, stay above it; recq still empties, and
+     * the wake-up seek follows, once the buffer has room for it. */
+    (void)rdk_bound_bytes;
+    size_t mark = budget;
+    c->rdk_bound_records = rdk_bound_records;
+    c->store = cs__store_new(budget, mark, store_wake, c);
+    c->recq = c->store ? rd_kafka_queue_new(c->rk) : NULL;
+    if (!c->recq) return false;
+    rd_kafka_queue_cb_event_enable(c->recq, on_records, c);
+    return true;
+}
+
+fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
+    for (size_t i = 0; i < c->n_parts; i++)
+        if (c->parts[i].part == part) return &c->parts[i];
+    return NULL;
+}
+
+/* take_cb's lookup: records come in runs of one partition. */
+static fetch_part *part_for(cs_consumer *c, const char *topic, int32_t partition) {
+    if (c->last_part < c->n_parts) {
+        fetch_part *fp = &c->parts[c->last_part];
+        if (fp->part->partition == partition && !strcmp(fp->part->topic, topic)) return fp;
+    }
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (fp->part->partition == partition && !strcmp(fp->part->topic, topic)) {
+            c->last_part = i;
+            return fp;
+        }
+    }
+    return NULL;
+}
+
+static void drop_backlog(fetch_part *fp);
+static void resume_paused(cs_consumer *c, fetch_part *fp);
+
+/* At assign, before librdkafka starts fetching the partition: its records go
+ * to recq from now on (the forward sticks in librdkafka, also across later
+ * assignments, RD_KAFKA_Q_F_FWD_APP). */
+bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (fp) { /* still known from before (its revoke did not forget it): a new epoch starts empty */
+        resume_paused(c, fp);
+        drop_backlog(fp);
+        fp->next = -1;
+        fp->progress_ms = cs__now_ms();
+        return true;
+    }
+    if (c->n_parts == c->cap_parts) {
+        size_t cap = c->cap_parts ? c->cap_parts * 2 : 8;
+        fetch_part *grown = realloc(c->parts, cap * sizeof *grown);
+        if (!grown) return false;
+        c->parts = grown;
+        c->cap_parts = cap;
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, part->topic, NULL);
+    rd_kafka_queue_t *q = rkt ? rd_kafka_queue_get_partition(c->rk, part->topic, part->partition) : NULL;
+    if (!q) {
+        if (rkt) rd_kafka_topic_destroy(rkt);
+        return false;
+    }
+    rd_kafka_queue_forward(q, c->recq);
+    rd_kafka_queue_destroy(q);
+    c->parts[c->n_parts++] = (fetch_part){.part = part, .rkt = rkt, .next = -1, .progress_ms = cs__now_ms()};
+    return true;
+}
+
+static void drop_backlog(fetch_part *fp) {
+    for (cs_stored *r = fp->head, *next; r; r = next) {
+        next = r->next;
+        cs__stored_release(r);
+    }
+    fp->head = fp->tail = NULL;
+    fp->backlog = fp->backlog_bytes = 0;
+}
+
+/* A partition cstream paused (stuck) is resumed before it goes: an APP pause
+ * survives reassignment in librdkafka 2.0.2. */
+static void resume_paused(cs_consumer *c, fetch_part *fp) {
+    if (!fp->paused) return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
+    rd_kafka_resume_partitions(c->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    fp->paused = false;
+}
+
+static void remove_part(cs_consumer *c, fetch_part *fp) {
+    drop_backlog(fp);
+    cs__store_close_chunk(&fp->open);
+    if (fp->rkt) rd_kafka_topic_destroy(fp->rkt);
+    *fp = c->parts[--c->n_parts];
+    c->last_part = 0;
+}
+
+void cs__fetch_forget_part(cs_consumer *c, cs_part *part) {
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (!fp) return;
+    resume_paused(c, fp);
+    remove_part(c, fp);
+}
+
+/* Before the handle is destroyed: librdkafka must get its queue and topic
+ * handles back. Records still held by pending deliveries keep the store. */
+void cs__fetch_close_all(cs_consumer *c) {
+    while (c->n_parts) remove_part(c, &c->parts[c->n_parts - 1]);
+    free(c->parts);
+    c->parts = NULL;
+    c->cap_parts = 0;
+    if (c->recq) {
+        rd_kafka_queue_cb_event_enable(c->recq, NULL, NULL); /* waits out a callback in progress */
+        rd_kafka_queue_destroy(c->recq);
+        c->recq = NULL;
+    }
+    if (c->store) c->final_peak = cs__store_peak(c->store);
+    cs__store_release(c->store);
+    c->store = NULL;
+}
+
+void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset) {
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (!fp) return;
+    drop_backlog(fp);
+    fp->next = offset;
+}
+
+void cs__fetch_mark_old_log(cs_consumer *c, const char *topic) {
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (strcmp(fp->part->topic, topic)) continue;
+        for (cs_stored *r = fp->head; r; r = r->next) r->old_log = true;
+    }
+    c->old_log_until = c->taken_total + (uint64_t)rd_kafka_queue_length(c->recq);
+    /* Inside a take, the rest of its records are out of recq: stop the take
+     * (they go back to recq's head) and count again after it. */
+    if (c->in_take) {
+        c->old_log_pending = true;
+        rd_kafka_yield(c->rk);
+    }
+}
+
+/* ---- waking librdkafka's broker threads --------------------------------------
+ * In librdkafka 2.0.2 a broker thread whose partitions are all at the queue's
+ * bound drops them from its fetch list and sleeps until its 1 s serve period
+ * ends: the queue draining later notifies no one, and neither does a resume
+ * (docs/fetch-path-design.md 1a). An asynchronous seek to a concrete offset
+ * wakes the leader's broker thread ("seek done") within about a millisecond.
+ * Seeking to `next`, the offset after the last record taken, loses and
+ * repeats nothing: records of older versions still in recq are dropped by
+ * librdkafka, and the refetch starts where the take stopped. */
+
+static void seek_next(cs_consumer *c, fetch_part *fp) {
+    rd_kafka_resp_err_t err = rd_kafka_seek(fp->rkt, fp->part->partition, fp->next, 0);
+    if (err)
+        CS_LOG_DEBUG("wake-up seek failed subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
+                     c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)fp->next,
+                     rd_kafka_err2str(err));
+}
+
+/* Every partition cstream reads (not paused by it, with a known position,
+ * its log not in doubt): after the bound was seen and recq is empty again. */
+static void wake_fetchers(cs_consumer *c) {
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (fp->paused || fp->next < 0 || atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
+            continue;
+        seek_next(c, fp);
+    }
+    atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
+}
+
+/* After an incremental assign or unassign librdkafka resumes the partitions
+ * kept across the rebalance (its LIB pause) without waking their broker
+ * threads; the seek is enqueued after that resume on the partition's op
+ * queue, which is served in order. */
+void cs__fetch_wake_kept(cs_consumer *c) {
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (!fp->paused && fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
+            seek_next(c, fp);
+    }
+}
+
+/* ---- a stuck partition ---------------------------------------------------------
+ * A partition at max_open that stops settling (a stuck handler, a long
+ * retry_after) keeps receiving records in the shared recq, and they must be
+ * taken to reach the other partitions' records behind them. Its backlog is
+ * capped at a fair share of the budget: past it, and with the store at least
+ * half full, the partition is paused in librdkafka (the last resort; its
+ * records left in recq become outdated and are dropped), and resumed, with a
+ * seek to `next`, once its backlog is down to half the share. A single
+ * partition is never paused: there is no one to make room for. */
+/* A paused partition keeps its share of backlog; the rest is dropped and read
+ * again after the resume (seek to `next`, now its first dropped record). One
+ * take can fill the store with one partition's records before the check sees
+ * it, and a backlog that fills the store would keep every partition
+ * from being taken. The records dropped were never handed out: nothing was
+ * stored (Auto) or tracked (Tracked) for them. The partition's open chunk is
+ * closed, so that chunks of dropped records go back. */
+static void trim_backlog(fetch_part *fp, size_t share) {
+    cs_stored *keep_tail = NULL;
+    size_t bytes = 0, n = 0;
+    for (cs_stored *r = fp->head; r && bytes + cs__stored_size(r) <= share; r = r->next) {
+        bytes += cs__stored_size(r);
+        n++;
+        keep_tail = r;
+    }
+    cs_stored *drop = keep_tail ? keep_tail->next : fp->head;
+    if (!drop) return;
+    fp->next = drop->offset;
+    if (keep_tail) keep_tail->next = NULL;
+    else fp->head = NULL;
+    fp->tail = keep_tail;
+    fp->backlog = n;
+    fp->backlog_bytes = bytes;
+    for (cs_stored *next; drop; drop = next) {
+        next = drop->next;
+        cs__stored_release(drop);
+    }
+    cs__store_close_chunk(&fp->open);
+}
+
+/* How long a partition at max_open hands out nothing, with its backlog over
+ * its share, before it counts as stuck: a slow but moving partition never
+ * does, and partitions evenly at max_open in a full buffer are normal flow. */
+#define STUCK_MS 500
+
+static void stuck_check(cs_consumer *c, int64_t now) {
+    if (c->n_parts < 2) return;
+    size_t budget = cs__store_budget(c->store);
+    size_t share = budget / (2 * c->n_parts);
+    if (share < 2 * cs__store_chunk_size(c->store)) share = 2 * cs__store_chunk_size(c->store);
+    bool half_full = cs__store_used(c->store) >= budget / 2;
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (!fp->paused && half_full && fp->backlog_bytes > share && cs__part_paused(fp->part) &&
+            now - fp->progress_ms >= STUCK_MS) {
+            rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+            rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
+            rd_kafka_pause_partitions(c->rk, l);
+            rd_kafka_topic_partition_list_destroy(l);
+            fp->paused = true;
+            size_t held = fp->backlog_bytes;
+            trim_backlog(fp, share);
+            count_topic(c, c->topic_stuck, fp->part->topic);
+            CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
+                        "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
+                        c->sub->name, fp->part->topic, (int)fp->part->partition, held, share);
+        } else if (fp->paused && fp->backlog_bytes <= share / 2) {
+            resume_paused(c, fp);
+            fp->progress_ms = now;
+            if (fp->next >= 0) seek_next(c, fp); /* a resume alone waits for the broker thread's next pass */
+            CS_LOG_INFO("partition resumed subscription=%s topic=%s partition=%d", c->sub->name, fp->part->topic,
+                        (int)fp->part->partition);
+        }
+    }
+}
+
+static void resume_drained(cs_consumer *c) {
+    atomic_store(&c->resume_wanted, false);
+    for (size_t i = 0; i < c->n_parts; i++) cs__part_should_resume(c->pipe, c->parts[i].part);
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* A consumer's fatal error arrives as an error record (librdkafka 2.0.2 does
+ * not send it to error_cb for high-level consumers). */
+static bool report_if_fatal(cs_consumer *c) {
+    char why[512];
+    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(c->rk, why, sizeof why);
+    if (!orig) return false;
+    cs__consumer_fatal_error(c, orig, why);
+    return true;
+}
+
+static void on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return;
+    if (m->err == RD_KAFKA_RESP_ERR__FATAL && report_if_fatal(c)) return;
+    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
+    int gone = cs__topic_error(m->err) ? cs__subscribed_topic_in(c, topic, true) : -1;
+    if (gone >= 0) {
+        cs__topic_unavailable(c, gone, m->err, rd_kafka_message_errstr(m));
+        return;
+    }
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
+        CS_LOG_WARN("consume error subscription=%s topic=%s partition=%d offset=%lld error=%s reason=\"%s\"",
+                    c->sub->name, topic, (int)m->partition, (long long)m->offset, rd_kafka_err2name(m->err),
+                    rd_kafka_message_errstr(m));
+}
+
+void cs__fetch_on_error_event(cs_consumer *c, const rd_kafka_message_t *m) { on_record_error(c, m); }
+
+/* The record at topic/partition@offset was not handed out: stop the app, and
+ * hand out nothing more, so that no later record can be settled and commit a
+ * position past it (it is read again after the restart). */
+static void out_of_memory(cs_consumer *c, const char *topic, int32_t partition, int64_t offset, const char *what) {
+    c->out_of_memory = true;
+    cs__app_fatal(c->app, "%s: out of memory %s at %s/%d@%lld; nothing after it is handed out or committed", c->who,
+                  what, topic, (int)partition, (long long)offset);
+}
+
+/* ---- taking: librdkafka -> the store ------------------------------------------ */
+
+#define MAX_INLINE_HEADERS 16
+
+/* Copies the record's headers into the store with it (NULL h: none). */
+static cs_stored *store_record(cs_consumer *c, fetch_part *fp, const rd_kafka_message_t *m) {
+    rd_kafka_timestamp_type_t tstype;
+    int64_t ts = rd_kafka_message_timestamp(m, &tstype);
+    if (tstype == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) ts = -1;
+    rd_kafka_headers_t *hdrs = NULL;
+    size_t n = 0;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) n = rd_kafka_header_cnt(hdrs);
+    cs_stored_header inline_h[MAX_INLINE_HEADERS], *h = inline_h;
+    if (n > MAX_INLINE_HEADERS && !(h = malloc(n * sizeof *h))) return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (rd_kafka_header_get_all(hdrs, i, &h[i].name, &h[i].value, &h[i].len) != RD_KAFKA_RESP_ERR_NO_ERROR)
+            n = i;
+    cs_stored *r = cs__store_append(c->store, &fp->open, m->offset, ts, m->key, m->key_len, m->payload, m->len, h, n);
+    if (h != inline_h) free(h);
+    return r;
+}
+
+/* rd_kafka_consume_callback_queue's callback, on the fetch thread: librdkafka
+ * destroys m when it returns, so what is kept is copied. rd_kafka_yield stops
+ * the take; the records not yet served go back to recq's head, in order. */
+static void take_cb(rd_kafka_message_t *m, void *opaque) {
+    cs_consumer *c = opaque;
+    bool old_log = c->taken_total < c->old_log_until;
+    c->taken_total++;
+    if (c->out_of_memory || c->take_fatal) {
+        rd_kafka_yield(c->rk); /* a record not taken leaves no stored offset behind */
+        return;
+    }
+    if (m->err) {
+        on_record_error(c, m);
+        if (rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            c->take_fatal = true;
+            rd_kafka_yield(c->rk);
+        }
+        return;
+    }
+    const char *topic = rd_kafka_topic_name(m->rkt);
+    fetch_part *fp = part_for(c, topic, m->partition);
+    if (!fp) return; /* not assigned here any more (an unassign that failed): its new owner reads it */
+    /* Paused by cstream: its records still in recq are outdated, and one
+     * that slipped through librdkafka's version check is read again after
+     * the resume, which seeks to `next`. */
+    if (fp->paused) return;
+    /* The continuity guard. A repeat comes from librdkafka 2.0.2's residual
+     * race (a pause or seek reading the app offset one record behind): never
+     * taken twice. A gap is legitimate with compaction and read_committed
+     * (aborted records, markers): counted only. A log that may have restarted
+     * is settled at hand-out (cs__settle_log_restart), not here. */
+    if (fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed)) {
+        if (m->offset < fp->next) {
+            count_topic(c, c->topic_repeats, topic);
+            CS_LOG_DEBUG("record taken again, dropped subscription=%s topic=%s partition=%d offset=%lld next=%lld",
+                         c->sub->name, topic, (int)m->partition, (long long)m->offset, (long long)fp->next);
+            return;
+        }
+        if (m->offset > fp->next) {
+            count_topic(c, c->topic_gaps, topic);
+            CS_LOG_DEBUG("offset gap (compaction, transaction markers or aborted records) subscription=%s topic=%s "
+                         "partition=%d offset=%lld expected=%lld",
+                         c->sub->name, topic, (int)m->partition, (long long)m->offset, (long long)fp->next);
+        }
+    }
+    cs_stored *r = store_record(c, fp, m);
+    if (!r) {
+        out_of_memory(c, topic, m->partition, m->offset, "for the record");
+        rd_kafka_yield(c->rk);
+        return;
+    }
+    fp->next = m->offset + 1;
+    c->take_value_bytes += m->len;
+    r->old_log = old_log;
+    if (fp->tail) fp->tail->next = r;
+    else fp->head = r;
+    fp->tail = r;
+    fp->backlog++;
+    fp->backlog_bytes += cs__stored_size(r);
+    if (cs__store_used(c->store) >= cs__store_budget(c->store)) {
+        c->store_full = true;
+        rd_kafka_yield(c->rk);
+    }
+}
+
+/* Takes what recq holds into the store, unless the store is full. */
+static size_t take_records(cs_consumer *c) {
+    if (c->store_full && cs__store_used(c->store) <= cs__store_resume_mark(c->store)) c->store_full = false;
+    if (c->store_full) return 0;
+    /* librdkafka's bound is in records and value bytes (rd_kafka_q_size
+     * counts value lengths only). The bytes cannot be read, so the bound
+     * counts as seen when the queue held 90 % of it in records, when one take
+     * drained 90 % of it in value bytes (one fetch response can fill it at
+     * once), or when cstream left the queue non-empty because the store was
+     * full. */
+    if (c->rdk_bound_records && (size_t)rd_kafka_queue_length(c->recq) >= c->rdk_bound_records / 10 * 9)
+        c->bound_seen = true;
+    c->in_take = true;
+    c->take_value_bytes = 0;
+    int n = rd_kafka_consume_callback_queue(c->recq, 0, take_cb, c);
+    c->in_take = false;
+    if (c->rdk_bound_bytes && c->take_value_bytes >= c->rdk_bound_bytes / 10 * 9) c->bound_seen = true;
+    if (c->store_full && rd_kafka_queue_length(c->recq) > 0) c->bound_seen = true;
+    if (c->bound_seen && !c->store_full && rd_kafka_queue_length(c->recq) == 0) {
+        wake_fetchers(c);
+        c->bound_seen = false;
+    }
+    if (c->old_log_pending) {
+        c->old_log_pending = false;
+        c->old_log_until = c->taken_total + (uint64_t)rd_kafka_queue_length(c->recq);
+    }
+    return n > 0 ? (size_t)n : 0;
+}
+
+/* ---- handing out: the store -> the lanes --------------------------------------- */
+
+/* Returns true if the record's partition is now paused (it reached max_open);
+ * *handed: the record went to a lane. */
+static bool dispatch(cs_consumer *c, fetch_part *fp, cs_stored *r, bool *handed) {
+    cs_part *part = fp->part;
+    const char *topic = part->topic;
+    *handed = false;
+    if (!r->old_log) cs__topic_available(c, topic);
+    /* A record below the position proves a restarted log whenever it was
+     * queued; one above proves the same log only if it came after the report. */
+    if (atomic_load_explicit(&part->log_unknown, memory_order_relaxed) &&
+        (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition)))
+        cs__settle_log_restart(c, part, topic, r->offset);
+    cs_delivery *d = cs__delivery_alloc(part);
+    if (!d) {
+        out_of_memory(c, topic, part->partition, r->offset, "for the delivery");
+        cs__stored_release(r);
+        return false;
+    }
+    d->topic = part->topic;
+    d->partition = part->partition;
+    d->offset = r->offset;
+    d->timestamp = r->timestamp;
+    d->key = cs__stored_key(r);
+    d->key_len = r->key_len;
+    d->value = cs__stored_value(r);
+    d->value_len = r->value_len;
+    d->msg = r;
+    int64_t offset = r->offset;
+    if (!cs__pipeline_dispatch(c->pipe, part, d)) {
+        if (part->out_of_memory) out_of_memory(c, topic, part->partition, offset, "to track the offset");
+        else *handed = true; /* refused as a repeat (Tracked): nothing to store past it either */
+        return false;
+    }
+    *handed = true;
+    cs__pipeline_count_pause(c->pipe);
+    return true;
+}
+
+/* Records a partition gives per serving round, so that one busy partition
+ * does not hold up the others, the commit tick or a rebalance for long. */
+#define ROUND_RECORDS 256
+
+/* One round over the partitions with a backlog that are under max_open,
+ * starting with a different one each time. Under Auto, the offset of the
+ * last record handed out is stored (librdkafka's auto commit and its final
+ * commit at unassign commit it): records still in the backlog are never
+ * committed, and Auto's loss window stays the records handed out. Returns
+ * true if some partition could take more right away. */
+static bool hand_out(cs_consumer *c, int64_t now) {
+    bool more = false;
+    size_t n = c->n_parts;
+    for (size_t k = 0; k < n && !c->out_of_memory; k++) {
+        fetch_part *fp = &c->parts[(c->next_part + k) % n];
+        if (!fp->head || cs__part_paused(fp->part)) continue;
+        int64_t last = -1;
+        bool paused = false;
+        for (int i = 0; i < ROUND_RECORDS && fp->head && !paused && !c->out_of_memory; i++) {
+            cs_stored *r = fp->head;
+            fp->head = r->next;
+            if (!fp->head) fp->tail = NULL;
+            fp->backlog--;
+            fp->backlog_bytes -= cs__stored_size(r);
+            int64_t offset = r->offset;
+            bool handed;
+            paused = dispatch(c, fp, r, &handed); /* r may be settled and released from here on */
+            if (handed || paused) last = offset;
+        }
+        if (last >= 0) fp->progress_ms = now;
+        if (!c->tracked && last >= 0) {
+            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, last);
+            if (err)
+                CS_LOG_DEBUG("offset not stored subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
+                             c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)last,
+                             rd_kafka_err2str(err));
+        }
+        if (fp->head && !paused) more = true;
+    }
+    c->next_part = n ? (c->next_part + 1) % n : 0;
+    return more;
+}
+
+/* ---- the loop ------------------------------------------------------------------- */
+
+void *cs__fetch_main(void *arg) {
+    cs_consumer *c = arg;
+    int interval = c->interval_ms;
+    c->next_commit_ms = cs__now_ms() + interval;
+    bool fatal = false;
+    while (!atomic_load(&c->stop) && !fatal) {
+        int64_t now = cs__now_ms();
+        if (atomic_load(&c->resume_wanted)) resume_drained(c);
+        bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
+                           now >= c->next_commit_ms - interval; /* not during an abort backoff */
+        if (now >= c->next_commit_ms || window_full) {
+            cs__commit_positions(c, NULL, false);
+            cs__pipeline_check_slow(c->pipe);
+            c->next_commit_ms = now + interval + c->abort_backoff_ms;
+        }
+        /* After an out-of-memory stop nothing more is handed out or taken. */
+        bool more = c->out_of_memory ? false : hand_out(c, now);
+        size_t taken = c->out_of_memory ? 0 : take_records(c);
+        if (!c->out_of_memory) stuck_check(c, now);
+        fatal = c->take_fatal;
+        /* Events (rebalances, commit results, errors). The poll waits only when
+         * there was nothing to take or hand out; records arriving in the empty
+         * recq, a store fallen under its resume mark and settlements that bring
+         * a full partition down to half of max_open cut the wait short
+         * (rd_kafka_queue_yield). */
+        int64_t wait = taken || more ? 0 : c->next_commit_ms - now;
+        if (fatal) break;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
+        if (m) {
+            /* The consumer queue carries no records: errors only. */
+            if (m->err) on_record_error(c, m);
+            rd_kafka_message_destroy(m);
+            fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+    }
+    return NULL; /* after a fatal error the app is stopping; nothing more to fetch */
+}
