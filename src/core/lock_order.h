@@ -17,13 +17,14 @@
  *   5  cs_part.lock            src/core/partition.h    one partition's state
  *   6  lane.lock               src/core/pipeline.c     a lane's queue (a retry to its head)
  *   6  cs_pipeline.delay_lock  src/core/pipeline.c     the delay heap (a delayed retry)
- *   6  cs_consumer.wake_lock   src/kafka/fetch.c       wake-ups against the fetch thread's end; also
- *                                                      taken under a librdkafka queue lock
- *                                                      (on_records) and under cs_store.wake_mx
  *   6  cs_store.free_lock      src/core/store.c        the store's recycled chunks (a record released
  *                                                      under its partition lock)
- *   -  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's
- *                                                      end; only wake_lock is taken under it
+ *   6  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's
+ *                                                      end (a record released under its partition
+ *                                                      lock); only wake_lock is taken under it
+ *   7  cs_consumer.wake_lock   src/kafka/fetch.c       wake-ups against the fetch thread's end; also
+ *                                                      taken under a librdkafka queue lock
+ *                                                      (on_records)
  *   6  cs_part.spare_lock      src/core/partition.h    the spare deliveries (a delivery freed under
  *                                                      its partition lock)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason

@@ -14,6 +14,9 @@
 #include "../core/error.h"
 #include "consumer_internal.h"
 
+/* The largest queued.max.messages.kbytes librdkafka 2.0.2 accepts. */
+#define RDK_QUEUED_KBYTES_MAX ((size_t)2097151)
+
 /* ---- lifecycle -------------------------------------------------------------- */
 
 /* A numeric property as librdkafka holds it (0 if unreadable). */
@@ -94,8 +97,11 @@ static cs_err build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t
      * pre-fetch bound is one bound for the whole consumer: a small second
      * stage in front of cstream's store, a quarter of its budget by default;
      * config may override it (docs/guide.md: the fetch buffer). */
+    size_t quarter_kb = s->fetch_buffer_bytes / 4 / 1024;
+    if (quarter_kb < 1) quarter_kb = 1;
+    if (quarter_kb > RDK_QUEUED_KBYTES_MAX) quarter_kb = RDK_QUEUED_KBYTES_MAX; /* a buffer over 8 GiB */
     char kbytes[32];
-    snprintf(kbytes, sizeof kbytes, "%zu", s->fetch_buffer_bytes / 4 / 1024 ? s->fetch_buffer_bytes / 4 / 1024 : 1);
+    snprintf(kbytes, sizeof kbytes, "%zu", quarter_kb);
     if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", kbytes);
     /* Default; config may override. librdkafka's 5 minutes is how long a
      * subscription would take to notice partitions added to its topics (and
@@ -379,14 +385,14 @@ void cs__consumer_stop_fetching(cs_consumer *c) {
                     c->sub->name, left);
 }
 
-/* Releases every assigned partition, pending payloads included: librdkafka
- * needs every record back before the consumer closes or is destroyed. */
+/* Releases every assigned partition. Payloads of deliveries still open stay
+ * with them (copies in the store, which outlives the consumer). */
 static void release_assigned(cs_consumer *c) {
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     for (int i = 0; i < assigned->cnt; i++) {
         cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
-        if (part) cs__pipeline_release_partition(c->pipe, part, true);
+        if (part) cs__pipeline_release_partition(c->pipe, part, false);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
 }

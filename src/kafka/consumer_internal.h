@@ -35,7 +35,8 @@ typedef struct fetch_part {
     cs_stored *head, *tail; /* the backlog, in offset order */
     size_t backlog, backlog_bytes;
     bool paused; /* cstream paused it in librdkafka (a stuck partition, the last resort) */
-    int64_t progress_ms; /* when it last handed out a record (or was assigned or resumed) */
+    int64_t progress_ms; /* when it last handed out or settled a record (or was assigned or resumed) */
+    uint64_t settled_seen; /* the partition's settlements at the last stuck check */
 } fetch_part;
 
 struct cs_consumer {

@@ -112,9 +112,20 @@ static fetch_part *part_for(cs_consumer *c, const char *topic, int32_t partition
 static void drop_backlog(fetch_part *fp);
 static void resume_paused(cs_consumer *c, fetch_part *fp);
 
+/* Forwards the partition's queue to recq. librdkafka 2.0.2 clears the
+ * forward when it stops fetching the partition (rd_kafka_toppar_fetch_stop)
+ * and, because the forward was the application's, does not set it again at
+ * the next fetch start: every assignment forwards it again. */
+static bool forward_to_recq(cs_consumer *c, const cs_part *part) {
+    rd_kafka_queue_t *q = rd_kafka_queue_get_partition(c->rk, part->topic, part->partition);
+    if (!q) return false;
+    rd_kafka_queue_forward(q, c->recq);
+    rd_kafka_queue_destroy(q);
+    return true;
+}
+
 /* At assign, before librdkafka starts fetching the partition: its records go
- * to recq from now on (the forward sticks in librdkafka, also across later
- * assignments, RD_KAFKA_Q_F_FWD_APP). */
+ * to recq from now on. */
 bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
     fetch_part *fp = cs__fetch_part_of(c, part);
     if (fp) { /* still known from before (its revoke did not forget it): a new epoch starts empty */
@@ -122,7 +133,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         drop_backlog(fp);
         fp->next = -1;
         fp->progress_ms = cs__now_ms();
-        return true;
+        return forward_to_recq(c, part);
     }
     if (c->n_parts == c->cap_parts) {
         size_t cap = c->cap_parts ? c->cap_parts * 2 : 8;
@@ -132,13 +143,10 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         c->cap_parts = cap;
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, part->topic, NULL);
-    rd_kafka_queue_t *q = rkt ? rd_kafka_queue_get_partition(c->rk, part->topic, part->partition) : NULL;
-    if (!q) {
+    if (!rkt || !forward_to_recq(c, part)) {
         if (rkt) rd_kafka_topic_destroy(rkt);
         return false;
     }
-    rd_kafka_queue_forward(q, c->recq);
-    rd_kafka_queue_destroy(q);
     c->parts[c->n_parts++] = (fetch_part){.part = part, .rkt = rkt, .next = -1, .progress_ms = cs__now_ms()};
     return true;
 }
@@ -298,10 +306,21 @@ static void trim_backlog(fetch_part *fp, size_t share) {
     cs__store_close_chunk(&fp->open);
 }
 
-/* How long a partition at max_open hands out nothing, with its backlog over
- * its share, before it counts as stuck: a slow but moving partition never
- * does, and partitions evenly at max_open in a full buffer are normal flow. */
+/* How long a partition at max_open settles and hands out nothing, with its
+ * backlog over its share, before it counts as stuck. Progress is counted from
+ * settlements too: at max_open the pipeline hands out again only once half of
+ * max_open settled, and a slow but moving partition must not look stuck
+ * meanwhile; partitions evenly at max_open in a full buffer are normal flow. */
 #define STUCK_MS 500
+
+/* Records that left the partition for good (a retry is no progress: the
+ * record comes back; Auto's unsupported retry moves on). */
+static uint64_t settled_count(const cs_part *p) {
+    return atomic_load_explicit(&p->n_acked, memory_order_relaxed) +
+           atomic_load_explicit(&p->n_dropped, memory_order_relaxed) +
+           atomic_load_explicit(&p->n_retry_unsupported, memory_order_relaxed) +
+           atomic_load_explicit(&p->n_dead_lettered, memory_order_relaxed);
+}
 
 static void stuck_check(cs_consumer *c, int64_t now) {
     if (c->n_parts < 2) return;
@@ -311,6 +330,11 @@ static void stuck_check(cs_consumer *c, int64_t now) {
     bool half_full = cs__store_used(c->store) >= budget / 2;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
+        uint64_t settled = settled_count(fp->part);
+        if (settled != fp->settled_seen) {
+            fp->settled_seen = settled;
+            fp->progress_ms = now;
+        }
         if (!fp->paused && half_full && fp->backlog_bytes > share && cs__part_paused(fp->part) &&
             now - fp->progress_ms >= STUCK_MS) {
             rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
@@ -324,7 +348,9 @@ static void stuck_check(cs_consumer *c, int64_t now) {
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
                         c->sub->name, fp->part->topic, (int)fp->part->partition, held, share);
-        } else if (fp->paused && fp->backlog_bytes <= share / 2) {
+        } else if (fp->paused && fp->backlog_bytes <= share / 2 && !cs__part_paused(fp->part)) {
+            /* Only once it is under max_open again (it settled): resumed
+             * while still stuck, it would refill the buffer at once. */
             resume_paused(c, fp);
             fp->progress_ms = now;
             if (fp->next >= 0) seek_next(c, fp); /* a resume alone waits for the broker thread's next pass */
@@ -465,6 +491,15 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     }
 }
 
+/* The store is full: every partition lets go of its open chunk, so that a
+ * chunk whose records all settled goes back at once. Otherwise the partly
+ * filled open chunks of many partitions (each counted whole) could hold the
+ * store above its resume mark with nothing left to settle, and taking would
+ * never start again. */
+static void close_open_chunks(cs_consumer *c) {
+    for (size_t i = 0; i < c->n_parts; i++) cs__store_close_chunk(&c->parts[i].open);
+}
+
 /* Takes what recq holds into the store, unless the store is full. */
 static size_t take_records(cs_consumer *c) {
     if (c->store_full && cs__store_used(c->store) <= cs__store_resume_mark(c->store)) c->store_full = false;
@@ -481,6 +516,7 @@ static size_t take_records(cs_consumer *c) {
     c->take_value_bytes = 0;
     int n = rd_kafka_consume_callback_queue(c->recq, 0, take_cb, c);
     c->in_take = false;
+    if (c->store_full) close_open_chunks(c);
     if (c->rdk_bound_bytes && c->take_value_bytes >= c->rdk_bound_bytes / 10 * 9) c->bound_seen = true;
     if (c->store_full && rd_kafka_queue_length(c->recq) > 0) c->bound_seen = true;
     if (c->bound_seen && !c->store_full && rd_kafka_queue_length(c->recq) == 0) {

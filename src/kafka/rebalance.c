@@ -244,9 +244,10 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);
         if (!part) continue;
-        /* Payloads of deliveries still pending are released now: the
-         * consumer may close before their holders settle them. */
-        cs__pipeline_release_partition(c->pipe, part, true);
+        /* Payloads of deliveries still open stay with them: they are copies
+         * in the store, which outlives the consumer, and a handler running
+         * past the drain deadline still reads its record. */
+        cs__pipeline_release_partition(c->pipe, part, false);
         CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, part->topic,
                     (int)part->partition);
     }

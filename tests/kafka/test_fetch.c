@@ -835,6 +835,93 @@ static void no_stall_at_the_bound(void **state) {
     cs_app_destroy(app);
 }
 
+/* ---- many partitions, a small buffer ---------------------------------------- */
+
+enum { MANY_PARTS = 64, MANY_PER = 50, MANY_BUFFER = 1 << 20 };
+
+static cs_outcome seen_handler(cs_delivery *d, void *user) {
+    cst_seen_add(user, cs_delivery_partition(d), cs_delivery_offset(d));
+    return CS_ACK;
+}
+
+static bool many_seen(void *arg) { return cst_seen_distinct(arg) >= (size_t)MANY_PARTS * MANY_PER; }
+
+/* 64 partitions and a 1 MiB buffer: the store's chunks are 16 KiB, so the
+ * partitions' partly filled open chunks alone fill the budget. Once their
+ * records settle, the store must have room again and every record arrive. */
+static void open_chunks_do_not_hold_the_buffer(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("fetch-many", MANY_PARTS, topic, group, sizeof topic);
+    for (int p = 0; p < MANY_PARTS; p++) cst_produce_sized(topic, p, MANY_PER, VALUE_BYTES);
+    cst_seen *seen = cst_seen_new(MANY_PARTS, MANY_PER);
+    cs_app *app = cs_app_new("fetch-many", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, seen_handler, seen);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_fetch_buffer_bytes(s, MANY_BUFFER));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    if (!cst_wait(many_seen, seen, 60000))
+        fail_msg("%zu of %d records arrived within 60 s", cst_seen_distinct(seen), MANY_PARTS * MANY_PER);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cst_seen_free(seen);
+}
+
+/* ---- slow is not stuck --------------------------------------------------------- */
+
+enum { SLOW_PARTS = 2, SLOW_PER = 2000, SLOW_WATCH = 250, SLOW_MS = 12 };
+
+static cs_outcome slow_handler(cs_delivery *d, void *user) {
+    cst_seen_add(user, cs_delivery_partition(d), cs_delivery_offset(d));
+    usleep(SLOW_MS * 1000);
+    return CS_ACK;
+}
+
+static bool slow_watched(void *arg) {
+    for (int p = 0; p < SLOW_PARTS; p++)
+        for (int64_t o = 0; o < SLOW_WATCH; o++)
+            if (!cst_seen_count(arg, p, o)) return false;
+    return true;
+}
+
+/* Two partitions that settle slowly but steadily (12 ms a record, one worker
+ * each) with a full buffer behind them: at max_open (100) the pipeline hands
+ * out again only after 50 settled, 600 ms, longer than a stuck partition's
+ * 500 ms. Settling is progress: neither is ever paused as stuck. */
+static void slow_partitions_are_not_stuck(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("fetch-slow", SLOW_PARTS, topic, group, sizeof topic);
+    for (int p = 0; p < SLOW_PARTS; p++) cst_produce_sized(topic, p, SLOW_PER, VALUE_BYTES);
+    cst_seen *seen = cst_seen_new(SLOW_PARTS, SLOW_PER);
+    cs_app *app = cs_app_new("fetch-slow", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, slow_handler, seen);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, SLOW_PARTS));
+    CST_OK(cs_sub_max_open(s, 100));
+    CST_OK(cs_sub_fetch_buffer_bytes(s, 1 << 20));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    if (!cst_wait(slow_watched, seen, 60000))
+        fail_msg("the first %d records of each partition did not arrive within 60 s", SLOW_WATCH);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    printf("buffer peak %llu, stuck pauses %llu, pauses at max_open %llu\n",
+           (unsigned long long)st.fetch_buffer_peak, (unsigned long long)st.stuck_pauses,
+           (unsigned long long)st.pauses);
+    assert_true(st.fetch_buffer_peak >= (1u << 19)); /* the premise: the buffer was at least half full */
+    assert_true(st.pauses >= 2);                      /* and the partitions reached max_open */
+    assert_int_equal(st.stuck_pauses, 0);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cst_seen_free(seen);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracked_continuity_eager),
@@ -846,6 +933,8 @@ int main(void) {
         cmocka_unit_test(stuck_partition_fetched_again_after_reassignment),
         cmocka_unit_test(fetch_buffer_bounds_the_consumer),
         cmocka_unit_test(no_stall_at_the_bound),
+        cmocka_unit_test(open_chunks_do_not_hold_the_buffer),
+        cmocka_unit_test(slow_partitions_are_not_stuck),
     };
     /* CST_FILTER=<pattern>: run only the matching tests (while developing). */
     if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER"));
