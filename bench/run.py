@@ -12,8 +12,9 @@ round 2 in B C ... A, round 3 in C ... A B, so that a slow minute of the shared 
 every contender rather than on all rounds of one. A round is sized to >= TARGET_S seconds at the
 contender's warm-up rate and, on the real broker, to at least --min-round-records (1,000,000),
 capped by the topic's length (a capped round shorter than TARGET_S is marked short); FastStream's
-rounds are sized by time only (it reads a few hundred records a second). A round that did not see
-every id at least once is invalid and reported as such, never as a number.
+rounds (faststream-manual-ack, faststream-default-ack) are sized by time only (a few hundred to a
+few thousand records a second). A round that did not see every id at least once is invalid and
+reported as such, never as a number.
 
 Per contender and shape the JSON has: median records/s and the spread (min, max, (max-min)/median),
 the ratio of the median to raw-batch's on the same topic, peak RSS over the rounds, and for the C
@@ -44,7 +45,7 @@ FAST = os.path.join(HERE, "peers", "faststream", "bench_faststream.py")
 
 C_CONTENDERS = ["raw-batch", "raw-poll", "cs-auto", "cs-tracked-1w", "cs-tracked-4w", "cs-batch-500", "cs-reply",
                 "cs-txn-reply"]
-PEERS = ["ruststream-auto", "ruststream-tracked", "faststream-manual-ack"]
+PEERS = ["ruststream-auto", "ruststream-tracked", "faststream-manual-ack", "faststream-default-ack"]
 # Run only when named with --contender: a measurement switch, not a configuration services use.
 EXTRA_CONTENDERS = ["cs-txn-reply-barrier"]
 BASELINE = "raw-batch"
@@ -62,8 +63,8 @@ def log(*a):
 def cmd_for(contender, brokers, topic, group, n, reply_topic):
     if contender.startswith("ruststream-"):
         return [RUST, contender.split("-", 1)[1], brokers, topic, group, str(n)], {}
-    if contender.startswith("faststream"):
-        return [PY, FAST, brokers, topic, group, str(n)], {}
+    if contender.startswith("faststream-"):  # faststream-<mode>: manual-ack or default-ack
+        return [PY, FAST, brokers, topic, group, str(n), contender.split("-", 1)[1]], {}
     return [CS, "consume", contender, brokers, topic, group, str(n), reply_topic], {"LD_PRELOAD": SHIM}
 
 

@@ -1,9 +1,17 @@
 """FastStream (Kafka broker, aiokafka) contender of cstream's benchmark harness.
 
-usage: bench_faststream.py BROKERS TOPIC GROUP N
-Manual ack: AckPolicy.MANUAL and `await msg.ack()` per record (commits that offset).
+usage: bench_faststream.py BROKERS TOPIC GROUP N [MODE]
+MODE manual-ack (default; contender faststream-manual-ack): AckPolicy.MANUAL and
+`await msg.ack()` per record, which commits the consumed positions of every assigned partition
+and waits for the broker's answer (KafkaAckableMessage.ack -> AIOKafkaConsumer.commit).
+MODE default-ack (contender faststream-default-ack): the subscriber's default policy,
+AckPolicy.ACK_FIRST for Kafka, i.e. aiokafka's auto-commit (enable_auto_commit=True, every
+5 s in the background) and no commit per record; the handler does not call ack().
 Decodes each record into a pydantic model (FastStream's own JSON decoding), marks its id,
 stops once ids 0..N-1 were all seen; prints one JSON line like `cs_bench consume`.
+On a topic of several partitions aiokafka hands over a whole fetched batch of one partition
+(~1,900 records of cs_bench's producer) before the next, so a small N handles far more records
+than N: see FINDINGS.md.
 """
 import asyncio
 import json
@@ -30,15 +38,24 @@ def peak_rss_kb():
     return -1
 
 
+MODES = ("manual-ack", "default-ack")
+
+
 async def main():
     brokers, topic, group, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    mode = sys.argv[5] if len(sys.argv) > 5 else "manual-ack"
+    if mode not in MODES:
+        raise SystemExit(f"unknown mode {mode!r}: one of {', '.join(MODES)}")
+    manual = mode == "manual-ack"
+    # default-ack passes no ack_policy at all, so it measures whatever FastStream defaults to
+    policy = {"ack_policy": AckPolicy.MANUAL} if manual else {}
     idle = 30.0
     seen = bytearray(n)
     st = {"distinct": 0, "dups": 0, "t0": None, "t1": None}
     done = asyncio.Event()
     broker = KafkaBroker(brokers, logger=None)
 
-    @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", ack_policy=AckPolicy.MANUAL,
+    @broker.subscriber(topic, group_id=group, auto_offset_reset="earliest", **policy,
                        session_timeout_ms=6000, partition_assignment_strategy=(RangePartitionAssignor,))
     async def handle(p: Payment, msg: KafkaMessage):
         if st["t0"] is None:
@@ -52,7 +69,8 @@ async def main():
                 if st["distinct"] == n:
                     st["t1"] = time.monotonic()
                     done.set()
-        await msg.ack()
+        if manual:
+            await msg.ack()
 
     start = time.monotonic()
     async with broker:
@@ -71,7 +89,7 @@ async def main():
     total = time.monotonic() - start
     valid = st["distinct"] == n
     secs = (st["t1"] - st["t0"]) if valid else 0.0
-    print(json.dumps({"contender": "faststream-manual-ack", "records": n, "distinct": st["distinct"],
+    print(json.dumps({"contender": f"faststream-{mode}", "records": n, "distinct": st["distinct"],
                       "duplicates": st["dups"], "bad": 0, "seconds": round(secs, 6),
                       "records_per_s": round(n / secs, 1) if valid and secs > 0 else 0, "allocs": -1,
                       "peak_rss_kb": peak_rss_kb(), "total_seconds": round(total, 3), "valid": valid}))
