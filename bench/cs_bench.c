@@ -268,6 +268,12 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         }
         free(list);
     }
+    /* BENCH_FETCH_BUFFER: bytes, a measurement knob (choosing the default), not used by run.py */
+    const char *fetch_buffer = getenv("BENCH_FETCH_BUFFER");
+    if (fetch_buffer && *fetch_buffer && cs_sub_fetch_buffer_bytes(s, (size_t)atoll(fetch_buffer))) {
+        fprintf(stderr, "fetch buffer: %s\n", cs_errmsg());
+        return 2;
+    }
     /* BENCH_MAX_OPEN: a measurement knob (what max_open costs), not used by run.py */
     const char *max_open = getenv("BENCH_MAX_OPEN");
     if (max_open && *max_open && cs_sub_max_open(s, (size_t)atoll(max_open))) {

@@ -20,6 +20,32 @@ def ratio(v):
     return "—" if v is None else f"{v:.2f}×"
 
 
+def summary(groups):
+    """The one table: a row per contender, a column per topic shape, each cell the median rate as
+    a multiple of raw-batch's and the peak RSS as a multiple of raw-batch's (same topic, same run)."""
+    keys = sorted(groups, key=lambda k: (k[0] != "real", groups[k][0]["partitions"]))
+    names = []
+    for k in keys:
+        for r in groups[k]:
+            if r["contender"] not in names:
+                names.append(r["contender"])
+    heads = [f"{groups[k][0]['partitions']} p{'' if k[0] == 'real' else ' (embedded)'}" for k in keys]
+    print("\n### All shapes: records/s × raw-batch, peak RSS × raw-batch\n")
+    print("| contender | " + " | ".join(heads) + " |")
+    print("|---|" + "---:|" * len(keys))
+    for n in names:
+        cells = []
+        for k in keys:
+            r = next((x for x in groups[k] if x["contender"] == n), None)
+            if r is None:
+                cells.append("not run")
+            elif not r.get("median"):
+                cells.append("invalid")
+            else:
+                cells.append(f"{ratio(r.get('ratio_to_raw_batch'))}, RSS {ratio(r.get('rss_ratio_to_raw_batch'))}")
+        print(f"| {n} | " + " | ".join(cells) + " |")
+
+
 def main(paths):
     runs = []
     for p in paths:
@@ -28,6 +54,7 @@ def main(paths):
     groups = {}
     for r in runs:
         groups.setdefault((r["cluster"], r["topic"]), []).append(r)
+    summary(groups)
     for (cluster, topic), rs in groups.items():
         # older results files have no ratios: derive them from raw-batch's row of the same topic
         base = next((r for r in rs if r["contender"] == "raw-batch" and r.get("median")), None)

@@ -153,7 +153,7 @@ cs_err cs_sub_max_open(cs_sub *s, size_t n);
  * to a quarter of this (set it in cs_sub_config to change it). A partition
  * whose records stop settling (a stuck handler, a long retry_after) may hold
  * at most a fair share of the buffer; past it, it is paused in librdkafka until
- * it drains, so the other partitions keep flowing. Default 48 MiB; values
+ * it drains, so the other partitions keep flowing. Default 32 MiB; values
  * below 64 KiB are raised to 64 KiB (with a warning); 0 and values above
  * 1 TiB are refused. */
 cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes);

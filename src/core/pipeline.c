@@ -45,6 +45,14 @@ typedef struct lane {
     cs_histogram handler_seconds; /* this lane's handler runs (one per batch call) */
 } lane;
 
+/* Deliveries a lane may have waiting before the source stops handing out:
+ * a few milliseconds of work at full speed, enough to keep a worker busy
+ * while the fetch thread takes the next records. More would only hold
+ * deliveries (about 370 bytes each, and their spares) for records that wait
+ * as well in the source's buffer: with many partitions under Tracked's
+ * max_open that was most of the consumer's memory. */
+#define LANE_QUEUE 4096
+
 struct cs_pipeline {
     cs_pipeline_config cfg;
     char *name;
@@ -78,6 +86,13 @@ struct cs_pipeline {
     _Atomic uint64_t commits, commit_failures, pauses;
     _Atomic uint64_t transactions, aborts, outputs;
     _Atomic size_t settled; /* Transactional: records settled since the window opened */
+    /* Deliveries waiting in the lanes (not yet running), all lanes: the
+     * source hands out no more past queue_cap (its records wait in its own
+     * budgeted buffer, not as deliveries), and a worker taking the count
+     * down to half of it wakes the source if it waited (cs__pipeline_lanes_full). */
+    _Atomic size_t queued;
+    size_t queue_cap;
+    _Atomic bool queue_waited;
     /* window_barrier only: handlers wait at the gate while a window commits */
     pthread_mutex_t gate_lock; /* a leaf (lock_order.h) */
     pthread_cond_t gate_cv;
@@ -102,6 +117,7 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
     p->cfg = *cfg;
     p->name = strdup(cfg->name ? cfg->name : "?");
     p->n_lanes = cfg->workers > 0 ? cfg->workers : 1;
+    p->queue_cap = (size_t)p->n_lanes * (cfg->max_batch * 2 > LANE_QUEUE ? cfg->max_batch * 2 : LANE_QUEUE);
     pthread_mutex_init(&p->gate_lock, NULL);
     pthread_cond_init(&p->gate_cv, NULL);
     p->lanes = calloc((size_t)p->n_lanes, sizeof *p->lanes);
@@ -148,6 +164,24 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
 
 /* ---- lane queue ---------------------------------------------------------- */
 
+static void queued_add(cs_pipeline *p) { atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed); }
+
+/* After a pop, with no lane lock held: the source waited and there is room. */
+static void queued_sub(cs_pipeline *p, size_t n) {
+    size_t before = atomic_fetch_sub_explicit(&p->queued, n, memory_order_relaxed);
+    if (before - n <= p->queue_cap / 2 && atomic_load_explicit(&p->queue_waited, memory_order_relaxed) &&
+        atomic_exchange(&p->queue_waited, false) && p->cfg.wake)
+        p->cfg.wake(p->cfg.wake_arg);
+}
+
+bool cs__pipeline_lanes_full(cs_pipeline *p) {
+    if (atomic_load_explicit(&p->queued, memory_order_relaxed) < p->queue_cap) return false;
+    atomic_store(&p->queue_waited, true);
+    /* A worker may have taken the count down before the flag was set. */
+    return atomic_load_explicit(&p->queued, memory_order_relaxed) >= p->queue_cap ||
+           !atomic_exchange(&p->queue_waited, false);
+}
+
 static void lane_push_tail(lane *l, cs_delivery *d) {
     pthread_mutex_lock(&l->lock);
     d->next = NULL;
@@ -155,6 +189,7 @@ static void lane_push_tail(lane *l, cs_delivery *d) {
     else l->head = d;
     l->tail = d;
     l->queued++;
+    queued_add(l->pipe);
     pthread_cond_signal(&l->ready);
     pthread_mutex_unlock(&l->lock);
 }
@@ -171,6 +206,7 @@ static bool lane_push_head(lane *l, cs_delivery *d) {
     l->head = d;
     if (!l->tail) l->tail = d;
     l->queued++;
+    queued_add(l->pipe);
     pthread_cond_signal(&l->ready);
     pthread_mutex_unlock(&l->lock);
     return true;
@@ -195,6 +231,7 @@ static size_t lane_pop_batch(lane *l, cs_delivery **out, size_t max) {
     }
     if (!l->head) l->tail = NULL;
     pthread_mutex_unlock(&l->lock);
+    if (n) queued_sub(l->pipe, n);
     return n;
 }
 
@@ -209,6 +246,7 @@ static cs_delivery *lane_pop(lane *l) {
         l->queued--;
     }
     pthread_mutex_unlock(&l->lock);
+    if (d) queued_sub(l->pipe, 1);
     return d;
 }
 

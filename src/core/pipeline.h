@@ -126,6 +126,10 @@ bool cs__part_paused(cs_part *part);
 /* Fetch thread: true if a paused partition has drained enough to resume (it
  * is unpaused then). */
 bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
+/* Fetch thread: true while the lanes hold as many deliveries waiting to run
+ * as they should (a few milliseconds of work): hand out no more now. The
+ * config's wake hook is called once they drained to half. */
+bool cs__pipeline_lanes_full(cs_pipeline *p);
 
 /* Graceful stop: lets the lanes run what they hold until they are empty or the
  * deadline passes, then discards the rest. Returns the records still held

@@ -64,7 +64,7 @@
  * queued.max.messages.kbytes, defaults to a quarter of it. The setter takes
  * MIN..MAX; values below CS__FETCH_BUFFER_FLOOR (four of the store's
  * smallest chunks) are raised to it, with a warning. */
-#define CS__DEFAULT_FETCH_BUFFER_BYTES 50331648L /* 48 MiB */
+#define CS__DEFAULT_FETCH_BUFFER_BYTES 33554432L /* 32 MiB: docs/benchmarks.md, peak RSS under raw librdkafka's */
 #define CS__FETCH_BUFFER_MIN 1L
 #define CS__FETCH_BUFFER_MAX 1099511627776L /* 1 TiB */
 #define CS__FETCH_BUFFER_FLOOR 65536L

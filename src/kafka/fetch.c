@@ -583,12 +583,16 @@ static bool dispatch(cs_consumer *c, fetch_part *fp, cs_stored *r, bool *handed)
 static bool hand_out(cs_consumer *c, int64_t now) {
     bool more = false;
     size_t n = c->n_parts;
-    for (size_t k = 0; k < n && !c->out_of_memory; k++) {
+    bool lanes_full = false;
+    for (size_t k = 0; k < n && !c->out_of_memory && !lanes_full; k++) {
         fetch_part *fp = &c->parts[(c->next_part + k) % n];
         if (!fp->head || cs__part_paused(fp->part)) continue;
         int64_t last = -1;
         bool paused = false;
         for (int i = 0; i < ROUND_RECORDS && fp->head && !paused && !c->out_of_memory; i++) {
+            /* Records wait here, in the budgeted store, rather than as
+             * deliveries in the lanes; a worker wakes this thread. */
+            if ((lanes_full = cs__pipeline_lanes_full(c->pipe))) break;
             cs_stored *r = fp->head;
             fp->head = r->next;
             if (!fp->head) fp->tail = NULL;
@@ -610,7 +614,7 @@ static bool hand_out(cs_consumer *c, int64_t now) {
         if (fp->head && !paused) more = true;
     }
     c->next_part = n ? (c->next_part + 1) % n : 0;
-    return more;
+    return more && !lanes_full; /* full lanes: a worker wakes the poll */
 }
 
 /* ---- the loop ------------------------------------------------------------------- */
