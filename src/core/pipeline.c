@@ -174,6 +174,9 @@ static void queued_sub(cs_pipeline *p, size_t n) {
         p->cfg.wake(p->cfg.wake_arg);
 }
 
+size_t cs__pipeline_lanes_waiting(cs_pipeline *p) { return atomic_load_explicit(&p->queued, memory_order_relaxed); }
+size_t cs__pipeline_lanes_cap(cs_pipeline *p) { return p->queue_cap; }
+
 bool cs__pipeline_lanes_full(cs_pipeline *p) {
     if (atomic_load_explicit(&p->queued, memory_order_relaxed) < p->queue_cap) return false;
     atomic_store(&p->queue_waited, true);

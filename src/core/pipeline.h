@@ -130,6 +130,9 @@ bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
  * as they should (a few milliseconds of work): hand out no more now. The
  * config's wake hook is called once they drained to half. */
 bool cs__pipeline_lanes_full(cs_pipeline *p);
+/* Any thread: deliveries waiting in the lanes for a worker, and their cap. */
+size_t cs__pipeline_lanes_waiting(cs_pipeline *p);
+size_t cs__pipeline_lanes_cap(cs_pipeline *p);
 
 /* Graceful stop: lets the lanes run what they hold until they are empty or the
  * deadline passes, then discards the rest. Returns the records still held

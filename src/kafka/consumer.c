@@ -541,6 +541,10 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     cs__metric_int(m, "cstream_fetch_buffer_limit_bytes", "gauge",
                    "The fetch buffer's bound (cs_sub_fetch_buffer_bytes).", labels,
                    (int64_t)c->sub->fetch_buffer_bytes);
+    cs__metric_int(m, "cstream_lane_waiting_records", "gauge",
+                   "Records handed out and waiting in the lanes for a worker (at most 4,096 per worker; the "
+                   "rest wait in the fetch buffer).",
+                   labels, (int64_t)cs__pipeline_lanes_waiting(c->pipe));
     cs__metric_int(m, "cstream_fetch_wakeups_total", "counter",
                    "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
                    (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));

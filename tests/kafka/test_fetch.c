@@ -922,6 +922,82 @@ static void slow_partitions_are_not_stuck(void **state) {
     cst_seen_free(seen);
 }
 
+/* ---- the lanes hold a bounded number --------------------------------------- */
+
+enum { LANE_RECORDS = 10000, LANE_CAP_PER_WORKER = 4096 };
+
+typedef struct lane_hold {
+    cst_gate gate;
+    cst_seen *seen;
+} lane_hold;
+
+/* The first record blocks its worker until the gate opens. */
+static cs_outcome gated_handler(cs_delivery *d, void *user) {
+    lane_hold *h = user;
+    if (!cst_gate_wait(&h->gate, 60000)) return CS_RETRY;
+    cst_seen_add(h->seen, cs_delivery_partition(d), cs_delivery_offset(d));
+    return CS_ACK;
+}
+
+typedef struct metric_stable {
+    cs_app *app;
+    const char *name, *labels;
+    double last, value;
+    int stable;
+} metric_stable;
+
+/* The metric has held the same value for ten samples, 100 ms apart. */
+static bool metric_settled(void *arg) {
+    metric_stable *w = arg;
+    static int tick;
+    if (++tick % 10) return false;
+    w->value = cst_metric(w->app, w->name, w->labels);
+    w->stable = w->value > 0 && w->value == w->last ? w->stable + 1 : 0;
+    w->last = w->value;
+    return w->stable >= 10;
+}
+
+static bool lane_all_seen(void *arg) { return cst_seen_distinct(((lane_hold *)arg)->seen) >= LANE_RECORDS; }
+
+/* Tracked, one worker, max_open 10,000 (the default) and a worker stuck on
+ * the first record: the 10,000 records fit in the fetch buffer, but the lane
+ * holds at most 4,096 of them as deliveries waiting to run; the rest wait in
+ * the buffer. Then everything runs, in order. */
+static void lanes_hold_a_bounded_number(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("fetch-lanes", 1, topic, group, sizeof topic);
+    cst_produce_sized(topic, 0, LANE_RECORDS, VALUE_BYTES);
+    lane_hold h = {.seen = cst_seen_new(1, LANE_RECORDS)};
+    cst_gate_init(&h.gate);
+    cs_app *app = cs_app_new("fetch-lanes", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, gated_handler, &h);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 1));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    char labels[512];
+    snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
+    metric_stable w = {.app = app, .name = "cstream_fetch_buffer_records", .labels = labels, .last = -1};
+    if (!cst_wait(metric_settled, &w, 60000))
+        fail_msg("cstream_fetch_buffer_records did not settle within 60 s (last %.0f)", w.value);
+    double waiting = cst_metric(app, "cstream_lane_waiting_records", labels);
+    printf("fetch buffer holds %.0f records, the lane %.0f waiting\n", w.value, waiting);
+    assert_true(w.value >= LANE_RECORDS);                 /* the premise: every record was fetched */
+    assert_true(waiting >= LANE_CAP_PER_WORKER - 256);   /* the lane was filled */
+    assert_true(waiting <= LANE_CAP_PER_WORKER);
+    cst_gate_open(&h.gate);
+    if (!cst_wait(lane_all_seen, &h, 60000))
+        fail_msg("%zu of %d records ran within 60 s once the worker went on", cst_seen_distinct(h.seen),
+                 LANE_RECORDS);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cst_gate_destroy(&h.gate);
+    cst_seen_free(h.seen);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracked_continuity_eager),
@@ -935,6 +1011,7 @@ int main(void) {
         cmocka_unit_test(no_stall_at_the_bound),
         cmocka_unit_test(open_chunks_do_not_hold_the_buffer),
         cmocka_unit_test(slow_partitions_are_not_stuck),
+        cmocka_unit_test(lanes_hold_a_bounded_number),
     };
     /* CST_FILTER=<pattern>: run only the matching tests (while developing). */
     if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER"));
