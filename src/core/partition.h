@@ -59,11 +59,12 @@ typedef struct cs_part {
      * this partition, so the hot path does not malloc a delivery per record.
      * Own lock, a leaf held only for one push or pop (lock order: level 6,
      * lock_order.h): deliveries are freed from any thread, some of them under
-     * `lock`. At most spare_max, set
-     * to max_open at creation: the partition pauses at max_open records in
-     * flight and resumes at half, so a smaller cap would send every resume burst back
-     * to malloc; and the spares never exceed what the partition already held
-     * at its peak. Dropped when the partition is released. */
+     * `lock`. At most spare_max: max_open, or 512 if smaller (pipeline.c,
+     * SPARES_MAX): the fetch thread hands a partition out 256 records at a
+     * time, and with hundreds of partitions max_open spares each held memory
+     * no partition needed at once. The spares never exceed what the
+     * partition already held at its peak. Dropped when the partition is
+     * released. */
     pthread_mutex_t spare_lock;
     cs_delivery *spare; /* linked through cs_delivery.next */
     size_t n_spare, spare_max;

@@ -53,6 +53,11 @@ typedef struct lane {
  * max_open that was most of the consumer's memory. */
 #define LANE_QUEUE 4096
 
+/* Spare deliveries a partition keeps (cs_part.spare): enough for the records
+ * it is handed in one serving round, twice; with hundreds of partitions,
+ * max_open spares each held memory that no partition needed at once. */
+#define SPARES_MAX 512
+
 struct cs_pipeline {
     cs_pipeline_config cfg;
     char *name;
@@ -265,7 +270,7 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
     cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked);
     if (!part) return NULL;
     part->lane = (int)(p->n_parts % (size_t)p->n_lanes);
-    part->spare_max = CS_SPARES ? p->cfg.max_open : 0;
+    part->spare_max = CS_SPARES ? (p->cfg.max_open < SPARES_MAX ? p->cfg.max_open : SPARES_MAX) : 0;
     pthread_mutex_lock(&p->parts_lock);
     if (p->n_parts == p->cap_parts) {
         size_t cap = p->cap_parts ? p->cap_parts * 2 : 16;
