@@ -47,6 +47,7 @@ static uint64_t (*g_malloc_count)(void);
 static bool g_wait_acked;          /* cs-reply: the end is when every source is acked */
 static bool g_wait_outputs;        /* cs-txn-*: the end is when every output is committed */
 static long long g_pauses = -1;    /* cstream: partitions paused at max_open (cs_sub_stats), -1 raw */
+static long long g_wakeups = -1, g_buffer_peak = -1; /* cstream: fetch wake-ups, fetch buffer peak bytes */
 
 static void mark_first(void) {
     double zero = 0;
@@ -325,6 +326,8 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     g_pauses = (long long)st.pauses;
+    g_wakeups = (long long)st.wakeups;
+    g_buffer_peak = (long long)st.fetch_buffer_peak;
     cs_app_destroy(app);
     return 0;
 }
@@ -361,12 +364,12 @@ static int cmd_consume(int argc, char **argv) {
     bool valid = distinct == g_n && atomic_load(&g_bad) == 0 && atomic_load(&g_t_last) > 0;
     printf("{\"contender\":\"%s\",\"records\":%llu,\"distinct\":%llu,\"duplicates\":%llu,\"bad\":%llu,"
            "\"seconds\":%.6f,\"records_per_s\":%.1f,\"allocs\":%lld,\"peak_rss_kb\":%ld,"
-           "\"total_seconds\":%.3f,\"pauses\":%lld,\"valid\":%s}\n",
+           "\"total_seconds\":%.3f,\"pauses\":%lld,\"wakeups\":%lld,\"fetch_buffer_peak\":%lld,\"valid\":%s}\n",
            contender, (unsigned long long)g_n, (unsigned long long)distinct,
            (unsigned long long)atomic_load(&g_dups), (unsigned long long)atomic_load(&g_bad), valid ? secs : 0,
            valid && secs > 0 ? (double)g_n / secs : 0,
            g_malloc_count && valid ? (long long)(atomic_load(&g_allocs1) - atomic_load(&g_allocs0)) : -1LL,
-           bench_peak_rss_kb(), total, g_pauses, valid ? "true" : "false");
+           bench_peak_rss_kb(), total, g_pauses, g_wakeups, g_buffer_peak, valid ? "true" : "false");
     return valid ? 0 : 3;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/report.py — results JSON files -> docs/benchmarks.png and the tables for docs/benchmarks.md.
 
-  bench/peers/.venv/bin/python bench/report.py bench/results/real.json bench/results/embedded.json
+  bench/peers/.venv/bin/python bench/report.py bench/results/real.json
 Prints the Markdown tables on stdout (median records/s and spread, ratio to raw-batch, peak RSS,
 allocations and instructions per record); writes the chart to docs/benchmarks.png.
   --no-chart: tables only.

@@ -54,6 +54,10 @@ typedef struct cs_part {
      * outcome: atomics beside the lane counters, so that no lock is shared
      * across partitions; kept across assignments (counters only grow). */
     _Atomic uint64_t n_acked, n_dropped, n_retried, n_retry_unsupported, n_stale, n_dead_lettered;
+    /* Bytes of its source's records handed out and not yet released (the
+     * source charges them at hand-out: cs__stored_charge). A delivery holds
+     * a reference to the partition for as long as its record. */
+    _Atomic size_t out_bytes;
 
     /* Spare deliveries (delivery.c): freed ones kept for the next records of
      * this partition, so the hot path does not malloc a delivery per record.

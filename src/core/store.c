@@ -179,7 +179,13 @@ cs_stored *cs__store_append(cs_store *s, cs_chunk **open, int64_t offset, int64_
     return r;
 }
 
+void cs__stored_charge(cs_stored *r, _Atomic size_t *counter) {
+    r->charged = counter;
+    atomic_fetch_add_explicit(counter, cs__stored_size(r), memory_order_relaxed);
+}
+
 void cs__stored_release(cs_stored *r) {
+    if (r->charged) atomic_fetch_sub_explicit(r->charged, cs__stored_size(r), memory_order_relaxed);
     cs_chunk *c = r->chunk;
     atomic_fetch_sub_explicit(&c->store->records, 1, memory_order_relaxed);
     chunk_unref(c);

@@ -32,6 +32,9 @@ typedef struct cs_stored {
     uint32_t key_len, value_len, n_headers, headers_len;
     bool has_key, has_value;
     bool old_log; /* taken before its topic was reported gone (fetch.c) */
+    /* Set when the record is handed out: a counter of bytes handed out and
+     * not yet released (its partition's), which the release takes it off. */
+    _Atomic size_t *charged;
 } cs_stored;
 
 /* A header of a record being stored (name a C string; value NULL: a null value). */
@@ -63,6 +66,9 @@ cs_stored *cs__store_append(cs_store *s, cs_chunk **open, int64_t offset, int64_
                             size_t n_headers);
 /* Fetch thread: the partition is done with its open chunk (revoke, close). */
 void cs__store_close_chunk(cs_chunk **open);
+/* Fetch thread, at hand-out: adds the record's size to *counter until it is
+ * released (the counter must outlive the record). */
+void cs__stored_charge(cs_stored *r, _Atomic size_t *counter);
 /* Any thread, exactly once per record. */
 void cs__stored_release(cs_stored *r);
 const void *cs__stored_key(const cs_stored *r);

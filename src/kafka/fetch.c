@@ -315,6 +315,17 @@ static void trim_backlog(fetch_part *fp, size_t share) {
 
 /* Records that left the partition for good (a retry is no progress: the
  * record comes back; Auto's unsupported retry moves on). */
+/* A partition whose records handed out and not settled hold a quarter of
+ * the buffer gets no more: with Tracked's max_open of 10,000, a stuck
+ * partition of 4 KiB records would otherwise hold the whole buffer in flight
+ * (those records cannot be dropped), and every other partition would stall.
+ * It counts as at max_open (stuck_check). A single partition has no one to
+ * make room for. */
+static bool out_capped(cs_consumer *c, const fetch_part *fp) {
+    return c->n_parts > 1 &&
+           atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= cs__store_budget(c->store) / 4;
+}
+
 static uint64_t settled_count(const cs_part *p) {
     return atomic_load_explicit(&p->n_acked, memory_order_relaxed) +
            atomic_load_explicit(&p->n_dropped, memory_order_relaxed) +
@@ -335,8 +346,8 @@ static void stuck_check(cs_consumer *c, int64_t now) {
             fp->settled_seen = settled;
             fp->progress_ms = now;
         }
-        if (!fp->paused && half_full && fp->backlog_bytes > share && cs__part_paused(fp->part) &&
-            now - fp->progress_ms >= STUCK_MS) {
+        bool at_limit = cs__part_paused(fp->part) || out_capped(c, fp);
+        if (!fp->paused && half_full && fp->backlog_bytes > share && at_limit && now - fp->progress_ms >= STUCK_MS) {
             rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
             rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
             rd_kafka_pause_partitions(c->rk, l);
@@ -348,7 +359,7 @@ static void stuck_check(cs_consumer *c, int64_t now) {
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
                         c->sub->name, fp->part->topic, (int)fp->part->partition, held, share);
-        } else if (fp->paused && fp->backlog_bytes <= share / 2 && !cs__part_paused(fp->part)) {
+        } else if (fp->paused && fp->backlog_bytes <= share / 2 && !at_limit) {
             /* Only once it is under max_open again (it settled): resumed
              * while still stuck, it would refill the buffer at once. */
             resume_paused(c, fp);
@@ -559,6 +570,7 @@ static bool dispatch(cs_consumer *c, fetch_part *fp, cs_stored *r, bool *handed)
     d->value = cs__stored_value(r);
     d->value_len = r->value_len;
     d->msg = r;
+    cs__stored_charge(r, &part->out_bytes);
     int64_t offset = r->offset;
     if (!cs__pipeline_dispatch(c->pipe, part, d)) {
         if (part->out_of_memory) out_of_memory(c, topic, part->partition, offset, "to track the offset");
@@ -593,6 +605,10 @@ static bool hand_out(cs_consumer *c, int64_t now) {
             /* Records wait here, in the budgeted store, rather than as
              * deliveries in the lanes; a worker wakes this thread. */
             if ((lanes_full = cs__pipeline_lanes_full(c->pipe))) break;
+            if (out_capped(c, fp)) {
+                paused = true; /* like max_open: no more this round */
+                break;
+            }
             cs_stored *r = fp->head;
             fp->head = r->next;
             if (!fp->head) fp->tail = NULL;

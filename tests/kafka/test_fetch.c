@@ -676,6 +676,52 @@ static void stuck_partition_fetched_again_after_reassignment(void **state) {
     stuck_free(&k);
 }
 
+/* Tracked's default max_open (10,000) and records of 8 KiB: partition 0's
+ * records in flight alone could fill the 1 MiB buffer, and records in flight
+ * cannot be dropped. They are capped at a quarter of the buffer, partition 0
+ * counts as at its limit and is paused as stuck, and the others flow. */
+enum { LARGE_PER = 300, LARGE_BYTES = 8192 };
+
+static void stuck_partition_of_large_records_does_not_stall_the_others(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("fetch-large", STUCK_PARTS, topic, group, sizeof topic);
+    stuck k;
+    memset(&k, 0, sizeof k);
+    log_init(&k.log);
+    atomic_store(&k.held, true);
+    for (int p = 0; p < STUCK_PARTS; p++) {
+        cst_produce_sized(topic, p, LARGE_PER, LARGE_BYTES);
+        CST_OK(cs_test_end_offset(cst_cluster, topic, p, &k.ends[p]));
+    }
+    k.seen = cst_seen_new(STUCK_PARTS, LARGE_PER);
+    cs_app *app = cs_app_new("fetch-large", "1.0");
+    cs_kafka *kf = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(kf, topic, stuck_handler, &k);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 2));
+    CST_OK(cs_sub_fetch_buffer_bytes(s, STUCK_BUFFER));
+    CST_OK(cs_app_add_kafka(app, kf));
+    CST_OK(cs_app_start(app));
+    parts_done others = {&k, 1, STUCK_PARTS};
+    if (!cst_wait(parts_reached_end, &others, 60000))
+        fail_msg("partitions 1..%d did not reach their end within 60 s while partition 0 was stuck", STUCK_PARTS - 1);
+    assert_int_equal(cst_seen_count(k.seen, 0, LARGE_PER - 1), 0); /* the premise: partition 0 is still held */
+    assert_stuck_pause_within_bound(app, s, topic, group);
+    atomic_store(&k.held, false);
+    parts_done all = {&k, 0, STUCK_PARTS};
+    if (!cst_wait(parts_reached_end, &all, 60000)) fail_msg("partition 0 did not reach its end within 60 s once let through");
+    for (int p = 0; p < STUCK_PARTS; p++)
+        if (cs_test_wait_committed(cst_cluster, group, topic, p, k.ends[p], 60000) != CS_OK)
+            fail_msg("partition %d not committed to its end: %s", p, cs_errmsg());
+    check_continuity(&k.log, STUCK_PARTS, k.ends, false);
+    assert_no_gaps(app, s, topic, group);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    stuck_free(&k);
+}
+
 /* ---- the consumer-wide bound (design test 2) ----------------------------------- */
 
 enum { BOUND_PARTS = 48, BOUND_PER = 400, BOUND_BUFFER = 4 << 20 };
@@ -1007,6 +1053,7 @@ int main(void) {
         cmocka_unit_test(transactional_continuity_through_a_rewind),
         cmocka_unit_test(stuck_partition_does_not_stall_the_others),
         cmocka_unit_test(stuck_partition_fetched_again_after_reassignment),
+        cmocka_unit_test(stuck_partition_of_large_records_does_not_stall_the_others),
         cmocka_unit_test(fetch_buffer_bounds_the_consumer),
         cmocka_unit_test(no_stall_at_the_bound),
         cmocka_unit_test(open_chunks_do_not_hold_the_buffer),
