@@ -180,14 +180,13 @@ static void queued_sub(cs_pipeline *p, size_t n) {
 }
 
 size_t cs__pipeline_lanes_waiting(cs_pipeline *p) { return atomic_load_explicit(&p->queued, memory_order_relaxed); }
-size_t cs__pipeline_lanes_cap(cs_pipeline *p) { return p->queue_cap; }
 
 bool cs__pipeline_lanes_full(cs_pipeline *p) {
     if (atomic_load_explicit(&p->queued, memory_order_relaxed) < p->queue_cap) return false;
     atomic_store(&p->queue_waited, true);
-    /* A worker may have taken the count down before the flag was set. */
-    return atomic_load_explicit(&p->queued, memory_order_relaxed) >= p->queue_cap ||
-           !atomic_exchange(&p->queue_waited, false);
+    /* A worker may have taken the count down before the flag was set: look
+     * again (a wake-up that then comes for nothing costs one loop). */
+    return atomic_load_explicit(&p->queued, memory_order_relaxed) >= p->queue_cap;
 }
 
 static void lane_push_tail(lane *l, cs_delivery *d) {
@@ -356,7 +355,7 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
     return left;
 }
 
-void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_payloads) {
+void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     (void)p;
     pthread_mutex_lock(&part->lock);
     part->epoch++; /* every delivery of the old epoch is stale from now on */
@@ -369,11 +368,6 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_
         next = d->next;
         d->next = d->prev = NULL;
         d->listed = false;
-        if (release_payloads && d->msg) {
-            part->ops->release(d->msg);
-            d->msg = NULL;
-            d->key = d->value = NULL;
-        }
     }
     part->inflight = NULL;
     part->n_inflight = 0;

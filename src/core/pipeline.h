@@ -101,9 +101,10 @@ void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part);
  * deadline (monotonic ms) passes. Returns the number still in flight. */
 size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline_ms);
 /* Fetch thread, after the final commit of a revoked partition: bumps the
- * epoch so that late settlements are stale. If `release_payloads`, pending
- * deliveries lose their payload (the consumer is about to close). */
-void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part, bool release_payloads);
+ * epoch so that late settlements are stale. Deliveries still open keep their
+ * payload (the source's records must outlive its consumer: fetch.c copies
+ * them into a store that does). */
+void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part);
 
 /* Tracked: what to commit if the position or the attempt counts changed since
  * the last commit: *pos and meta (attempts_meta.h; `clean` when written by a
@@ -130,9 +131,8 @@ bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
  * as they should (a few milliseconds of work): hand out no more now. The
  * config's wake hook is called once they drained to half. */
 bool cs__pipeline_lanes_full(cs_pipeline *p);
-/* Any thread: deliveries waiting in the lanes for a worker, and their cap. */
+/* Any thread: deliveries waiting in the lanes for a worker. */
 size_t cs__pipeline_lanes_waiting(cs_pipeline *p);
-size_t cs__pipeline_lanes_cap(cs_pipeline *p);
 
 /* Graceful stop: lets the lanes run what they hold until they are empty or the
  * deadline passes, then discards the rest. Returns the records still held

@@ -392,7 +392,7 @@ static void release_assigned(cs_consumer *c) {
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     for (int i = 0; i < assigned->cnt; i++) {
         cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
-        if (part) cs__pipeline_release_partition(c->pipe, part, false);
+        if (part) cs__pipeline_release_partition(c->pipe, part);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
 }

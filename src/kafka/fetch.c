@@ -162,13 +162,17 @@ static void drop_backlog(fetch_part *fp) {
 
 /* A partition cstream paused (stuck) is resumed before it goes: an APP pause
  * survives reassignment in librdkafka 2.0.2. */
-static void resume_paused(cs_consumer *c, fetch_part *fp) {
-    if (!fp->paused) return;
+static void set_paused(cs_consumer *c, fetch_part *fp, bool paused) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
-    rd_kafka_resume_partitions(c->rk, l);
+    if (paused) rd_kafka_pause_partitions(c->rk, l);
+    else rd_kafka_resume_partitions(c->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
-    fp->paused = false;
+    fp->paused = paused;
+}
+
+static void resume_paused(cs_consumer *c, fetch_part *fp) {
+    if (fp->paused) set_paused(c, fp, false);
 }
 
 static void remove_part(cs_consumer *c, fetch_part *fp) {
@@ -243,15 +247,19 @@ static void seek_next(cs_consumer *c, fetch_part *fp) {
                      rd_kafka_err2str(err));
 }
 
-/* Every partition cstream reads (not paused by it, with a known position,
- * its log not in doubt): after the bound was seen and recq is empty again. */
-static void wake_fetchers(cs_consumer *c) {
+/* Seeks every partition cstream reads (not paused by it, with a known
+ * position, its log not in doubt) to `next`. */
+static void seek_readable(cs_consumer *c) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (fp->paused || fp->next < 0 || atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
-            continue;
-        seek_next(c, fp);
+        if (!fp->paused && fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
+            seek_next(c, fp);
     }
+}
+
+/* After the bound was seen and recq is empty again. */
+static void wake_fetchers(cs_consumer *c) {
+    seek_readable(c);
     atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
 }
 
@@ -259,13 +267,7 @@ static void wake_fetchers(cs_consumer *c) {
  * kept across the rebalance (its LIB pause) without waking their broker
  * threads; the seek is enqueued after that resume on the partition's op
  * queue, which is served in order. */
-void cs__fetch_wake_kept(cs_consumer *c) {
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
-        if (!fp->paused && fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
-            seek_next(c, fp);
-    }
-}
+void cs__fetch_wake_kept(cs_consumer *c) { seek_readable(c); }
 
 /* ---- a stuck partition ---------------------------------------------------------
  * A partition at max_open that stops settling (a stuck handler, a long
@@ -326,6 +328,10 @@ static bool out_capped(cs_consumer *c, const fetch_part *fp) {
            atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= cs__store_budget(c->store) / 4;
 }
 
+/* At max_open, or at its quarter of the buffer in flight: it gets no more
+ * records. Last in a condition: cs__part_paused takes the partition lock. */
+static bool at_limit(cs_consumer *c, const fetch_part *fp) { return out_capped(c, fp) || cs__part_paused(fp->part); }
+
 static uint64_t settled_count(const cs_part *p) {
     return atomic_load_explicit(&p->n_acked, memory_order_relaxed) +
            atomic_load_explicit(&p->n_dropped, memory_order_relaxed) +
@@ -346,20 +352,16 @@ static void stuck_check(cs_consumer *c, int64_t now) {
             fp->settled_seen = settled;
             fp->progress_ms = now;
         }
-        bool at_limit = cs__part_paused(fp->part) || out_capped(c, fp);
-        if (!fp->paused && half_full && fp->backlog_bytes > share && at_limit && now - fp->progress_ms >= STUCK_MS) {
-            rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-            rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
-            rd_kafka_pause_partitions(c->rk, l);
-            rd_kafka_topic_partition_list_destroy(l);
-            fp->paused = true;
+        if (!fp->paused && half_full && fp->backlog_bytes > share && now - fp->progress_ms >= STUCK_MS &&
+            at_limit(c, fp)) {
+            set_paused(c, fp, true);
             size_t held = fp->backlog_bytes;
             trim_backlog(fp, share);
             count_topic(c, c->topic_stuck, fp->part->topic);
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
                         c->sub->name, fp->part->topic, (int)fp->part->partition, held, share);
-        } else if (fp->paused && fp->backlog_bytes <= share / 2 && !at_limit) {
+        } else if (fp->paused && fp->backlog_bytes <= share / 2 && !at_limit(c, fp)) {
             /* Only once it is under max_open again (it settled): resumed
              * while still stuck, it would refill the buffer at once. */
             resume_paused(c, fp);

@@ -247,7 +247,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
         /* Payloads of deliveries still open stay with them: they are copies
          * in the store, which outlives the consumer, and a handler running
          * past the drain deadline still reads its record. */
-        cs__pipeline_release_partition(c->pipe, part, false);
+        cs__pipeline_release_partition(c->pipe, part);
         CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, part->topic,
                     (int)part->partition);
     }

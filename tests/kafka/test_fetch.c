@@ -499,20 +499,20 @@ static bool parts_reached_end(void *arg) {
     return true;
 }
 
-/* `per` records of VALUE_BYTES each in each partition. */
-static void produce_sized(const char *topic, int parts, int per, stuck *k) {
+/* `per` records of `bytes` each in each partition. */
+static void produce_sized(const char *topic, int parts, int per, size_t bytes, stuck *k) {
     for (int p = 0; p < parts; p++) {
-        cst_produce_sized(topic, p, per, VALUE_BYTES);
+        cst_produce_sized(topic, p, per, bytes);
         CST_OK(cs_test_end_offset(cst_cluster, topic, p, &k->ends[p]));
     }
 }
 
-/* A Tracked subscription with max_open 100 (so that a stuck partition's
- * records in flight are a small part of the fetch buffer) and, with the
- * redesign, a fetch buffer of 1 MiB: 3 MiB of records wait behind it. */
+/* A Tracked subscription with a fetch buffer of 1 MiB (3 MiB of records wait
+ * behind it) and max_open `max_open` (0: the default): 100 makes a stuck
+ * partition's records in flight a small part of the fetch buffer. */
 enum { STUCK_BUFFER = 1 << 20 };
 
-static cs_app *start_stuck(const char *topic, const char *group, stuck *k, cs_sub **out) {
+static cs_app *start_stuck(const char *topic, const char *group, stuck *k, size_t max_open, cs_sub **out) {
     cs_app *app = cs_app_new("fetch-stuck", "1.0");
     cs_kafka *kf = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(kf, topic, stuck_handler, k);
@@ -520,7 +520,7 @@ static cs_app *start_stuck(const char *topic, const char *group, stuck *k, cs_su
     CST_OK(cs_sub_group(s, group));
     CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 2));
-    CST_OK(cs_sub_max_open(s, 100));
+    if (max_open) CST_OK(cs_sub_max_open(s, max_open));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_config(s, "partition.assignment.strategy", "range"));
     CST_OK(cs_sub_on_assign(s, stuck_on_assign, k));
@@ -531,12 +531,12 @@ static cs_app *start_stuck(const char *topic, const char *group, stuck *k, cs_su
     return app;
 }
 
-static void stuck_init(stuck *k, const char *topic) {
+static void stuck_init(stuck *k, const char *topic, int per, size_t bytes) {
     memset(k, 0, sizeof *k);
     log_init(&k->log);
     atomic_store(&k->held, true);
-    produce_sized(topic, STUCK_PARTS, STUCK_PER, k);
-    k->seen = cst_seen_new(STUCK_PARTS, STUCK_PER);
+    produce_sized(topic, STUCK_PARTS, per, bytes, k);
+    k->seen = cst_seen_new(STUCK_PARTS, per);
 }
 
 static void stuck_free(stuck *k) {
@@ -573,6 +573,23 @@ static void assert_stuck_pause_within_bound(cs_app *app, cs_sub *s, const char *
     assert_true(st.fetch_buffer_peak <= STUCK_BUFFER + (64u << 10));
 }
 
+/* Partition 0 is let through: every partition reaches its end, is committed
+ * there, and was handed out with no gap; then the app stops. */
+static void let_through_and_check(cs_app *app, cs_sub *s, stuck *k, const char *topic, const char *group) {
+    atomic_store(&k->held, false);
+    parts_done all = {k, 0, STUCK_PARTS};
+    if (!cst_wait(parts_reached_end, &all, 60000))
+        fail_msg("partition 0 did not reach its end within 60 s once let through");
+    for (int p = 0; p < STUCK_PARTS; p++)
+        if (cs_test_wait_committed(cst_cluster, group, topic, p, k->ends[p], 60000) != CS_OK)
+            fail_msg("partition %d not committed to its end: %s", p, cs_errmsg());
+    check_continuity(&k->log, STUCK_PARTS, k->ends, false);
+    assert_no_gaps(app, s, topic, group);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    stuck_free(k);
+}
+
 /* Design test 3. Partition 0 asks for a retry every time (after 200 ms, so it
  * holds no worker); the other partitions must still reach their end. Then
  * partition 0 is let through and continues with no gap. */
@@ -581,9 +598,9 @@ static void stuck_partition_does_not_stall_the_others(void **state) {
     char topic[128], group[160];
     cst_fresh("fetch-stuck", STUCK_PARTS, topic, group, sizeof topic);
     stuck k;
-    stuck_init(&k, topic);
+    stuck_init(&k, topic, STUCK_PER, VALUE_BYTES);
     cs_sub *s;
-    cs_app *app = start_stuck(topic, group, &k, &s);
+    cs_app *app = start_stuck(topic, group, &k, 100, &s);
     parts_done others = {&k, 1, STUCK_PARTS};
     if (!cst_wait(parts_reached_end, &others, 60000))
         fail_msg("partitions 1..%d did not reach their end within 60 s while partition 0 was stuck", STUCK_PARTS - 1);
@@ -595,17 +612,7 @@ static void stuck_partition_does_not_stall_the_others(void **state) {
     printf("pauses at max_open: %.0f\n", pauses);
     assert_true(pauses >= 1);
     assert_stuck_pause_within_bound(app, s, topic, group);
-    atomic_store(&k.held, false);
-    parts_done all = {&k, 0, STUCK_PARTS};
-    if (!cst_wait(parts_reached_end, &all, 60000)) fail_msg("partition 0 did not reach its end within 60 s once let through");
-    for (int p = 0; p < STUCK_PARTS; p++)
-        if (cs_test_wait_committed(cst_cluster, group, topic, p, k.ends[p], 60000) != CS_OK)
-            fail_msg("partition %d not committed to its end: %s", p, cs_errmsg());
-    check_continuity(&k.log, STUCK_PARTS, k.ends, false);
-    assert_no_gaps(app, s, topic, group);
-    CST_OK(cs_app_stop(app));
-    cs_app_destroy(app);
-    stuck_free(&k);
+    let_through_and_check(app, s, &k, topic, group);
 }
 
 /* ---- reassignment after a pause ------------------------------------------------ */
@@ -637,9 +644,9 @@ static void stuck_partition_fetched_again_after_reassignment(void **state) {
     cst_fresh("fetch-reassign", STUCK_PARTS, topic, group, sizeof topic);
     cst_fresh("fetch-reassign-other", 1, other, NULL, sizeof other);
     stuck k;
-    stuck_init(&k, topic);
+    stuck_init(&k, topic, STUCK_PER, VALUE_BYTES);
     cs_sub *s;
-    cs_app *app = start_stuck(topic, group, &k, &s);
+    cs_app *app = start_stuck(topic, group, &k, 100, &s);
     parts_done others = {&k, 1, STUCK_PARTS};
     if (!cst_wait(parts_reached_end, &others, 60000))
         fail_msg("partitions 1..%d did not reach their end within 60 s while partition 0 was stuck", STUCK_PARTS - 1);
@@ -687,39 +694,40 @@ static void stuck_partition_of_large_records_does_not_stall_the_others(void **st
     char topic[128], group[160];
     cst_fresh("fetch-large", STUCK_PARTS, topic, group, sizeof topic);
     stuck k;
-    memset(&k, 0, sizeof k);
-    log_init(&k.log);
-    atomic_store(&k.held, true);
-    for (int p = 0; p < STUCK_PARTS; p++) {
-        cst_produce_sized(topic, p, LARGE_PER, LARGE_BYTES);
-        CST_OK(cs_test_end_offset(cst_cluster, topic, p, &k.ends[p]));
-    }
-    k.seen = cst_seen_new(STUCK_PARTS, LARGE_PER);
-    cs_app *app = cs_app_new("fetch-large", "1.0");
-    cs_kafka *kf = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(kf, topic, stuck_handler, &k);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_workers(s, 2));
-    CST_OK(cs_sub_fetch_buffer_bytes(s, STUCK_BUFFER));
-    CST_OK(cs_app_add_kafka(app, kf));
-    CST_OK(cs_app_start(app));
+    stuck_init(&k, topic, LARGE_PER, LARGE_BYTES);
+    cs_sub *s;
+    cs_app *app = start_stuck(topic, group, &k, 0, &s);
     parts_done others = {&k, 1, STUCK_PARTS};
     if (!cst_wait(parts_reached_end, &others, 60000))
         fail_msg("partitions 1..%d did not reach their end within 60 s while partition 0 was stuck", STUCK_PARTS - 1);
     assert_int_equal(cst_seen_count(k.seen, 0, LARGE_PER - 1), 0); /* the premise: partition 0 is still held */
     assert_stuck_pause_within_bound(app, s, topic, group);
-    atomic_store(&k.held, false);
-    parts_done all = {&k, 0, STUCK_PARTS};
-    if (!cst_wait(parts_reached_end, &all, 60000)) fail_msg("partition 0 did not reach its end within 60 s once let through");
-    for (int p = 0; p < STUCK_PARTS; p++)
-        if (cs_test_wait_committed(cst_cluster, group, topic, p, k.ends[p], 60000) != CS_OK)
-            fail_msg("partition %d not committed to its end: %s", p, cs_errmsg());
-    check_continuity(&k.log, STUCK_PARTS, k.ends, false);
-    assert_no_gaps(app, s, topic, group);
-    CST_OK(cs_app_stop(app));
-    cs_app_destroy(app);
-    stuck_free(&k);
+    let_through_and_check(app, s, &k, topic, group);
+}
+
+/* A Tracked subscription of `topic`, started; a zero option keeps the default. */
+typedef struct tracked_opts {
+    int workers;
+    size_t max_open, buffer;
+    const char *rdk_kbytes; /* queued.max.messages.kbytes */
+} tracked_opts;
+
+static cs_app *start_tracked(const char *name, const char *topic, const char *group, cs_handler_fn fn, void *user,
+                             tracked_opts o, cs_sub **out) {
+    cs_app *app = cs_app_new(name, "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, fn, user);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    if (o.workers) CST_OK(cs_sub_workers(s, o.workers));
+    if (o.max_open) CST_OK(cs_sub_max_open(s, o.max_open));
+    if (o.buffer) CST_OK(cs_sub_fetch_buffer_bytes(s, o.buffer));
+    if (o.rdk_kbytes) CST_OK(cs_sub_config(s, "queued.max.messages.kbytes", o.rdk_kbytes));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    *out = s;
+    return app;
 }
 
 /* ---- the consumer-wide bound (design test 2) ----------------------------------- */
@@ -747,18 +755,18 @@ static cs_outcome hold_handler(cs_delivery *d, void *user) {
 
 typedef struct gauge_wait {
     cs_app *app;
-    const char *labels;
+    const char *name, *labels;
     double last, value;
     int stable;
 } gauge_wait;
 
-/* The gauge has stopped growing: the same non-zero value for ten samples
+/* The gauge has stopped changing: the same non-zero value for ten samples
  * (cst_wait polls every 10 ms; the samples are 100 ms apart). */
 static bool gauge_settled(void *arg) {
     gauge_wait *g = arg;
     static int tick;
     if (++tick % 10) return false;
-    g->value = cst_metric(g->app, "cstream_fetch_buffer_bytes", g->labels);
+    g->value = cst_metric(g->app, g->name, g->labels);
     g->stable = g->value > 0 && g->value == g->last ? g->stable + 1 : 0;
     g->last = g->value;
     return g->stable >= 10;
@@ -780,20 +788,13 @@ static void fetch_buffer_bounds_the_consumer(void **state) {
     holder h = {.cap = (size_t)BOUND_PARTS * BOUND_PER, .seen = cst_seen_new(BOUND_PARTS, BOUND_PER)};
     h.held = calloc(h.cap, sizeof *h.held);
     pthread_mutex_init(&h.lock, NULL);
-    cs_app *app = cs_app_new("fetch-bound", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, hold_handler, &h);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_workers(s, 2));
-    CST_OK(cs_sub_fetch_buffer_bytes(s, BOUND_BUFFER));
-    CST_OK(cs_sub_config(s, "queued.max.messages.kbytes", "1024"));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_tracked("fetch-bound", topic, group, hold_handler, &h,
+                                 (tracked_opts){.workers = 2, .buffer = BOUND_BUFFER, .rdk_kbytes = "1024"}, &s);
 
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
-    gauge_wait g = {.app = app, .labels = labels, .last = -1};
+    gauge_wait g = {.app = app, .name = "cstream_fetch_buffer_bytes", .labels = labels, .last = -1};
     if (!cst_wait(gauge_settled, &g, 60000))
         fail_msg("cstream_fetch_buffer_bytes did not stop growing within 60 s (last %.0f)", g.value);
     double limit = cst_metric(app, "cstream_fetch_buffer_limit_bytes", labels);
@@ -857,14 +858,9 @@ static void no_stall_at_the_bound(void **state) {
     cst_fresh("fetch-stall", 1, topic, group, sizeof topic);
     cst_produce_sized(topic, 0, STALL_RECORDS, VALUE_BYTES);
     pacer pc = {0};
-    cs_app *app = cs_app_new("fetch-stall", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, paced_handler, &pc);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_fetch_buffer_bytes(s, STALL_BUFFER));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_tracked("fetch-stall", topic, group, paced_handler, &pc,
+                                 (tracked_opts){.buffer = STALL_BUFFER}, &s);
     CST_OK(cs_test_app_wait_idle(app, 120000));
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
@@ -901,14 +897,9 @@ static void open_chunks_do_not_hold_the_buffer(void **state) {
     cst_fresh("fetch-many", MANY_PARTS, topic, group, sizeof topic);
     for (int p = 0; p < MANY_PARTS; p++) cst_produce_sized(topic, p, MANY_PER, VALUE_BYTES);
     cst_seen *seen = cst_seen_new(MANY_PARTS, MANY_PER);
-    cs_app *app = cs_app_new("fetch-many", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, seen_handler, seen);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_fetch_buffer_bytes(s, MANY_BUFFER));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_tracked("fetch-many", topic, group, seen_handler, seen,
+                                 (tracked_opts){.buffer = MANY_BUFFER}, &s);
     if (!cst_wait(many_seen, seen, 60000))
         fail_msg("%zu of %d records arrived within 60 s", cst_seen_distinct(seen), MANY_PARTS * MANY_PER);
     CST_OK(cs_app_stop(app));
@@ -943,16 +934,9 @@ static void slow_partitions_are_not_stuck(void **state) {
     cst_fresh("fetch-slow", SLOW_PARTS, topic, group, sizeof topic);
     for (int p = 0; p < SLOW_PARTS; p++) cst_produce_sized(topic, p, SLOW_PER, VALUE_BYTES);
     cst_seen *seen = cst_seen_new(SLOW_PARTS, SLOW_PER);
-    cs_app *app = cs_app_new("fetch-slow", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, slow_handler, seen);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_workers(s, SLOW_PARTS));
-    CST_OK(cs_sub_max_open(s, 100));
-    CST_OK(cs_sub_fetch_buffer_bytes(s, 1 << 20));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_tracked("fetch-slow", topic, group, slow_handler, seen,
+                                 (tracked_opts){.workers = SLOW_PARTS, .max_open = 100, .buffer = 1 << 20}, &s);
     if (!cst_wait(slow_watched, seen, 60000))
         fail_msg("the first %d records of each partition did not arrive within 60 s", SLOW_WATCH);
     cs_sub_stats st;
@@ -985,24 +969,6 @@ static cs_outcome gated_handler(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
-typedef struct metric_stable {
-    cs_app *app;
-    const char *name, *labels;
-    double last, value;
-    int stable;
-} metric_stable;
-
-/* The metric has held the same value for ten samples, 100 ms apart. */
-static bool metric_settled(void *arg) {
-    metric_stable *w = arg;
-    static int tick;
-    if (++tick % 10) return false;
-    w->value = cst_metric(w->app, w->name, w->labels);
-    w->stable = w->value > 0 && w->value == w->last ? w->stable + 1 : 0;
-    w->last = w->value;
-    return w->stable >= 10;
-}
-
 static bool lane_all_seen(void *arg) { return cst_seen_distinct(((lane_hold *)arg)->seen) >= LANE_RECORDS; }
 
 /* Tracked, one worker, max_open 10,000 (the default) and a worker stuck on
@@ -1016,18 +982,12 @@ static void lanes_hold_a_bounded_number(void **state) {
     cst_produce_sized(topic, 0, LANE_RECORDS, VALUE_BYTES);
     lane_hold h = {.seen = cst_seen_new(1, LANE_RECORDS)};
     cst_gate_init(&h.gate);
-    cs_app *app = cs_app_new("fetch-lanes", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, gated_handler, &h);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_workers(s, 1));
-    CST_OK(cs_app_add_kafka(app, k));
-    CST_OK(cs_app_start(app));
+    cs_sub *s;
+    cs_app *app = start_tracked("fetch-lanes", topic, group, gated_handler, &h, (tracked_opts){.workers = 1}, &s);
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
-    metric_stable w = {.app = app, .name = "cstream_fetch_buffer_records", .labels = labels, .last = -1};
-    if (!cst_wait(metric_settled, &w, 60000))
+    gauge_wait w = {.app = app, .name = "cstream_fetch_buffer_records", .labels = labels, .last = -1};
+    if (!cst_wait(gauge_settled, &w, 60000))
         fail_msg("cstream_fetch_buffer_records did not settle within 60 s (last %.0f)", w.value);
     double waiting = cst_metric(app, "cstream_lane_waiting_records", labels);
     printf("fetch buffer holds %.0f records, the lane %.0f waiting\n", w.value, waiting);

@@ -111,7 +111,7 @@ static void settled_deliveries_come_back_zeroed(void **state) {
     cs__delivery_free(d);
     assert_int_equal(spares(part), MAX_OPEN);
     cs__pipeline_stop_partition(p, part);
-    cs__pipeline_release_partition(p, part, false);
+    cs__pipeline_release_partition(p, part);
     assert_int_equal(spares(part), 0);
     stop(p);
 }
