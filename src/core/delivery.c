@@ -84,29 +84,8 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
 }
 
 cs_delivery *cs__delivery_alloc(cs_part *part) {
-    pthread_mutex_lock(&part->spare_lock);
-    cs_delivery *d = part->spare;
-    if (d) {
-        part->spare = d->next;
-        part->n_spare--;
-    }
-    pthread_mutex_unlock(&part->spare_lock);
-    if (!d) return calloc(1, sizeof(cs_delivery));
-    memset(d, 0, sizeof *d); /* as calloc'd: every field starts zero */
-    return d;
-}
-
-/* Keeps d, released, for part's next record; false if part has enough spares. */
-static bool spare_put(cs_part *part, cs_delivery *d) {
-    pthread_mutex_lock(&part->spare_lock);
-    bool kept = part->n_spare < part->spare_max;
-    if (kept) {
-        d->next = part->spare;
-        part->spare = d;
-        part->n_spare++;
-    }
-    pthread_mutex_unlock(&part->spare_lock);
-    return kept;
+    cs_delivery *d = cs__delivery_pool_take(part->spares);
+    return d ? d : calloc(1, sizeof(cs_delivery));
 }
 
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len) {
@@ -184,9 +163,8 @@ void cs__delivery_free(cs_delivery *d) {
     cs__output_free_all(d->outputs);
     if (d->msg) d->part->ops->release(d->msg);
     /* Read part before the put: once d is a spare, the fetch thread may take
-     * it. The put comes before the unref, so the last unref frees d with the
-     * other spares. */
+     * it. The partition's reference keeps the pool alive across the put. */
     cs_part *part = d->part;
-    if (!spare_put(part, d)) free(d);
+    if (!cs__delivery_pool_put(part->spares, d)) free(d);
     cs__part_unref(part);
 }

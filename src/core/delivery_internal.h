@@ -81,7 +81,7 @@ void cs__delivery_dead_letter_done(cs_delivery *d, bool ok);
 void cs__delivery_reply_done(cs_delivery *d, bool ok);
 
 /* Releases the record (if still held), drops the partition reference, and
- * frees d or keeps it as a spare for the partition's next record. */
+ * frees d or keeps it as a spare for the pipeline's next record. */
 void cs__delivery_free(cs_delivery *d);
 
 #endif

@@ -10,7 +10,7 @@
 #include <string.h>
 
 cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,
-                      bool tracked) {
+                      bool tracked, cs_delivery_pool *spares) {
     cs_part *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->topic = strdup(topic);
@@ -29,7 +29,8 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
     p->first_fetched = -1;
     p->stall_offset = -1;
     atomic_init(&p->refs, 1);
-    pthread_mutex_init(&p->spare_lock, NULL);
+    p->spares = spares;
+    cs__delivery_pool_ref(spares);
     pthread_mutex_init(&p->lock, NULL);
     cs__cond_init_monotonic(&p->drained); /* timed: the drain deadline */
     return p;
@@ -37,28 +38,9 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
 
 void cs__part_ref(cs_part *p) { atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); }
 
-/* Spares hold no reference and nothing of their own (cs__delivery_free
- * released it): plain memory. */
-static void free_spares(cs_delivery *d) {
-    for (cs_delivery *next; d; d = next) {
-        next = d->next;
-        free(d);
-    }
-}
-
-void cs__part_drop_spares(cs_part *p) {
-    pthread_mutex_lock(&p->spare_lock);
-    cs_delivery *list = p->spare;
-    p->spare = NULL;
-    p->n_spare = 0;
-    pthread_mutex_unlock(&p->spare_lock);
-    free_spares(list);
-}
-
 void cs__part_unref(cs_part *p) {
     if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
-    free_spares(p->spare);
-    pthread_mutex_destroy(&p->spare_lock);
+    cs__delivery_pool_unref(p->spares);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->drained);
     cs_tracker_destroy(p->tracker);

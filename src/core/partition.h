@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "attempts_meta.h"
+#include "delivery_pool.h"
 #include "source.h"
 #include "tracker.h"
 
@@ -26,7 +27,7 @@
 #define CS_PRIOR_MAX 64
 /* Records that commit their attempt before running after an unclean owner change. */
 #define CS_SUSPECT_MAX 500
-/* Whether partitions keep freed deliveries as spares (see cs_part.spare). Not
+/* Whether pipelines keep freed deliveries as spares (delivery_pool.h). Not
  * under AddressSanitizer, so that a delivery used after its free is still
  * caught there instead of hidden by the reuse. -DCS_SPARES=0 turns them off
  * elsewhere too (docs/benchmarks.md measures with and without). */
@@ -59,19 +60,9 @@ typedef struct cs_part {
      * a reference to the partition for as long as its record. */
     _Atomic size_t out_bytes;
 
-    /* Spare deliveries (delivery.c): freed ones kept for the next records of
-     * this partition, so the hot path does not malloc a delivery per record.
-     * Own lock, a leaf held only for one push or pop (lock order: level 6,
-     * lock_order.h): deliveries are freed from any thread, some of them under
-     * `lock`. At most spare_max: max_open, or 512 if smaller (pipeline.c,
-     * SPARES_MAX): the fetch thread hands a partition out 256 records at a
-     * time, and with hundreds of partitions max_open spares each held memory
-     * no partition needed at once. The spares never exceed what the
-     * partition already held at its peak. Dropped when the partition is
-     * released. */
-    pthread_mutex_t spare_lock;
-    cs_delivery *spare; /* linked through cs_delivery.next */
-    size_t n_spare, spare_max;
+    /* The pipeline's spare deliveries (delivery_pool.h), referenced so that
+     * a delivery settled after the pipeline is gone still finds them. */
+    cs_delivery_pool *spares;
 
     /* The partition's topic was reported gone while it was assigned, so the
      * log behind it may have restarted (deleted and created again): positions
@@ -111,10 +102,9 @@ typedef struct cs_part {
 } cs_part;
 
 cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,
-                      bool tracked);
+                      bool tracked, cs_delivery_pool *spares);
 void cs__part_ref(cs_part *p);
 void cs__part_unref(cs_part *p);
-/* Frees the partition's spare deliveries (it was released: it may not come back). */
-void cs__part_drop_spares(cs_part *p);
+
 
 #endif

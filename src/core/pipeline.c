@@ -53,10 +53,12 @@ typedef struct lane {
  * max_open that was most of the consumer's memory. */
 #define LANE_QUEUE 4096
 
-/* Spare deliveries a partition keeps (cs_part.spare): enough for the records
- * it is handed in one serving round, twice; with hundreds of partitions,
- * max_open spares each held memory that no partition needed at once. */
-#define SPARES_MAX 512
+/* Spare deliveries the pipeline keeps (delivery_pool.h): about 3 MB. The
+ * lanes hold at most LANE_QUEUE waiting records per worker, and the fetch
+ * thread hands out up to 256 records of a partition at a time: this covers
+ * what is in flight at once. Kept per partition (512 each) they held 33 MB
+ * on 192 partitions, a quarter of the consumer's heap at its peak. */
+#define SPARES_KEPT 8192
 
 struct cs_pipeline {
     cs_pipeline_config cfg;
@@ -70,6 +72,7 @@ struct cs_pipeline {
     cs_part **parts;
     size_t n_parts, cap_parts;
     cs_part *last_hit; /* fetch thread only */
+    cs_delivery_pool *spares; /* shared with its partitions */
 
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */
 
@@ -149,6 +152,11 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
                 return NULL;
             }
         }
+    }
+    p->spares = cs__delivery_pool_new(CS_SPARES ? SPARES_KEPT : 0);
+    if (!p->spares) {
+        cs__pipeline_destroy(p);
+        return NULL;
     }
     if (pthread_create(&p->delay_thread, NULL, delay_main, p) != 0) {
         cs__pipeline_destroy(p);
@@ -266,10 +274,9 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
         cs_part *c = p->parts[i];
         if (c->partition == partition && !strcmp(c->topic, topic)) return p->last_hit = c;
     }
-    cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked);
+    cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked, p->spares);
     if (!part) return NULL;
     part->lane = (int)(p->n_parts % (size_t)p->n_lanes);
-    part->spare_max = CS_SPARES ? (p->cfg.max_open < SPARES_MAX ? p->cfg.max_open : SPARES_MAX) : 0;
     pthread_mutex_lock(&p->parts_lock);
     if (p->n_parts == p->cap_parts) {
         size_t cap = p->cap_parts ? p->cap_parts * 2 : 16;
@@ -376,7 +383,6 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     part->window_tail = &part->window;
     pthread_cond_broadcast(&part->drained);
     pthread_mutex_unlock(&part->lock);
-    cs__part_drop_spares(part); /* do not hold memory for a partition that may not come back */
 }
 
 /* Called with part->lock held: the position and metadata to commit now. */
@@ -1249,6 +1255,7 @@ void cs__pipeline_destroy(cs_pipeline *p) {
     pthread_cond_destroy(&p->delay_cv);
     pthread_mutex_destroy(&p->gate_lock);
     pthread_cond_destroy(&p->gate_cv);
+    cs__delivery_pool_unref(p->spares);
     free(p->delayed);
     free(p->parts);
     free(p->lanes);

@@ -84,8 +84,8 @@ void cs__pipeline_destroy(cs_pipeline *p);
 /* Fetch thread: registers a partition the pipeline will see records of. */
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops);
 
-/* Fetch thread: a zeroed delivery for a record of part, a spare of part's when
- * it has one (no malloc), NULL when out of memory. */
+/* Fetch thread: a zeroed delivery for a record of part, a spare of the
+ * pipeline's when it has one (no malloc), NULL when out of memory. */
 cs_delivery *cs__delivery_alloc(cs_part *part);
 /* Fetch thread: hands a record to its lane. The delivery must have its record
  * fields and msg set (see cs__delivery_alloc). Returns true if the partition

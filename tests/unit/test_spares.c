@@ -1,9 +1,9 @@
-/* test_spares.c — the spare deliveries a partition keeps (cs_part.spare)
+/* test_spares.c — the spare deliveries a pipeline keeps (delivery_pool.h)
  * through the real pipeline, no cluster: a settled delivery comes back as a
- * spare, the next one handed out is a spare and reads as freshly zeroed, a
- * partition keeps at most max_open spares and none once released, and a
- * pending delivery settled after its pipeline is gone still lands safely (run
- * it under valgrind or LeakSanitizer to see the last unref free the spares). */
+ * spare, the next one handed out (to any partition) is a spare and reads as
+ * freshly zeroed, the pool keeps at most what it was made for, and a pending
+ * delivery settled after its pipeline is gone still lands safely (run it
+ * under valgrind or LeakSanitizer to see the last unref free the spares). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <setjmp.h>
@@ -45,12 +45,7 @@ static int held_count(void) {
     return n;
 }
 
-static size_t spares(cs_part *part) {
-    pthread_mutex_lock(&part->spare_lock);
-    size_t n = part->n_spare;
-    pthread_mutex_unlock(&part->spare_lock);
-    return n;
-}
+static size_t spares(cs_part *part) { return cs__delivery_pool_count(part->spares); }
 
 /* A tracked pipeline with one partition and n records handed to `hold`. */
 static cs_pipeline *start(cs_part **part_out, int n) {
@@ -96,24 +91,46 @@ static void settled_deliveries_come_back_zeroed(void **state) {
         stop(p);
         return;
     }
-    /* N settled, at most max_open kept */
-    assert_int_equal(spares(part), MAX_OPEN);
-    cs_delivery *d = cs__delivery_alloc(part);
-    assert_int_equal(spares(part), MAX_OPEN - 1);
+    /* every one settled is kept (the pool keeps thousands) */
+    assert_int_equal(spares(part), N);
+    /* another partition of the pipeline gets one of them */
+    cs_part *other = cs__pipeline_part(p, "in", 1, &fake_source);
+    assert_non_null(other);
+    assert_ptr_equal(other->spares, part->spares);
+    cs_delivery *d = cs__delivery_alloc(other);
+    assert_int_equal(spares(part), N - 1);
     bool was_held = false;
     for (int i = 0; i < N; i++) was_held |= (uintptr_t)d == addr[i];
     assert_true(was_held);
     static const cs_delivery zero;
     assert_memory_equal(d, &zero, sizeof zero); /* nothing of the record it carried before */
     /* handed back unused: the caller owns it like a fresh one and may free it */
-    cs__part_ref(part);
-    d->part = part;
+    cs__part_ref(other);
+    d->part = other;
     cs__delivery_free(d);
-    assert_int_equal(spares(part), MAX_OPEN);
-    cs__pipeline_stop_partition(p, part);
-    cs__pipeline_release_partition(p, part);
-    assert_int_equal(spares(part), 0);
+    assert_int_equal(spares(part), N);
     stop(p);
+}
+
+/* The pool keeps at most `keep`; the rest is freed for real (LeakSanitizer
+ * and valgrind see every one of them go). */
+static void the_pool_keeps_at_most_its_size(void **state) {
+    (void)state;
+    enum { KEEP = 3, MADE = 5 };
+    cs_delivery_pool *pool = cs__delivery_pool_new(KEEP);
+    assert_non_null(pool);
+    for (int i = 0; i < MADE; i++) {
+        cs_delivery *d = calloc(1, sizeof *d);
+        assert_non_null(d);
+        if (!cs__delivery_pool_put(pool, d)) free(d);
+    }
+    assert_int_equal(cs__delivery_pool_count(pool), KEEP);
+    cs_delivery *taken = cs__delivery_pool_take(pool); /* takes all three, hands one out */
+    assert_non_null(taken);
+    assert_int_equal(cs__delivery_pool_count(pool), KEEP - 1);
+    assert_true(cs__delivery_pool_put(pool, taken)); /* the shared list has room again */
+    assert_int_equal(cs__delivery_pool_count(pool), KEEP);
+    cs__delivery_pool_unref(pool);
 }
 
 static void pending_settled_after_the_pipeline_is_gone(void **state) {
@@ -129,6 +146,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(settled_deliveries_come_back_zeroed),
         cmocka_unit_test(pending_settled_after_the_pipeline_is_gone),
+        cmocka_unit_test(the_pool_keeps_at_most_its_size),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
