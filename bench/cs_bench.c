@@ -9,7 +9,8 @@
  *                                             key (librdkafka's default partitioner) instead
  *   cs_bench consume CONTENDER BROKERS TOPIC GROUP N [REPLY_TOPIC]
  *
- * Contenders: raw-batch (rd_kafka_consume_batch_queue), raw-poll (one rd_kafka_consumer_poll per
+ * Contenders: raw-batch (rd_kafka_consume_batch_queue), raw-batch-headers (the same, reading each
+ * record's headers: a callgrind baseline, run.py --callgrind only), raw-poll (one rd_kafka_consumer_poll per
  * record), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply (Tracked, a reply per record),
  * cs-txn-reply (Transactional, a reply per record: done when every output is committed) and
  * cs-txn-reply-barrier (the same with stop-the-world window commits, CSTREAM_TXN_BARRIER=1).
@@ -107,7 +108,9 @@ static rd_kafka_conf_t *common_conf(const char *brokers, const char *group, bool
     return conf;
 }
 
-static int consume_raw(const char *brokers, const char *topic, const char *group, bool batch,
+/* headers: also asks librdkafka for each record's headers, as a framework that offers them must
+ * (raw-batch-headers: the header parse's cost, measured apart; docs/benchmarks.md finding 3). */
+static int consume_raw(const char *brokers, const char *topic, const char *group, bool batch, bool headers,
                        double idle_timeout_s) {
     char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, common_conf(brokers, group, true), err, sizeof err);
@@ -140,6 +143,9 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
         for (ssize_t i = 0; i < n; i++) {
             rd_kafka_message_t *m = msgs[i];
             if (!m->err) {
+                rd_kafka_headers_t *h;
+                if (headers && rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR && rd_kafka_header_cnt(h) > 1000)
+                    atomic_fetch_add(&g_bad, 1); /* uses the answer: the call cannot be optimised away */
                 handle_value(m->payload, m->len);
                 /* stores m->offset + 1 (next to read) for the auto-commit timer */
                 rd_kafka_offset_store(m->rkt, m->partition, m->offset);
@@ -348,9 +354,11 @@ static int cmd_consume(int argc, char **argv) {
     double start = bench_now();
     int rc;
     if (strcmp(contender, "raw-batch") == 0)
-        rc = consume_raw(brokers, topic, group, true, idle);
+        rc = consume_raw(brokers, topic, group, true, false, idle);
+    else if (strcmp(contender, "raw-batch-headers") == 0)
+        rc = consume_raw(brokers, topic, group, true, true, idle);
     else if (strcmp(contender, "raw-poll") == 0)
-        rc = consume_raw(brokers, topic, group, false, idle);
+        rc = consume_raw(brokers, topic, group, false, false, idle);
     else if (strncmp(contender, "cs-", 3) == 0)
         rc = consume_cstream(contender, brokers, topic, group, reply_topic, idle);
     else {

@@ -47,10 +47,12 @@ def summary(groups):
 
 
 def main(paths):
-    runs = []
+    runs, callgrind = [], {}
     for p in paths:
         with open(p) as f:
-            runs += json.load(f)["runs"]
+            d = json.load(f)
+        runs += d["runs"]
+        callgrind.update(d.get("callgrind", {}))
     groups = {}
     for r in runs:
         groups.setdefault((r["cluster"], r["topic"]), []).append(r)
@@ -82,6 +84,12 @@ def main(paths):
                   f"{ratio(r.get('rss_ratio_to_raw_batch'))} | {fmt(r.get('allocs_per_record'), '{:.2f}')} | "
                   f"{fmt(r.get('ir_per_record'))} | {fmt(r.get('ir_over_raw_batch'), '{:+,.0f}')} | "
                   f"{'yes' if r['valid'] else 'some rounds invalid'} |")
+    for cluster, cg in callgrind.items():
+        h, base = cg.get("raw-batch-headers", {}), cg.get("raw-batch", {})
+        if h.get("ir_per_record") is not None and base.get("ir_per_record") is not None:
+            print(f"\n{cluster} cluster, callgrind: raw-batch-headers (the raw batch loop, also reading each record's "
+                  f"headers) {fmt(h['ir_per_record'])} instructions/record, {h['ir_per_record'] - base['ir_per_record']:+,} "
+                  f"over raw-batch: librdkafka's header parse")
     if "--no-chart" in sys.argv:
         return
     try:
