@@ -1,7 +1,6 @@
 /* delivery_pool.c — freed deliveries kept for reuse (delivery_pool.h). */
 #include "delivery_pool.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,10 +10,13 @@
 struct cs_delivery_pool {
     _Atomic size_t refs;
     size_t keep;
-    pthread_mutex_t lock;
-    cs_delivery *shared; /* freed by any thread; linked through cs_delivery.next */
-    size_t n_shared;
-    cs_delivery *taken; /* the taking thread's, swapped out of `shared` */
+    /* Freed by any thread: pushed with a compare-and-swap, taken whole with
+     * an exchange (linked through cs_delivery.next). A push and a take never
+     * read a node another thread may be changing, so there is no ABA: only a
+     * pop of one node would read head->next of a node someone else took. */
+    _Atomic(cs_delivery *) shared;
+    _Atomic size_t n_shared; /* counted before the push: may run ahead of the list by one per pusher */
+    cs_delivery *taken;      /* the taking thread's, swapped out of `shared` */
     _Atomic size_t n_taken;
 };
 
@@ -22,8 +24,8 @@ cs_delivery_pool *cs__delivery_pool_new(size_t keep) {
     cs_delivery_pool *pool = calloc(1, sizeof *pool);
     if (!pool) return NULL;
     atomic_init(&pool->refs, 1);
+    atomic_init(&pool->shared, NULL);
     pool->keep = keep;
-    pthread_mutex_init(&pool->lock, NULL);
     return pool;
 }
 
@@ -38,21 +40,20 @@ static void free_list(cs_delivery *d) {
 
 void cs__delivery_pool_unref(cs_delivery_pool *pool) {
     if (!pool || atomic_fetch_sub_explicit(&pool->refs, 1, memory_order_acq_rel) != 1) return;
-    free_list(pool->shared);
+    free_list(atomic_load(&pool->shared));
     free_list(pool->taken);
-    pthread_mutex_destroy(&pool->lock);
     free(pool);
 }
 
 cs_delivery *cs__delivery_pool_take(cs_delivery_pool *pool) {
     if (!pool->taken) {
-        pthread_mutex_lock(&pool->lock);
-        pool->taken = pool->shared;
-        atomic_store_explicit(&pool->n_taken, pool->n_shared, memory_order_relaxed);
-        pool->shared = NULL;
-        pool->n_shared = 0;
-        pthread_mutex_unlock(&pool->lock);
-        if (!pool->taken) return NULL;
+        cs_delivery *list = atomic_exchange_explicit(&pool->shared, NULL, memory_order_acquire);
+        if (!list) return NULL;
+        size_t n = 0;
+        for (cs_delivery *d = list; d; d = d->next) n++; /* once per refill, not per record */
+        atomic_fetch_sub_explicit(&pool->n_shared, n, memory_order_relaxed);
+        atomic_store_explicit(&pool->n_taken, n, memory_order_relaxed);
+        pool->taken = list;
     }
     cs_delivery *d = pool->taken;
     pool->taken = d->next;
@@ -62,20 +63,16 @@ cs_delivery *cs__delivery_pool_take(cs_delivery_pool *pool) {
 }
 
 bool cs__delivery_pool_put(cs_delivery_pool *pool, cs_delivery *d) {
-    pthread_mutex_lock(&pool->lock);
-    bool kept = pool->n_shared < pool->keep;
-    if (kept) {
-        d->next = pool->shared;
-        pool->shared = d;
-        pool->n_shared++;
-    }
-    pthread_mutex_unlock(&pool->lock);
-    return kept;
+    /* Past `keep` by at most one per thread putting at the same moment. */
+    if (atomic_load_explicit(&pool->n_shared, memory_order_relaxed) >= pool->keep) return false;
+    atomic_fetch_add_explicit(&pool->n_shared, 1, memory_order_relaxed);
+    cs_delivery *head = atomic_load_explicit(&pool->shared, memory_order_relaxed);
+    do d->next = head;
+    while (!atomic_compare_exchange_weak_explicit(&pool->shared, &head, d, memory_order_release, memory_order_relaxed));
+    return true;
 }
 
 size_t cs__delivery_pool_count(cs_delivery_pool *pool) {
-    pthread_mutex_lock(&pool->lock);
-    size_t n = pool->n_shared;
-    pthread_mutex_unlock(&pool->lock);
-    return n + atomic_load_explicit(&pool->n_taken, memory_order_relaxed);
+    return atomic_load_explicit(&pool->n_shared, memory_order_relaxed) +
+           atomic_load_explicit(&pool->n_taken, memory_order_relaxed);
 }

@@ -4,15 +4,14 @@
  * One pool per pipeline, shared by its partitions: the records in flight at
  * once are bounded by the lanes, not by the partition count, and per-partition
  * spares held 33 MB on 192 partitions (docs/benchmarks.md). A delivery goes
- * back from any thread (`shared`, under `lock`); the one thread that takes
- * deliveries (the fetch thread) takes the whole shared list at once when its
- * own runs out, so that taking locks once per refill, not once per record.
+ * back from any thread (`shared`, a lock-free push); the one thread that
+ * takes deliveries (the fetch thread) takes the whole shared list at once
+ * when its own runs out (one exchange per refill, not one per record).
  *
  * Owner: the pipeline holds one reference and every partition one more, so
  * that a delivery settled after its pipeline is gone still finds the pool;
- * the last reference frees the pool and its spares. Lock: `lock` is a leaf
- * (lock order: level 6, src/core/lock_order.h), held for one push or one
- * swap. */
+ * the last reference frees the pool and its spares. No lock: a put was one
+ * mutex pair per record on the workers' path (docs/benchmarks.md). */
 #ifndef CS_CORE_DELIVERY_POOL_H
 #define CS_CORE_DELIVERY_POOL_H
 
@@ -23,7 +22,8 @@ typedef struct cs_delivery cs_delivery;
 typedef struct cs_delivery_pool cs_delivery_pool;
 
 /* keep: how many freed deliveries the shared list holds at most (0: none,
- * every delivery is freed for real). NULL when out of memory. */
+ * every delivery is freed for real; threads putting at the same moment may
+ * pass it by one each). NULL when out of memory. */
 cs_delivery_pool *cs__delivery_pool_new(size_t keep);
 void cs__delivery_pool_ref(cs_delivery_pool *pool);
 void cs__delivery_pool_unref(cs_delivery_pool *pool);

@@ -25,8 +25,6 @@
  *   7  cs_consumer.wake_lock   src/kafka/fetch.c       wake-ups against the fetch thread's end; also
  *                                                      taken under a librdkafka queue lock
  *                                                      (on_records)
- *   6  cs_delivery_pool.lock   src/core/delivery_pool.c  the pipeline's spare deliveries (a delivery
- *                                                      freed under its partition lock)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason
  *   -  lane.run_lock           src/core/pipeline.c     the running handler, for the time-limit check
  *   -  cs_pipeline.gate_lock   src/core/pipeline.c     the measurement-only stop-the-world gate

@@ -72,6 +72,7 @@ typedef struct cs_part {
 
     pthread_mutex_t lock;
     pthread_cond_t drained; /* signalled when n_inflight drops to 0 */
+    int drain_waiters;      /* threads in cs__pipeline_wait_settled: no broadcast per record without one */
     cs_pipeline *pipe;      /* NULL once the subscription is gone */
     uint64_t epoch;         /* bumped at every assign and every release */
     bool assigned;          /* false: hand out nothing more (revoking or released) */

@@ -200,18 +200,6 @@ bool cs__pipeline_lanes_full(cs_pipeline *p) {
     return atomic_load_explicit(&p->queued, memory_order_relaxed) >= p->queue_cap;
 }
 
-static void lane_push_tail(lane *l, cs_delivery *d) {
-    pthread_mutex_lock(&l->lock);
-    d->next = NULL;
-    if (l->tail) l->tail->next = d;
-    else l->head = d;
-    l->tail = d;
-    l->queued++;
-    queued_add(l->pipe);
-    if (l->waiting) pthread_cond_signal(&l->ready);
-    pthread_mutex_unlock(&l->lock);
-}
-
 /* A retry goes to the head: it runs before anything fetched after it. False
  * (nothing done) once the lane is stopping: its worker may be gone. */
 static bool lane_push_head(lane *l, cs_delivery *d) {
@@ -306,6 +294,11 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
     return p->last_hit = part;
 }
 
+/* Called with part->lock held: wakes cs__pipeline_wait_settled, if it waits. */
+static void signal_drained(cs_part *part) {
+    if (part->drain_waiters > 0) pthread_cond_broadcast(&part->drained);
+}
+
 static void inflight_add(cs_part *part, cs_delivery *d) {
     d->prev = NULL;
     d->next = part->inflight;
@@ -321,7 +314,7 @@ static void inflight_remove(cs_part *part, cs_delivery *d) {
     if (d->next) d->next->prev = d->prev;
     d->next = d->prev = NULL;
     d->listed = false;
-    if (--part->n_inflight == 0) pthread_cond_broadcast(&part->drained);
+    if (--part->n_inflight == 0) signal_drained(part);
 }
 
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
@@ -367,7 +360,9 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
         if (left <= 0) break;
         struct timespec ts;
         cs__deadline_after(&ts, left);
+        part->drain_waiters++;
         pthread_cond_timedwait(&part->drained, &part->lock, &ts);
+        part->drain_waiters--;
     }
     size_t left = part->tracker ? part->n_inflight : part->held;
     pthread_mutex_unlock(&part->lock);
@@ -393,7 +388,7 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     cs__output_free_all(part->window); /* never committed: the next owner reads their sources again */
     part->window = NULL;
     part->window_tail = &part->window;
-    pthread_cond_broadcast(&part->drained);
+    signal_drained(part);
     pthread_mutex_unlock(&part->lock);
 }
 
@@ -590,46 +585,118 @@ static size_t lane_for_key(const void *key, size_t len, int n_lanes) {
     return (size_t)(h % (uint64_t)n_lanes);
 }
 
-bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
-    bool pause = false;
-    cs__part_ref(part);
-    d->part = part;
-    cs__delivery_read_trace(d);
-    if (!p->cfg.lanes_by_key) d->lane = part->lane;
-    else if (d->key) d->lane = (int)lane_for_key(d->key, d->key_len, p->n_lanes);
-    else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
-    pthread_mutex_lock(&part->lock);
-    d->epoch = part->epoch;
-    int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
-    if (tracked == -2) {
-        /* The record is not handed out and the committed position stays
-         * below it; the fetch thread stops the app (cs__part_out_of_memory). */
-        part->out_of_memory = true;
-        pthread_mutex_unlock(&part->lock);
-        cs__delivery_free(d);
-        return false;
+/* Appends the chain first..last (n deliveries, linked through next) to the
+ * lane's tail: one lock for a run of records. */
+static void lane_push_chain(lane *l, cs_delivery *first, cs_delivery *last, size_t n) {
+    last->next = NULL;
+    pthread_mutex_lock(&l->lock);
+    if (l->tail) l->tail->next = first;
+    else l->head = first;
+    l->tail = last;
+    l->queued += n;
+    atomic_fetch_add_explicit(&l->pipe->queued, n, memory_order_relaxed);
+    if (l->waiting) pthread_cond_signal(&l->ready);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Pushes ds[0..n) (accepted ones, NULL for refused) to their lanes in order,
+ * each run of consecutive deliveries bound for one lane in one lock. */
+static void push_runs(cs_pipeline *p, cs_delivery **ds, size_t n) {
+    cs_delivery *first = NULL, *last = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        cs_delivery *d = ds[i];
+        if (!d) continue;
+        if (first && d->lane != first->lane) {
+            lane_push_chain(&p->lanes[first->lane], first, last, len);
+            first = NULL;
+        }
+        if (!first) {
+            first = d;
+            len = 0;
+        } else {
+            last->next = d;
+        }
+        last = d;
+        len++;
     }
-    if (tracked != 0) {
-        /* Not increasing: librdkafka re-delivered an offset of this epoch (it
-         * does after a seek). The open entry already covers it. */
-        pthread_mutex_unlock(&part->lock);
+    if (first) lane_push_chain(&p->lanes[first->lane], first, last, len);
+}
+
+size_t cs__pipeline_room(cs_pipeline *p, cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    size_t load = part_load(part);
+    size_t room = part->paused || load >= p->cfg.max_open ? 0 : p->cfg.max_open - load;
+    pthread_mutex_unlock(&part->lock);
+    return room;
+}
+
+size_t cs__pipeline_lanes_room(cs_pipeline *p) {
+    size_t queued = atomic_load_explicit(&p->queued, memory_order_relaxed);
+    if (queued < p->queue_cap) return p->queue_cap - queued;
+    return cs__pipeline_lanes_full(p) ? 0 : 1;
+}
+
+bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, size_t n, size_t *consumed) {
+    bool pause = false;
+    for (size_t i = 0; i < n; i++) {
+        cs_delivery *d = ds[i];
+        d->part = part;
+        cs__delivery_read_trace(d);
+        if (!p->cfg.lanes_by_key) d->lane = part->lane;
+        else if (d->key) d->lane = (int)lane_for_key(d->key, d->key_len, p->n_lanes);
+        else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
+    }
+    /* One reference per delivery, taken before any can run and settle. */
+    atomic_fetch_add_explicit(&part->refs, (int)n, memory_order_relaxed);
+    cs_delivery *refused = NULL; /* linked through next, newest first */
+    size_t done = 0;
+    pthread_mutex_lock(&part->lock);
+    for (; done < n; done++) {
+        cs_delivery *d = ds[done];
+        d->epoch = part->epoch;
+        int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
+        if (tracked == -2) {
+            /* This record and those after it are not handed out, and the
+             * committed position stays below them; the fetch thread stops the
+             * app (cs__part_out_of_memory). */
+            part->out_of_memory = true;
+            break;
+        }
+        if (tracked != 0) {
+            /* Not increasing: librdkafka re-delivered an offset of this epoch
+             * (it does after a seek). The open entry already covers it. */
+            d->next = refused;
+            refused = d;
+            ds[done] = NULL;
+            continue;
+        }
+        if (part->tracker) {
+            d->attempt = prior_attempts(part, d->offset);
+            /* Keep an earlier owner's count in the metadata until the record runs. */
+            if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
+        }
+        if (part->first_fetched < 0) part->first_fetched = d->offset;
+        part->max_fetched = d->offset;
+        part->held++;
+    }
+    if (!part->paused && part_load(part) >= p->cfg.max_open) pause = part->paused = true;
+    pthread_mutex_unlock(&part->lock);
+    *consumed = done;
+    for (size_t i = done; i < n; i++) cs__delivery_free(ds[i]); /* never handed out */
+    for (cs_delivery *d = refused, *next; d; d = next) {
+        next = d->next;
         CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, part->topic,
                     (int)part->partition, (long long)d->offset, CS_TRACE_ARGS(d));
         cs__delivery_free(d);
-        return false;
     }
-    if (part->tracker) {
-        d->attempt = prior_attempts(part, d->offset);
-        /* Keep an earlier owner's count in the metadata until the record runs. */
-        if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
-    }
-    if (part->first_fetched < 0) part->first_fetched = d->offset;
-    part->max_fetched = d->offset;
-    part->held++;
-    if (!part->paused && part_load(part) >= p->cfg.max_open) pause = part->paused = true;
-    pthread_mutex_unlock(&part->lock);
-    lane_push_tail(&p->lanes[d->lane], d);
+    push_runs(p, ds, done);
     return pause;
+}
+
+bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    size_t consumed;
+    return cs__pipeline_dispatch_run(p, part, &d, 1, &consumed);
 }
 
 /* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
@@ -637,7 +704,7 @@ static void discard(cs_delivery *d) {
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
     if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
-        pthread_cond_broadcast(&part->drained);
+        signal_drained(part);
     pthread_mutex_unlock(&part->lock);
     cs__delivery_free(d);
 }
@@ -750,7 +817,7 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
         }
         break;
     }
-    if (part->held == 0) pthread_cond_broadcast(&part->drained);
+    if (part->held == 0) signal_drained(part);
     if (warn) warn_retry_unsupported(p, d);
     /* Under the partition lock: the pipeline (and the consumer the wake
      * reaches) outlive it only while part->pipe is set. The wake never blocks. */

@@ -92,6 +92,22 @@ cs_delivery *cs__delivery_alloc(cs_part *part);
  * has now reached max_open: it is paused, the fetch thread takes no more of
  * its records until it has drained to half. */
 bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d);
+/* Fetch thread: hands a run of part's records to their lanes, in fetch order,
+ * with one partition lock and one lane lock per run (cs__pipeline_dispatch
+ * per record took two locks each). *consumed: how many of ds were taken
+ * (handed out, or freed as a repeat of an offset already open); fewer than n
+ * only when the tracker ran out of memory (part->out_of_memory set), and the
+ * rest are freed, not handed out. Returns true if the partition reached
+ * max_open with this run (it is paused, as for cs__pipeline_dispatch). A run
+ * no longer than cs__pipeline_room never passes max_open. */
+bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, size_t n, size_t *consumed);
+/* Fetch thread: how many more records part may take before it reaches
+ * max_open (0 while it is paused). */
+size_t cs__pipeline_room(cs_pipeline *p, cs_part *part);
+/* Fetch thread: how many more deliveries the lanes take before they are full
+ * (0: full, and a worker wakes the source once they drain to half, as after
+ * cs__pipeline_lanes_full). */
+size_t cs__pipeline_lanes_room(cs_pipeline *p);
 
 /* Fetch thread, at assign: a new epoch for the partition. */
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part);

@@ -37,6 +37,7 @@ struct cs_tracker {
     uint64_t base_seq;      /* seq of the oldest entry still kept */
     uint64_t next_seq;      /* seq the next delivery gets */
     size_t open;            /* delivered and not yet settled */
+    size_t counted;         /* open entries with attempts > 0: what cs_tracker_open_attempts reports */
     int64_t last_delivered; /* -1 when nothing was delivered since the reset */
     bool out_of_memory;     /* the ring could not grow: refuse every delivery until the reset */
 };
@@ -96,6 +97,7 @@ cs_tracker *cs_tracker_new(void)
     t->base_seq = 0;
     t->next_seq = 0;
     t->open = 0;
+    t->counted = 0;
     t->last_delivered = -1;
     t->out_of_memory = false;
     return t;
@@ -115,6 +117,7 @@ void cs_tracker_reset(cs_tracker *t)
      * rejected from now on. */
     t->base_seq = t->next_seq;
     t->open = 0;
+    t->counted = 0;
     t->last_delivered = -1;
     t->out_of_memory = false;
 }
@@ -154,6 +157,8 @@ int cs_tracker_settle(cs_tracker *t, uint64_t seq)
     assert(t->open > 0);
     e->settled = true;
     t->open--;
+    if (e->attempts > 0)
+        t->counted--;
     drop_settled_entries_from_the_tail(t);
     return 0;
 }
@@ -188,14 +193,21 @@ size_t cs_tracker_span(const cs_tracker *t)
 int cs_tracker_set_attempts(cs_tracker *t, uint64_t seq, uint32_t attempts)
 {
     if (!seq_is_in_ring(t, seq)) return -1;
-    entry_for_seq(t, seq)->attempts = attempts;
+    cs_tracker_entry *e = entry_for_seq(t, seq);
+    if (!e->settled && attempts > 0 && e->attempts == 0)
+        t->counted++;
+    else if (!e->settled && attempts == 0 && e->attempts > 0)
+        t->counted--;
+    e->attempts = attempts;
     return 0;
 }
 
 size_t cs_tracker_open_attempts(const cs_tracker *t, int64_t *offsets, uint32_t *attempts, size_t max)
 {
     size_t n = 0;
-    for (uint64_t seq = t->base_seq; seq != t->next_seq && n < max; seq++) {
+    /* Stops at the last counted entry: most open entries are queued, not yet
+     * run, and this runs at every commit tick under the partition lock. */
+    for (uint64_t seq = t->base_seq; seq != t->next_seq && n < max && n < t->counted; seq++) {
         const cs_tracker_entry *e = entry_for_seq(t, seq);
         if (e->settled || e->attempts == 0) continue;
         offsets[n] = e->offset;

@@ -60,7 +60,7 @@ size_t cs_tracker_span(const cs_tracker *t);
 /* Attempt counts of open deliveries (kept for the commit metadata). */
 int cs_tracker_set_attempts(cs_tracker *t, uint64_t seq, uint32_t attempts);
 /* Fills up to max open deliveries with attempts > 0, lowest offset first;
- * returns how many. O(span). */
+ * returns how many. O(span up to the last such delivery). */
 size_t cs_tracker_open_attempts(const cs_tracker *t, int64_t *offsets, uint32_t *attempts, size_t max);
 
 /* The offset of the lowest open delivery, or -1 if none is open. */

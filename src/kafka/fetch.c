@@ -93,17 +93,20 @@ fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
     return NULL;
 }
 
-/* take_cb's lookup: records come in runs of one partition. */
-static fetch_part *part_for(cs_consumer *c, const char *topic, int32_t partition) {
-    if (c->last_part < c->n_parts) {
-        fetch_part *fp = &c->parts[c->last_part];
-        if (fp->part->partition == partition && !strcmp(fp->part->topic, topic)) return fp;
-    }
+/* take_cb's lookup: records come in runs of one partition, and a record's
+ * topic handle is the one rd_kafka_topic_new gave us (librdkafka keeps one
+ * per topic), so a pointer compare usually answers before a strcmp. */
+static bool is_part(const fetch_part *fp, const rd_kafka_message_t *m) {
+    return fp->part->partition == m->partition &&
+           (fp->rkt == m->rkt || !strcmp(fp->part->topic, rd_kafka_topic_name(m->rkt)));
+}
+
+static fetch_part *part_for(cs_consumer *c, const rd_kafka_message_t *m) {
+    if (c->last_part < c->n_parts && is_part(&c->parts[c->last_part], m)) return &c->parts[c->last_part];
     for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
-        if (fp->part->partition == partition && !strcmp(fp->part->topic, topic)) {
+        if (is_part(&c->parts[i], m)) {
             c->last_part = i;
-            return fp;
+            return &c->parts[i];
         }
     }
     return NULL;
@@ -458,9 +461,9 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
         }
         return;
     }
-    const char *topic = rd_kafka_topic_name(m->rkt);
-    fetch_part *fp = part_for(c, topic, m->partition);
+    fetch_part *fp = part_for(c, m);
     if (!fp) return; /* not assigned here any more (an unassign that failed): its new owner reads it */
+    const char *topic = fp->part->topic;
     /* Paused by cstream: its records still in recq are outdated, and one
      * that slipped through librdkafka's version check is read again after
      * the resume, which seeks to `next`. */
@@ -471,7 +474,23 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
      * (aborted records, markers): counted only. A log that may have restarted
      * is settled at hand-out (cs__settle_log_restart), not here. */
     if (fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed)) {
-        if (m->offset < fp->next) {
+        if (m->offset < fp->next - 1) {
+            /* Further back than that race goes: librdkafka moved the fetch
+             * position back, by its auto.offset.reset after an out-of-range
+             * fetch (a log truncated, or deleted and created again before the
+             * topic was reported gone) or by a seek on the handle. Records
+             * below `next` may be new ones at old offsets: dropping them as
+             * repeats would lose them. The log counts as restarted: read
+             * again from here (Tracked: a new epoch; duplicates, never loss). */
+            atomic_store(&fp->part->log_unknown, true);
+            /* What waits in the backlog was taken before the jump: it is
+             * handed out as before, and the first record after the jump
+             * starts the new epoch (dispatch, cs__settle_log_restart). */
+            for (cs_stored *r = fp->head; r; r = r->next) r->old_log = true;
+            CS_LOG_WARN("partition read again from an earlier offset (the log was truncated or reset) "
+                        "subscription=%s topic=%s partition=%d offset=%lld next=%lld",
+                        c->sub->name, topic, (int)m->partition, (long long)m->offset, (long long)fp->next);
+        } else if (m->offset < fp->next) {
             count_topic(c, c->topic_repeats, topic);
             CS_LOG_DEBUG("record taken again, dropped subscription=%s topic=%s partition=%d offset=%lld next=%lld",
                          c->sub->name, topic, (int)m->partition, (long long)m->offset, (long long)fp->next);
@@ -545,23 +564,15 @@ static size_t take_records(cs_consumer *c) {
 
 /* ---- handing out: the store -> the lanes --------------------------------------- */
 
-/* Returns true if the record's partition is now paused (it reached max_open);
- * *handed: the record went to a lane. */
-static bool dispatch(cs_consumer *c, fetch_part *fp, cs_stored *r, bool *handed) {
+/* A delivery for r, ready for its lane; NULL when out of memory (r released,
+ * the app stopping). A log restart seen at r ends the run before r (flush). */
+static cs_delivery *prepare(cs_consumer *c, fetch_part *fp, cs_stored *r) {
     cs_part *part = fp->part;
-    const char *topic = part->topic;
-    *handed = false;
-    if (!r->old_log) cs__topic_available(c, topic);
-    /* A record below the position proves a restarted log whenever it was
-     * queued; one above proves the same log only if it came after the report. */
-    if (atomic_load_explicit(&part->log_unknown, memory_order_relaxed) &&
-        (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition)))
-        cs__settle_log_restart(c, part, topic, r->offset);
     cs_delivery *d = cs__delivery_alloc(part);
     if (!d) {
-        out_of_memory(c, topic, part->partition, r->offset, "for the delivery");
+        out_of_memory(c, part->topic, part->partition, r->offset, "for the delivery");
         cs__stored_release(r);
-        return false;
+        return NULL;
     }
     d->topic = part->topic;
     d->partition = part->partition;
@@ -573,20 +584,86 @@ static bool dispatch(cs_consumer *c, fetch_part *fp, cs_stored *r, bool *handed)
     d->value_len = r->value_len;
     d->msg = r;
     cs__stored_charge(r, &part->out_bytes);
-    int64_t offset = r->offset;
-    if (!cs__pipeline_dispatch(c->pipe, part, d)) {
-        if (part->out_of_memory) out_of_memory(c, topic, part->partition, offset, "to track the offset");
-        else *handed = true; /* refused as a repeat (Tracked): nothing to store past it either */
-        return false;
-    }
-    *handed = true;
-    cs__pipeline_count_pause(c->pipe);
-    return true;
+    return d;
 }
 
 /* Records a partition gives per serving round, so that one busy partition
- * does not hold up the others, the commit tick or a rebalance for long. */
+ * does not hold up the others, the commit tick or a rebalance for long; they
+ * go to the pipeline as one run (cs__pipeline_dispatch_run). */
 #define ROUND_RECORDS 256
+
+/* The run being built for one partition in a round. */
+typedef struct run {
+    cs_delivery *ds[ROUND_RECORDS];
+    int64_t offsets[ROUND_RECORDS]; /* ds[i]->offset: d may settle and be freed once handed out */
+    size_t n;
+    int64_t last;  /* the last offset handed out (or refused as a repeat), -1: none */
+    bool paused;   /* the partition reached max_open */
+} run;
+
+/* Hands the run to the pipeline. */
+static void flush_run(cs_consumer *c, fetch_part *fp, run *rn) {
+    if (rn->n == 0) return;
+    size_t consumed;
+    cs_part *part = fp->part;
+    if (cs__pipeline_dispatch_run(c->pipe, part, rn->ds, rn->n, &consumed)) {
+        rn->paused = true;
+        cs__pipeline_count_pause(c->pipe);
+    }
+    if (consumed > 0) rn->last = rn->offsets[consumed - 1];
+    if (consumed < rn->n)
+        out_of_memory(c, part->topic, part->partition, rn->offsets[consumed], "to track the offset");
+    rn->n = 0;
+}
+
+/* One partition's share of a round: at most ROUND_RECORDS, no more than
+ * max_open, the lanes' room and its quarter of the buffer allow. Returns false
+ * if the lanes are full. */
+static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
+    cs_part *part = fp->part;
+    const char *topic = part->topic;
+    rn->n = 0;
+    rn->last = -1;
+    rn->paused = false;
+    size_t room = cs__pipeline_room(c->pipe, part);
+    if (room == 0) {
+        rn->paused = true; /* at max_open: it waits for a resume */
+        return true;
+    }
+    /* Records wait here, in the budgeted store, rather than as deliveries in
+     * the lanes; a worker wakes this thread. */
+    size_t lanes = cs__pipeline_lanes_room(c->pipe);
+    if (lanes == 0) return false;
+    size_t max = ROUND_RECORDS;
+    if (room < max) max = room;
+    if (lanes < max) max = lanes;
+    for (size_t i = 0; i < max && fp->head && !c->out_of_memory; i++) {
+        if (out_capped(c, fp)) {
+            rn->paused = true; /* like max_open: no more this round */
+            break;
+        }
+        cs_stored *r = fp->head;
+        fp->head = r->next;
+        if (!fp->head) fp->tail = NULL;
+        fp->backlog--;
+        fp->backlog_bytes -= cs__stored_size(r);
+        if (!r->old_log) cs__topic_available(c, topic);
+        /* A record below the position proves a restarted log whenever it was
+         * queued; one above proves the same log only if it came after the
+         * report. The records before it go out first, in the old epoch. */
+        if (atomic_load_explicit(&part->log_unknown, memory_order_relaxed) &&
+            (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition))) {
+            flush_run(c, fp, rn);
+            cs__settle_log_restart(c, part, topic, r->offset);
+        }
+        cs_delivery *d = prepare(c, fp, r);
+        if (!d) break;
+        rn->offsets[rn->n] = r->offset;
+        rn->ds[rn->n++] = d;
+    }
+    flush_run(c, fp, rn);
+    return true;
+}
 
 /* One round over the partitions with a backlog that are under max_open,
  * starting with a different one each time. Under Auto, the offset of the
@@ -598,38 +675,20 @@ static bool hand_out(cs_consumer *c, int64_t now) {
     bool more = false;
     size_t n = c->n_parts;
     bool lanes_full = false;
+    run runs, *rn = &runs; /* the fetch thread's stack: one partition at a time */
     for (size_t k = 0; k < n && !c->out_of_memory && !lanes_full; k++) {
         fetch_part *fp = &c->parts[(c->next_part + k) % n];
-        if (!fp->head || cs__part_paused(fp->part)) continue;
-        int64_t last = -1;
-        bool paused = false;
-        for (int i = 0; i < ROUND_RECORDS && fp->head && !paused && !c->out_of_memory; i++) {
-            /* Records wait here, in the budgeted store, rather than as
-             * deliveries in the lanes; a worker wakes this thread. */
-            if ((lanes_full = cs__pipeline_lanes_full(c->pipe))) break;
-            if (out_capped(c, fp)) {
-                paused = true; /* like max_open: no more this round */
-                break;
-            }
-            cs_stored *r = fp->head;
-            fp->head = r->next;
-            if (!fp->head) fp->tail = NULL;
-            fp->backlog--;
-            fp->backlog_bytes -= cs__stored_size(r);
-            int64_t offset = r->offset;
-            bool handed;
-            paused = dispatch(c, fp, r, &handed); /* r may be settled and released from here on */
-            if (handed || paused) last = offset;
-        }
-        if (last >= 0) fp->progress_ms = now;
-        if (!c->tracked && last >= 0) {
-            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, last);
+        if (!fp->head) continue;
+        lanes_full = !serve_part(c, fp, rn);
+        if (rn->last >= 0) fp->progress_ms = now;
+        if (!c->tracked && rn->last >= 0) {
+            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, rn->last);
             if (err)
                 CS_LOG_DEBUG("offset not stored subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
-                             c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)last,
+                             c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)rn->last,
                              rd_kafka_err2str(err));
         }
-        if (fp->head && !paused) more = true;
+        if (fp->head && !rn->paused) more = true;
     }
     c->next_part = n ? (c->next_part + 1) % n : 0;
     return more && !lanes_full; /* full lanes: a worker wakes the poll */

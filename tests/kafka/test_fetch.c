@@ -12,6 +12,9 @@
  *   continues with no gap;
  * - reassignment after a pause (design test 7): a stuck partition, paused,
  *   revoked and assigned again to the same member, is fetched again;
+ * - a partition whose fetch position librdkafka moves back (an offset reset
+ *   after a truncated log; here a seek on the handle) is read again from
+ *   there, none of it dropped as a repeat;
  * - with the fetch buffer (cs_sub_fetch_buffer_bytes): the
  *   consumer-wide bound (design test 2), the stuck-pause count and the bound
  *   in test 3, no 1 s stall at the bound (design test 4), and the gap counter
@@ -30,6 +33,7 @@
 #include <unistd.h>
 
 #include "cstest.h"
+#include "cstream/rdkafka.h"
 
 /* ---- the event log and the continuity check ---------------------------------- */
 
@@ -1004,6 +1008,52 @@ static void lanes_hold_a_bounded_number(void **state) {
     cst_seen_free(h.seen);
 }
 
+/* ---- a log that goes back ---------------------------------------------------- */
+
+enum { BACK_PER = 300, BACK_TO = 100 };
+
+static bool all_read(void *arg) { return cst_seen_distinct(arg) >= BACK_PER; }
+
+static bool read_again(void *arg) {
+    for (int64_t o = BACK_TO; o < BACK_PER; o++)
+        if (cst_seen_count(arg, 0, o) < 2) return false;
+    return true;
+}
+
+/* librdkafka moves a partition's fetch position back: after an out-of-range
+ * fetch its auto.offset.reset does (a truncated log, or one deleted and
+ * created again before the topic was reported gone), here a seek on the
+ * handle (cs_sub_rdkafka_consumer) does, which the fetch path cannot tell
+ * apart. Records below the position the fetch path had reached may be new
+ * ones at old offsets: every one from the new position is handled again,
+ * none dropped as a repeat, and nothing before it. */
+static void a_log_that_goes_back_is_read_again(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("fetch-back", 1, topic, group, sizeof topic);
+    cst_produce_sized(topic, 0, BACK_PER, VALUE_BYTES);
+    cst_seen *seen = cst_seen_new(1, BACK_PER);
+    cs_sub *s;
+    cs_app *app = start_tracked("fetch-back", topic, group, seen_handler, seen, (tracked_opts){0}, &s);
+    if (!cst_wait(all_read, seen, 60000))
+        fail_msg("%zu of %d records arrived within 60 s", cst_seen_distinct(seen), BACK_PER);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(cs_sub_rdkafka_consumer(s), topic, NULL);
+    assert_non_null(rkt);
+    rd_kafka_resp_err_t err = rd_kafka_seek(rkt, 0, BACK_TO, 10000);
+    rd_kafka_topic_destroy(rkt);
+    if (err) fail_msg("seek to %d: %s", BACK_TO, rd_kafka_err2str(err));
+    if (!cst_wait(read_again, seen, 60000)) {
+        size_t again = 0;
+        for (int64_t o = BACK_TO; o < BACK_PER; o++) again += cst_seen_count(seen, 0, o) >= 2;
+        fail_msg("%zu of %d records from offset %d were handled again within 60 s", again, BACK_PER - BACK_TO,
+                 BACK_TO);
+    }
+    for (int64_t o = 0; o < BACK_TO; o++) assert_int_equal(cst_seen_count(seen, 0, o), 1);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cst_seen_free(seen);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracked_continuity_eager),
@@ -1019,6 +1069,7 @@ int main(void) {
         cmocka_unit_test(open_chunks_do_not_hold_the_buffer),
         cmocka_unit_test(slow_partitions_are_not_stuck),
         cmocka_unit_test(lanes_hold_a_bounded_number),
+        cmocka_unit_test(a_log_that_goes_back_is_read_again),
     };
     /* CST_FILTER=<pattern>: run only the matching tests (while developing). */
     if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER"));

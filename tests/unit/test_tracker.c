@@ -351,6 +351,7 @@ typedef struct model_delivery {
     int64_t offset;
     uint64_t seq;
     bool settled;
+    uint32_t attempts;
 } model_delivery;
 
 typedef struct model {
@@ -367,7 +368,7 @@ static void model_add(model *m, int64_t offset, uint64_t seq)
         m->d = realloc(m->d, m->cap * sizeof *m->d);
         assert_non_null(m->d);
     }
-    m->d[m->n++] = (model_delivery){ .offset = offset, .seq = seq, .settled = false };
+    m->d[m->n++] = (model_delivery){ .offset = offset, .seq = seq, .settled = false, .attempts = 0 };
     m->last_delivered = offset;
 }
 
@@ -424,6 +425,33 @@ static void check_against_model(const cs_tracker *t, const model *m, run_context
         fail();
     }
     ctx->previous_position = pos;
+
+    /* The open deliveries with attempts, lowest offset first (the model's
+     * array is in delivery order, which is offset order since the reset). */
+    size_t want_n = 0;
+    for (size_t i = 0; i < m->n; i++)
+        want_n += !m->d[i].settled && m->d[i].attempts > 0;
+    size_t cap = want_n + 1;
+    int64_t *offsets = malloc(cap * sizeof *offsets);
+    uint32_t *attempts = malloc(cap * sizeof *attempts);
+    assert_non_null(offsets);
+    assert_non_null(attempts);
+    size_t n = cs_tracker_open_attempts(t, offsets, attempts, cap);
+    bool same = n == want_n;
+    for (size_t i = 0, k = 0; same && i < m->n; i++) {
+        if (m->d[i].settled || m->d[i].attempts == 0)
+            continue;
+        same = offsets[k] == m->d[i].offset && attempts[k] == m->d[i].attempts;
+        k++;
+    }
+    free(offsets);
+    free(attempts);
+    if (!same) {
+        print_error("open attempts differ from the model (seed=%" PRIu64 " round=%d op=%ld after %s): "
+                    "%zu entries, want %zu\n",
+                    test_seed, ctx->round, ctx->op, ctx->what, n, want_n);
+        fail();
+    }
 }
 
 static int64_t random_gap(void)
@@ -520,6 +548,14 @@ static void test_random_against_model(void **state)
                 } else {
                     ctx.what = "nothing";
                 }
+            } else if (r < 200 && m.n > 0) {
+                /* An attempt count set or cleared, on an open delivery or on a
+                 * settled one (which must stay out of the report). */
+                long i = (long)rng_below(m.n);
+                uint32_t a = (uint32_t)rng_below(4);
+                if (cs_tracker_set_attempts(t, m.d[i].seq, a) == 0)
+                    m.d[i].attempts = a;
+                ctx.what = "attempts";
             } else if (rng_below(100) < p_deliver || open == 0) {
                 int64_t offset = m.last_delivered < 0 ? (int64_t)rng_below(1000)
                                                       : m.last_delivered + random_gap();
