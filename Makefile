@@ -70,9 +70,12 @@ LIST_SKIPS  = if [ -s $(SKIP_LIST) ]; then echo "Skipped tests (ctest entry: tes
 # real Apache Kafka broker that scripts/kafka starts (and stops afterwards).
 # The 3-broker cluster tests (label cluster) are not part of it: make test-cluster.
 # Ends with the list of skipped tests and why.
+# Four at a time on two cores: the tests mostly wait (group joins, session
+# timeouts, a broker's answer); a whole run uses about a fifth of one core.
+TEST_JOBS ?= 4
 test: build test-deps
 	@scripts/kafka start >/dev/null
-	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 -LE cluster || status=$$?; \
+	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) -LE cluster || status=$$?; \
 	  scripts/kafka stop >/dev/null; $(LIST_SKIPS); exit $$status
 
 # Only the unit and embedded-cluster tests (no Java needed).

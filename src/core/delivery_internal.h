@@ -24,10 +24,6 @@ struct cs_delivery {
     const void *key, *value;
     size_t key_len, value_len;
     void *msg; /* the source's record; NULL once released */
-    /* its valid `traceparent` header, copied at fetch (empty: none), and the
-     * trace id in it, for log lines (see trace.h) */
-    char traceparent[CS_TRACEPARENT_LEN + 1];
-    char trace_id[CS_TRACE_ID_LEN + 1];
 
     /* where it stands */
     cs_part *part;
@@ -43,13 +39,9 @@ struct cs_delivery {
     cs_delivery *prev; /* in-flight list */
     bool listed;       /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 
-    /* the decoded value (cs_sub_decode); small values live in the delivery */
+    /* the decoded value (cs_sub_decode); small values live in decoded_inline */
     void *decoded;
     const cs_type *decoded_type;
-    union {
-        max_align_t align;
-        unsigned char bytes[64];
-    } decoded_inline;
 
     /* the handler's reply (cs_delivery_reply), published when acked */
     char *reply_buf; /* key bytes then value bytes */
@@ -59,7 +51,22 @@ struct cs_delivery {
     /* Transactional: this attempt's outputs (cs_delivery_publish, and the
      * reply and dead-letter record once settled), in the order produced */
     cs_output *outputs, **outputs_tail;
+
+    /* From here on a reused delivery is not zeroed (CS_DELIVERY_ZEROED):
+     * cs__delivery_read_trace writes both strings before anything reads
+     * them, and decoded_inline is read only once `decoded` points at it. */
+    /* its valid `traceparent` header, copied at fetch (empty: none), and the
+     * trace id in it, for log lines (see trace.h) */
+    char traceparent[CS_TRACEPARENT_LEN + 1];
+    char trace_id[CS_TRACE_ID_LEN + 1];
+    union {
+        max_align_t align;
+        unsigned char bytes[64];
+    } decoded_inline;
 };
+
+/* The bytes of a delivery a spare must have zeroed to start as calloc'd. */
+#define CS_DELIVERY_ZEROED offsetof(cs_delivery, traceparent)
 
 /* Transactional: appends o to d's outputs (d's owner calls it). */
 void cs__delivery_add_output(cs_delivery *d, cs_output *o);

@@ -58,7 +58,7 @@ cs_delivery *cs__delivery_pool_take(cs_delivery_pool *pool) {
     cs_delivery *d = pool->taken;
     pool->taken = d->next;
     atomic_fetch_sub_explicit(&pool->n_taken, 1, memory_order_relaxed);
-    memset(d, 0, sizeof *d); /* as calloc'd: every field starts zero */
+    memset(d, 0, CS_DELIVERY_ZEROED); /* as calloc'd, up to what is written before it is read */
     return d;
 }
 

@@ -8,7 +8,6 @@
 /* Chunks of this size are recycled; a record larger than that gets its own. */
 #define CHUNK_DEFAULT ((size_t)64 * 1024)
 #define CHUNK_MIN ((size_t)16 * 1024)
-#define ALIGN(n) (((n) + 7u) & ~(size_t)7u)
 
 struct cs_chunk {
     cs_chunk *next; /* free list */
@@ -141,7 +140,7 @@ cs_stored *cs__store_append(cs_store *s, cs_chunk **open, int64_t offset, int64_
                             size_t n_headers) {
     size_t headers_len = 0;
     for (size_t i = 0; i < n_headers; i++) headers_len += 8 + strlen(h[i].name) + 1 + (h[i].value ? h[i].len : 0);
-    size_t size = ALIGN(sizeof(cs_stored) + key_len + value_len + headers_len);
+    size_t size = cs__stored_size_of(key_len, value_len, headers_len);
     cs_chunk *c = *open;
     if (!c || c->cap - c->used < size) {
         cs_chunk *fresh = chunk_get(s, size);
@@ -189,14 +188,6 @@ void cs__stored_release(cs_stored *r) {
     cs_chunk *c = r->chunk;
     atomic_fetch_sub_explicit(&c->store->records, 1, memory_order_relaxed);
     chunk_unref(c);
-}
-
-const void *cs__stored_key(const cs_stored *r) { return r->has_key ? (const void *)(r + 1) : NULL; }
-const void *cs__stored_value(const cs_stored *r) {
-    return r->has_value ? (const void *)((const unsigned char *)(r + 1) + r->key_len) : NULL;
-}
-size_t cs__stored_size(const cs_stored *r) {
-    return ALIGN(sizeof(cs_stored) + r->key_len + r->value_len + r->headers_len);
 }
 
 static void stored_release(void *msg) { cs__stored_release(msg); }

@@ -71,10 +71,20 @@ void cs__store_close_chunk(cs_chunk **open);
 void cs__stored_charge(cs_stored *r, _Atomic size_t *counter);
 /* Any thread, exactly once per record. */
 void cs__stored_release(cs_stored *r);
-const void *cs__stored_key(const cs_stored *r);
-const void *cs__stored_value(const cs_stored *r);
+/* Inline: each runs several times per record, from fetch.c and the core. */
+static inline const void *cs__stored_key(const cs_stored *r) { return r->has_key ? (const void *)(r + 1) : NULL; }
+static inline const void *cs__stored_value(const cs_stored *r) {
+    return r->has_value ? (const void *)((const unsigned char *)(r + 1) + r->key_len) : NULL;
+}
+/* Bytes a record of these lengths takes in its chunk: the header and the
+ * bytes, rounded up to 8 so that the next record's header is aligned. */
+static inline size_t cs__stored_size_of(size_t key_len, size_t value_len, size_t headers_len) {
+    return (sizeof(cs_stored) + key_len + value_len + headers_len + 7u) & ~(size_t)7u;
+}
 /* Bytes the record takes in its chunk. */
-size_t cs__stored_size(const cs_stored *r);
+static inline size_t cs__stored_size(const cs_stored *r) {
+    return cs__stored_size_of(r->key_len, r->value_len, r->headers_len);
+}
 
 /* The records' cs_source_ops (msg: a cs_stored). */
 extern const cs_source_ops cs__stored_ops;

@@ -81,6 +81,7 @@ bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_
     size_t mark = budget;
     c->rdk_bound_records = rdk_bound_records;
     c->store = cs__store_new(budget, mark, store_wake, c);
+    c->budget = budget;
     c->recq = c->store ? rd_kafka_queue_new(c->rk) : NULL;
     if (!c->recq) return false;
     rd_kafka_queue_cb_event_enable(c->recq, on_records, c);
@@ -328,7 +329,7 @@ static void trim_backlog(fetch_part *fp, size_t share) {
  * make room for. */
 static bool out_capped(cs_consumer *c, const fetch_part *fp) {
     return c->n_parts > 1 &&
-           atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= cs__store_budget(c->store) / 4;
+           atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= c->budget / 4;
 }
 
 /* At max_open, or at its quarter of the buffer in flight: it gets no more
@@ -517,7 +518,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     fp->tail = r;
     fp->backlog++;
     fp->backlog_bytes += cs__stored_size(r);
-    if (cs__store_used(c->store) >= cs__store_budget(c->store)) {
+    if (cs__store_used(c->store) >= c->budget) {
         c->store_full = true;
         rd_kafka_yield(c->rk);
     }
@@ -565,7 +566,7 @@ static size_t take_records(cs_consumer *c) {
 /* ---- handing out: the store -> the lanes --------------------------------------- */
 
 /* A delivery for r, ready for its lane; NULL when out of memory (r released,
- * the app stopping). A log restart seen at r ends the run before r (flush). */
+ * the app stopping). */
 static cs_delivery *prepare(cs_consumer *c, fetch_part *fp, cs_stored *r) {
     cs_part *part = fp->part;
     cs_delivery *d = cs__delivery_alloc(part);
