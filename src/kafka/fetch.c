@@ -651,11 +651,18 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
         if (!r->old_log) cs__topic_available(c, topic);
         /* A record below the position proves a restarted log whenever it was
          * queued; one above proves the same log only if it came after the
-         * report. The records before it go out first, in the old epoch. */
-        if (atomic_load_explicit(&part->log_unknown, memory_order_relaxed) &&
-            (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition))) {
+         * report. The records prepared before it go out first, in the old
+         * epoch, so that the position counts them (a record of the new log
+         * compared with a position short of the run would join the old epoch,
+         * be refused as not increasing, and be lost). */
+        if (atomic_load_explicit(&part->log_unknown, memory_order_relaxed)) {
             flush_run(c, fp, rn);
-            cs__settle_log_restart(c, part, topic, r->offset);
+            if (c->out_of_memory) { /* nothing more is handed out */
+                cs__stored_release(r);
+                break;
+            }
+            if (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition))
+                cs__settle_log_restart(c, part, topic, r->offset);
         }
         cs_delivery *d = prepare(c, fp, r);
         if (!d) break;

@@ -102,8 +102,18 @@ static void settled_deliveries_come_back_zeroed(void **state) {
     bool was_held = false;
     for (int i = 0; i < N; i++) was_held |= (uintptr_t)d == addr[i];
     assert_true(was_held);
+    /* Nothing of the record it carried before, up to the fields written
+     * before they are read (CS_DELIVERY_ZEROED): the trace strings are set at
+     * hand-out, the inline decoded bytes read only through `decoded`. */
     static const cs_delivery zero;
-    assert_memory_equal(d, &zero, sizeof zero); /* nothing of the record it carried before */
+    assert_memory_equal(d, &zero, CS_DELIVERY_ZEROED);
+    d->part = other;
+    d->msg = NULL;
+    memset(d->traceparent, 'x', sizeof d->traceparent); /* as a traced record would leave them */
+    memset(d->trace_id, 'x', sizeof d->trace_id);
+    cs__delivery_read_trace(d);
+    assert_null(cs_delivery_traceparent(d));
+    assert_string_equal(d->trace_id, "");
     /* handed back unused: the caller owns it like a fresh one and may free it */
     cs__part_ref(other);
     d->part = other;
