@@ -15,9 +15,11 @@ struct cs_delivery_pool {
      * read a node another thread may be changing, so there is no ABA: only a
      * pop of one node would read head->next of a node someone else took. */
     _Atomic(cs_delivery *) shared;
-    _Atomic size_t n_shared; /* counted before the push: may run ahead of the list by one per pusher */
-    cs_delivery *taken;      /* the taking thread's, swapped out of `shared` */
-    _Atomic size_t n_taken;
+    cs_delivery *taken; /* the taking thread's, swapped out of `shared` */
+    /* Spares held, shared and taken: counted up before a push (so a take
+     * never counts one down before its put counted it up) and down at each
+     * take. */
+    _Atomic size_t held;
 };
 
 cs_delivery_pool *cs__delivery_pool_new(size_t keep) {
@@ -47,25 +49,20 @@ void cs__delivery_pool_unref(cs_delivery_pool *pool) {
 
 cs_delivery *cs__delivery_pool_take(cs_delivery_pool *pool) {
     if (!pool->taken) {
-        cs_delivery *list = atomic_exchange_explicit(&pool->shared, NULL, memory_order_acquire);
-        if (!list) return NULL;
-        size_t n = 0;
-        for (cs_delivery *d = list; d; d = d->next) n++; /* once per refill, not per record */
-        atomic_fetch_sub_explicit(&pool->n_shared, n, memory_order_relaxed);
-        atomic_store_explicit(&pool->n_taken, n, memory_order_relaxed);
-        pool->taken = list;
+        pool->taken = atomic_exchange_explicit(&pool->shared, NULL, memory_order_acquire);
+        if (!pool->taken) return NULL;
     }
     cs_delivery *d = pool->taken;
     pool->taken = d->next;
-    atomic_fetch_sub_explicit(&pool->n_taken, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&pool->held, 1, memory_order_relaxed);
     memset(d, 0, CS_DELIVERY_ZEROED); /* as calloc'd, up to what is written before it is read */
     return d;
 }
 
 bool cs__delivery_pool_put(cs_delivery_pool *pool, cs_delivery *d) {
     /* Past `keep` by at most one per thread putting at the same moment. */
-    if (atomic_load_explicit(&pool->n_shared, memory_order_relaxed) >= pool->keep) return false;
-    atomic_fetch_add_explicit(&pool->n_shared, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&pool->held, memory_order_relaxed) >= pool->keep) return false;
+    atomic_fetch_add_explicit(&pool->held, 1, memory_order_relaxed);
     cs_delivery *head = atomic_load_explicit(&pool->shared, memory_order_relaxed);
     do d->next = head;
     while (!atomic_compare_exchange_weak_explicit(&pool->shared, &head, d, memory_order_release, memory_order_relaxed));
@@ -73,6 +70,5 @@ bool cs__delivery_pool_put(cs_delivery_pool *pool, cs_delivery *d) {
 }
 
 size_t cs__delivery_pool_count(cs_delivery_pool *pool) {
-    return atomic_load_explicit(&pool->n_shared, memory_order_relaxed) +
-           atomic_load_explicit(&pool->n_taken, memory_order_relaxed);
+    return atomic_load_explicit(&pool->held, memory_order_relaxed);
 }

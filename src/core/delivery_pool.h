@@ -21,7 +21,7 @@
 typedef struct cs_delivery cs_delivery;
 typedef struct cs_delivery_pool cs_delivery_pool;
 
-/* keep: how many freed deliveries the shared list holds at most (0: none,
+/* keep: how many freed deliveries the pool holds at most, shared and taken (0: none,
  * every delivery is freed for real; threads putting at the same moment may
  * pass it by one each). NULL when out of memory. */
 cs_delivery_pool *cs__delivery_pool_new(size_t keep);

@@ -100,7 +100,7 @@ struct cs_pipeline {
     /* Deliveries waiting in the lanes (not yet running), all lanes: the
      * source hands out no more past queue_cap (its records wait in its own
      * budgeted buffer, not as deliveries), and a worker taking the count
-     * down to half of it wakes the source if it waited (cs__pipeline_lanes_full). */
+     * down to half of it wakes the source if it waited (cs__pipeline_lanes_room). */
     _Atomic size_t queued;
     size_t queue_cap;
     _Atomic bool queue_waited;
@@ -180,7 +180,7 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
 
 /* ---- lane queue ---------------------------------------------------------- */
 
-static void queued_add(cs_pipeline *p) { atomic_fetch_add_explicit(&p->queued, 1, memory_order_relaxed); }
+static void queued_add(cs_pipeline *p, size_t n) { atomic_fetch_add_explicit(&p->queued, n, memory_order_relaxed); }
 
 /* After a pop, with no lane lock held: the source waited and there is room. */
 static void queued_sub(cs_pipeline *p, size_t n) {
@@ -192,13 +192,6 @@ static void queued_sub(cs_pipeline *p, size_t n) {
 
 size_t cs__pipeline_lanes_waiting(cs_pipeline *p) { return atomic_load_explicit(&p->queued, memory_order_relaxed); }
 
-bool cs__pipeline_lanes_full(cs_pipeline *p) {
-    if (atomic_load_explicit(&p->queued, memory_order_relaxed) < p->queue_cap) return false;
-    atomic_store(&p->queue_waited, true);
-    /* A worker may have taken the count down before the flag was set: look
-     * again (a wake-up that then comes for nothing costs one loop). */
-    return atomic_load_explicit(&p->queued, memory_order_relaxed) >= p->queue_cap;
-}
 
 /* A retry goes to the head: it runs before anything fetched after it. False
  * (nothing done) once the lane is stopping: its worker may be gone. */
@@ -212,7 +205,7 @@ static bool lane_push_head(lane *l, cs_delivery *d) {
     l->head = d;
     if (!l->tail) l->tail = d;
     l->queued++;
-    queued_add(l->pipe);
+    queued_add(l->pipe, 1);
     if (l->waiting) pthread_cond_signal(&l->ready);
     pthread_mutex_unlock(&l->lock);
     return true;
@@ -594,7 +587,7 @@ static void lane_push_chain(lane *l, cs_delivery *first, cs_delivery *last, size
     else l->head = first;
     l->tail = last;
     l->queued += n;
-    atomic_fetch_add_explicit(&l->pipe->queued, n, memory_order_relaxed);
+    queued_add(l->pipe, n);
     if (l->waiting) pthread_cond_signal(&l->ready);
     pthread_mutex_unlock(&l->lock);
 }
@@ -634,7 +627,11 @@ size_t cs__pipeline_room(cs_pipeline *p, cs_part *part) {
 size_t cs__pipeline_lanes_room(cs_pipeline *p) {
     size_t queued = atomic_load_explicit(&p->queued, memory_order_relaxed);
     if (queued < p->queue_cap) return p->queue_cap - queued;
-    return cs__pipeline_lanes_full(p) ? 0 : 1;
+    atomic_store(&p->queue_waited, true);
+    /* A worker may have taken the count down before the flag was set: look
+     * again (a wake-up that then comes for nothing costs one loop). */
+    queued = atomic_load_explicit(&p->queued, memory_order_relaxed);
+    return queued < p->queue_cap ? p->queue_cap - queued : 0;
 }
 
 bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, size_t n, size_t *consumed) {

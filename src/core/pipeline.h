@@ -1,6 +1,6 @@
 /* pipeline.h — from fetched record to settlement, without knowing Kafka.
  *
- *   fetch thread --cs__pipeline_dispatch--> lane queue --> worker (handler)
+ *   fetch thread --cs__pipeline_dispatch_run--> lane queue --> worker (handler)
  *        ^                                                    |
  *        +---- wake (resume a paused partition, commit) <-- settlement
  *
@@ -104,9 +104,9 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
 /* Fetch thread: how many more records part may take before it reaches
  * max_open (0 while it is paused). */
 size_t cs__pipeline_room(cs_pipeline *p, cs_part *part);
-/* Fetch thread: how many more deliveries the lanes take before they are full
- * (0: full, and a worker wakes the source once they drain to half, as after
- * cs__pipeline_lanes_full). */
+/* Fetch thread: how many more deliveries the lanes take before they hold as
+ * many waiting to run as they should (a few milliseconds of work). 0: full
+ * now; the config's wake hook is called once they drained to half. */
 size_t cs__pipeline_lanes_room(cs_pipeline *p);
 
 /* Fetch thread, at assign: a new epoch for the partition. */
@@ -143,10 +143,6 @@ bool cs__part_paused(cs_part *part);
 /* Fetch thread: true if a paused partition has drained enough to resume (it
  * is unpaused then). */
 bool cs__part_should_resume(cs_pipeline *p, cs_part *part);
-/* Fetch thread: true while the lanes hold as many deliveries waiting to run
- * as they should (a few milliseconds of work): hand out no more now. The
- * config's wake hook is called once they drained to half. */
-bool cs__pipeline_lanes_full(cs_pipeline *p);
 /* Any thread: deliveries waiting in the lanes for a worker. */
 size_t cs__pipeline_lanes_waiting(cs_pipeline *p);
 

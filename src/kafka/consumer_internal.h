@@ -49,7 +49,6 @@ struct cs_consumer {
      * rd_kafka_consume_callback_queue only (fetch.c says why). */
     rd_kafka_queue_t *recq;
     cs_store *store;         /* records taken and not settled, under the consumer-wide budget */
-    size_t budget;           /* the store's budget (fixed at start; read per record) */
     size_t final_peak;       /* the store's peak, once the store is released */
     bool store_full;         /* taking stopped at the budget, until used <= the resume mark */
     bool bound_seen;         /* librdkafka's queue may have reached its bound: wake the broker threads */

@@ -81,7 +81,6 @@ bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_
     size_t mark = budget;
     c->rdk_bound_records = rdk_bound_records;
     c->store = cs__store_new(budget, mark, store_wake, c);
-    c->budget = budget;
     c->recq = c->store ? rd_kafka_queue_new(c->rk) : NULL;
     if (!c->recq) return false;
     rd_kafka_queue_cb_event_enable(c->recq, on_records, c);
@@ -329,7 +328,7 @@ static void trim_backlog(fetch_part *fp, size_t share) {
  * make room for. */
 static bool out_capped(cs_consumer *c, const fetch_part *fp) {
     return c->n_parts > 1 &&
-           atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= c->budget / 4;
+           atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= cs__store_budget(c->store) / 4;
 }
 
 /* At max_open, or at its quarter of the buffer in flight: it gets no more
@@ -518,7 +517,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     fp->tail = r;
     fp->backlog++;
     fp->backlog_bytes += cs__stored_size(r);
-    if (cs__store_used(c->store) >= c->budget) {
+    if (cs__store_used(c->store) >= cs__store_budget(c->store)) {
         c->store_full = true;
         rd_kafka_yield(c->rk);
     }
@@ -683,20 +682,20 @@ static bool hand_out(cs_consumer *c, int64_t now) {
     bool more = false;
     size_t n = c->n_parts;
     bool lanes_full = false;
-    run runs, *rn = &runs; /* the fetch thread's stack: one partition at a time */
+    run rn; /* on the fetch thread's stack, reused partition after partition */
     for (size_t k = 0; k < n && !c->out_of_memory && !lanes_full; k++) {
         fetch_part *fp = &c->parts[(c->next_part + k) % n];
         if (!fp->head) continue;
-        lanes_full = !serve_part(c, fp, rn);
-        if (rn->last >= 0) fp->progress_ms = now;
-        if (!c->tracked && rn->last >= 0) {
-            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, rn->last);
+        lanes_full = !serve_part(c, fp, &rn);
+        if (rn.last >= 0) fp->progress_ms = now;
+        if (!c->tracked && rn.last >= 0) {
+            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, rn.last);
             if (err)
                 CS_LOG_DEBUG("offset not stored subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
-                             c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)rn->last,
+                             c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)rn.last,
                              rd_kafka_err2str(err));
         }
-        if (fp->head && !rn->paused) more = true;
+        if (fp->head && !rn.paused) more = true;
     }
     c->next_part = n ? (c->next_part + 1) % n : 0;
     return more && !lanes_full; /* full lanes: a worker wakes the poll */
