@@ -150,7 +150,8 @@ cs_err cs_sub_max_open(cs_sub *s, size_t n);
  * into it; when it is full cstream takes no more until it drains, so
  * librdkafka's own pre-fetch queue fills and stops fetching. That queue is
  * one bound for the whole consumer too: queued.max.messages.kbytes defaults
- * to a quarter of this (set it in cs_sub_config to change it). A partition
+ * to a quarter of this, and queued.min.messages to one record per KiB of
+ * that, at least 1000 (set them in cs_sub_config to change them). A partition
  * whose records stop settling (a stuck handler, a long retry_after) may hold
  * at most a fair share of the buffer; past it, it is paused in librdkafka until
  * it drains, so the other partitions keep flowing. Default 32 MiB; values
