@@ -46,6 +46,8 @@
 #ifndef CSTREAM_CODEC_H
 #define CSTREAM_CODEC_H
 
+#include "cstream/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -165,12 +167,12 @@ struct cs_type {
  * that fit the struct, array element sizes. CS_ERR_ARG names the bad field.
  * Decode, encode and schema check each table once per thread anyway; call this
  * at start-up to fail early. */
-cs_err cs_type_check(const cs_type *type);
+CS_API cs_err cs_type_check(const cs_type *type);
 
 /* Frees what the value owns (strings, arrays and what they hold), not the value
  * itself, and zeroes those members. NULL value: nothing. Safe on a zeroed value
  * and on what cs_json_decode left after a failure. */
-void cs_value_free(const cs_type *type, void *value);
+CS_API void cs_value_free(const cs_type *type, void *value);
 
 /* ---- JSON ---------------------------------------------------------------- */
 
@@ -178,21 +180,21 @@ void cs_value_free(const cs_type *type, void *value);
  * on failure everything allocated is freed and *out is zeroed again.
  * A NULL or empty payload (a tombstone) is CS_ERR_ARG "payload is null (tombstone)".
  * Allocates only what the struct owns (strings, arrays). */
-cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out);
+CS_API cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out);
 
 /* Encodes *value as compact JSON: keys in table order, optional STRING members
  * that are NULL left out, doubles with the fewest of 15, 16 or 17 significant
  * digits that read back exactly ("0.1", not "0.10000000000000001").
  * *json_out is NUL-terminated (not counted in *len_out; len_out may be NULL)
  * and the caller frees it with free(). */
-cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, size_t *len_out);
+CS_API cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, size_t *len_out);
 
 /* The JSON Schema (draft 2020-12) of what cs_json_encode writes: an object
  * titled with the type's name, its properties with their types (integer with
  * minimum and maximum of the C type, number, boolean, string, nested objects
  * inline, arrays with items and maxItems) and the required list. A type that
  * contains itself is referenced through $defs. The caller frees *schema_out. */
-cs_err cs_json_schema(const cs_type *type, char **schema_out);
+CS_API cs_err cs_json_schema(const cs_type *type, char **schema_out);
 
 /* ---- codecs -------------------------------------------------------------- */
 
@@ -210,7 +212,7 @@ typedef struct cs_codec {
     void *impl;               /* codec-specific state, e.g. a schema registry client */
 } cs_codec;
 
-extern const cs_codec cs_codec_json;
+CS_API extern const cs_codec cs_codec_json;
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,8 @@
 #ifndef CSTREAM_DELIVERY_H
 #define CSTREAM_DELIVERY_H
 
+#include "cstream/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -63,23 +65,23 @@ typedef cs_outcome (*cs_handler_fn)(cs_delivery *d, void *user);
  * comes back in fetch order with the element's other retries. */
 typedef cs_outcome (*cs_batch_fn)(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user);
 
-const char *cs_delivery_topic(const cs_delivery *d);
-int32_t cs_delivery_partition(const cs_delivery *d);
-int64_t cs_delivery_offset(const cs_delivery *d);
+CS_API const char *cs_delivery_topic(const cs_delivery *d);
+CS_API int32_t cs_delivery_partition(const cs_delivery *d);
+CS_API int64_t cs_delivery_offset(const cs_delivery *d);
 /* Record timestamp in ms since the epoch, -1 if the record has none. */
-int64_t cs_delivery_timestamp(const cs_delivery *d);
+CS_API int64_t cs_delivery_timestamp(const cs_delivery *d);
 /* Key and value bytes; NULL (and *len 0) for a null key or a null value (tombstone). */
-const void *cs_delivery_key(const cs_delivery *d, size_t *len);
-const void *cs_delivery_value(const cs_delivery *d, size_t *len);
+CS_API const void *cs_delivery_key(const cs_delivery *d, size_t *len);
+CS_API const void *cs_delivery_value(const cs_delivery *d, size_t *len);
 /* Headers in record order. cs_delivery_header returns CS_ERR_ARG past the end;
  * a header with a null value gives *value NULL and *len 0. */
-size_t cs_delivery_header_count(const cs_delivery *d);
-cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
-                          size_t *len);
+CS_API size_t cs_delivery_header_count(const cs_delivery *d);
+CS_API cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
+                                 size_t *len);
 /* Last header named `name`; CS_ERR_ARG if there is none. */
-cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void **value, size_t *len);
+CS_API cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void **value, size_t *len);
 /* How many times the handler has run for this record in this process, this one included (1 = first). */
-int cs_delivery_attempt(const cs_delivery *d);
+CS_API int cs_delivery_attempt(const cs_delivery *d);
 
 /* The record's W3C trace context: its `traceparent` header (the last one if
  * there are several) when that is a valid version-traceid-parentid-flags value
@@ -89,19 +91,19 @@ int cs_delivery_attempt(const cs_delivery *d);
  * header goes, unchanged, onto the delivery's reply and onto records published
  * with cs_record.parent set to this delivery; log lines about the delivery
  * carry its trace id (trace_id=). */
-const char *cs_delivery_traceparent(const cs_delivery *d);
+CS_API const char *cs_delivery_traceparent(const cs_delivery *d);
 
 /* Sets the reply published when this delivery is acked (the subscription needs
  * cs_sub_reply). Key and value are copied; either may be NULL. The reply
  * carries the delivery's traceparent header, if it has one. */
-cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len);
+CS_API cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len);
 
 /* Why the handler drops or retries this record (printf-style); it goes into
  * the dead-letter record's cstream.dlq.reason header and the logs. It belongs
  * to the current attempt. */
-cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+CS_API cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The reason set on this attempt, or NULL. */
-const char *cs_delivery_reason(const cs_delivery *d);
+CS_API const char *cs_delivery_reason(const cs_delivery *d);
 
 /* A retry that comes back after `delay_ms` (Tracked): return it from the
  * handler (or pass it to cs_delivery_settle). The lane keeps running other
@@ -109,20 +111,20 @@ const char *cs_delivery_reason(const cs_delivery *d);
  * delayed one comes back (per-key order does not hold across a retry_after);
  * its offset stays open, so the committed position waits for it. A stop
  * during the delay leaves it uncommitted: it is read again after a restart. */
-cs_outcome cs_retry_after(cs_delivery *d, int delay_ms);
+CS_API cs_outcome cs_retry_after(cs_delivery *d, int delay_ms);
 
 /* The decoded value of a subscription with cs_sub_decode (NULL otherwise);
  * it lives as long as the delivery. */
-const void *cs_delivery_decoded(const cs_delivery *d);
+CS_API const void *cs_delivery_decoded(const cs_delivery *d);
 /* Sets the reply to `value` encoded with `codec` as `type`. */
-cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type,
-                                 const void *value);
+CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type,
+                                        const void *value);
 
 /* Settles a delivery the handler returned CS_PENDING for (any thread).
  * CS_ERR_STALE if its partition was revoked or the subscription closed in the
  * meantime: the settlement is ignored and the record will be read again by
  * whoever owns the partition. The delivery is released either way. */
-cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome);
+CS_API cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,8 @@
 #ifndef CSTREAM_ERROR_H
 #define CSTREAM_ERROR_H
 
+#include "cstream/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,11 +31,11 @@ typedef enum cs_err {
 } cs_err;
 
 /* Short constant name of a code, e.g. "CS_ERR_CONFIG". Never NULL. */
-const char *cs_err_name(cs_err err);
+CS_API const char *cs_err_name(cs_err err);
 
 /* The reason for the last failure on this thread. Never NULL; valid until the
  * next failing cstream call on this thread. */
-const char *cs_errmsg(void);
+CS_API const char *cs_errmsg(void);
 
 #ifdef __cplusplus
 }

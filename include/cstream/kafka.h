@@ -10,6 +10,8 @@
 #ifndef CSTREAM_KAFKA_H
 #define CSTREAM_KAFKA_H
 
+#include "cstream/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,16 +47,16 @@ typedef enum cs_commit_mode {
 typedef enum cs_start { CS_START_EARLIEST = 0, CS_START_LATEST } cs_start;
 
 /* bootstrap_servers may be NULL: then CSTREAM_BROKERS, else the embedded cluster. */
-cs_kafka *cs_kafka_new(const char *bootstrap_servers);
+CS_API cs_kafka *cs_kafka_new(const char *bootstrap_servers);
 /* Only for a broker never added to an app (the app owns and frees the others). */
-void cs_kafka_destroy(cs_kafka *k);
+CS_API void cs_kafka_destroy(cs_kafka *k);
 
-cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
+CS_API cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
 /* A librdkafka property for every client (consumers and producer). */
-cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
+CS_API cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
 /* A librdkafka property for the producer only (enable.idempotence, acks,
  * linger.ms, compression.type, ...). */
-cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
+CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
 /* The stable identity of this service instance (e.g. a StatefulSet pod name),
  * else CSTREAM_INSTANCE_ID from the environment. Transactional subscriptions
  * need one: their transactional.id is "<app>.<group>.<topics>.<instance id>",
@@ -75,58 +77,58 @@ cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value)
  * removeMembersFromConsumerGroup); elastic pools run without an instance id.
  * Not on the embedded cluster, which has no static membership. See
  * docs/guide.md, "Instance id and static membership". */
-cs_err cs_kafka_instance_id(cs_kafka *k, const char *id);
+CS_API cs_err cs_kafka_instance_id(cs_kafka *k, const char *id);
 /* Declares a topic the service uses. On the embedded cluster it is created with
  * `partitions` partitions at start-up; on a real cluster it must exist. */
-cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions);
+CS_API cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions);
 /* The bootstrap servers in use: after start this is the embedded cluster's
  * loopback address when it runs. NULL before start if none was configured. */
-const char *cs_kafka_bootstrap(const cs_kafka *k);
+CS_API const char *cs_kafka_bootstrap(const cs_kafka *k);
 /* True when this broker runs (or will run) the embedded cluster. */
-int cs_kafka_is_embedded(const cs_kafka *k);
+CS_API int cs_kafka_is_embedded(const cs_kafka *k);
 
 /* The committed offset of `group` for a partition, read from the cluster
  * (works before start only with configured servers; -1 when none). */
-cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset);
+CS_API cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
 /* Subscribes `handler` to one topic (or several). The broker owns the returned
  * subscription. NULL (with cs_errmsg) on bad arguments. */
-cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user);
+CS_API cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user);
 /* Subscribes a batch handler: batches of up to max_batch records (>= 1). */
-cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user);
-cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics,
-                                  cs_handler_fn handler, void *user);
+CS_API cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user);
+CS_API cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics,
+                                         cs_handler_fn handler, void *user);
 
 /* Consumer group of this subscription (else the broker's default group). */
-cs_err cs_sub_group(cs_sub *s, const char *group);
+CS_API cs_err cs_sub_group(cs_sub *s, const char *group);
 /* A librdkafka consumer property for this subscription only. Properties the
  * commit mode owns (enable.auto.commit, enable.auto.offset.store) are refused. */
-cs_err cs_sub_config(cs_sub *s, const char *key, const char *value);
-cs_err cs_sub_start_at(cs_sub *s, cs_start where);
-cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
+CS_API cs_err cs_sub_config(cs_sub *s, const char *key, const char *value);
+CS_API cs_err cs_sub_start_at(cs_sub *s, cs_start where);
+CS_API cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
 /* Handler threads (default 1). Records of one partition go to one lane, in order. */
-cs_err cs_sub_workers(cs_sub *s, int n);
+CS_API cs_err cs_sub_workers(cs_sub *s, int n);
 /* Retries and dead letters (Tracked). The handler runs at most `n` times for
  * one record (the first delivery is attempt 1; 0, the default, means no cap).
  * When the last attempt asks for a retry, the record goes to the dead-letter
  * topic if the subscription has one (and is settled once the cluster accepted
  * it; if that publish fails the record stays open and is tried again a second
  * later), else it is dropped with a warning and counted (exhausted). */
-cs_err cs_sub_max_attempts(cs_sub *s, int n);
+CS_API cs_err cs_sub_max_attempts(cs_sub *s, int n);
 /* Dead-letter topic (must exist at start-up). A dead-letter record keeps the
  * original key, value and headers and adds provenance headers:
  *   cstream.dlq.topic, cstream.dlq.partition, cstream.dlq.offset,
  *   cstream.dlq.timestamp (ms, -1 if none), cstream.dlq.group,
  *   cstream.dlq.attempts, cstream.dlq.reason
  * Under Tracked, records that do not decode (cs_sub_decode) go there too. */
-cs_err cs_sub_dead_letter(cs_sub *s, const char *topic);
+CS_API cs_err cs_sub_dead_letter(cs_sub *s, const char *topic);
 
 /* Typed payloads: every record is decoded with `codec` into a value of `type`
  * before the handler runs; the handler reads it with cs_delivery_decoded()
  * (the raw bytes stay available). A record that does not decode is never
  * handed to the handler: it is counted (decode_failures), logged with its
  * topic, partition, offset and the failing field, and dropped. */
-cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
+CS_API cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
 
 /* Which lane (worker) a record goes to; a lane runs its records in order.
  * CS_LANES_BY_PARTITION (default): one partition's records go to one lane.
@@ -135,7 +137,7 @@ cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
  * spread over the lanes. Either way a retry goes to the head of its lane, so
  * later records of its lane (its partition, or its key) never overtake it. */
 typedef enum cs_lane_key { CS_LANES_BY_PARTITION = 0, CS_LANES_BY_KEY } cs_lane_key;
-cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
+CS_API cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
 /* Records cstream holds per partition between fetch and settlement (queued,
  * running, pending) — under Tracked, the span of the commit tracker, from the
  * lowest open record to the newest. When a partition reaches it, cstream hands
@@ -143,7 +145,7 @@ cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
  * buffer, see cs_sub_fetch_buffer_bytes). Default: 500 under Auto (the records handed to
  * cstream are Auto's loss window, so keep it small), 10000 under Tracked (it
  * only bounds memory). */
-cs_err cs_sub_max_open(cs_sub *s, size_t n);
+CS_API cs_err cs_sub_max_open(cs_sub *s, size_t n);
 /* The subscription's fetch buffer: one bound, for the whole consumer, on the
  * bytes of records fetched and not yet settled (taken from librdkafka and
  * waiting, queued, running or pending). Records are copied out of librdkafka
@@ -157,30 +159,30 @@ cs_err cs_sub_max_open(cs_sub *s, size_t n);
  * it drains, so the other partitions keep flowing. Default 32 MiB; values
  * below 64 KiB are raised to 64 KiB (with a warning); 0 and values above
  * 1 TiB are refused. */
-cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes);
+CS_API cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes);
 /* Defined while this header declares cs_sub_fetch_buffer_bytes and the
  * fetch-buffer fields of cs_sub_stats (code built across versions checks it). */
 #define CS_FETCH_BUFFER_API 1
 /* Under Tracked: how often changed positions are committed (default 200 ms).
  * Under Transactional: how long a window stays open (default 100 ms). */
-cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
+CS_API cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
 /* Transactional: a window also closes once this many records were settled in
  * it (default 10000). */
-cs_err cs_sub_window_records(cs_sub *s, size_t n);
+CS_API cs_err cs_sub_window_records(cs_sub *s, size_t n);
 /* Transactional: how long a retried record may hold its partition's window
  * (the position cannot pass it) before the window aborts: its buffered
  * outputs are discarded, the partition rewinds to the last committed position
  * and its records are read again (default 5000 ms, well under the
  * producer's transaction.timeout.ms, 60 s). */
-cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms);
+CS_API cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms);
 /* How long a revoke, and the graceful stop, wait for in-flight deliveries
  * (running, pending, or waiting for their reply's report) to settle before the
  * partitions are released (default 10000 ms). Under Auto the records queued in
  * cstream also get this time to run, since their positions were already stored. */
-cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms);
+CS_API cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms);
 /* A handler running longer than this is logged with its record and counted
  * (it cannot be stopped). 0 (default) disables the check. */
-cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
+CS_API cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
 
 /* Publishes each handler's reply (cs_delivery_reply) to `topic`, which must
  * exist at start-up. A reply is asynchronous; under Tracked it gates its source
@@ -188,14 +190,14 @@ cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
  * OK, and a failed reply makes the source come back as a retry. Under Auto
  * nothing can be gated (the position was stored at hand-over). queue_timeout_ms
  * bounds the wait for space in the producer's local queue (then: retry). */
-cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms);
+CS_API cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms);
 
 /* Service hooks: called on the subscription's fetch thread during a rebalance,
  * and on the thread that stops the app for the final revoke at close. */
 typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n,
                                  void *user);
-cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user);
-cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
+CS_API cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user);
+CS_API cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
 
 /* Counters of one subscription (monotonic since start). */
 typedef struct cs_sub_stats {
@@ -224,7 +226,7 @@ typedef struct cs_sub_stats {
     uint64_t gaps;              /* fetched offsets that skipped ahead (compaction, transaction markers) */
     uint64_t repeats;           /* fetched offsets already taken, dropped */
 } cs_sub_stats;
-void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
+CS_API void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
 
 #ifdef __cplusplus
 }

@@ -27,19 +27,21 @@
 #ifndef CSTREAM_MAIN_H
 #define CSTREAM_MAIN_H
 
+#include "cstream/export.h"
+
 #include "cstream/app.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-int cs_app_main(cs_app *app, int argc, char **argv);
+CS_API int cs_app_main(cs_app *app, int argc, char **argv);
 
 /* Log line format, process-wide (default text, or CSTREAM_LOG_FORMAT=text|json).
  * json: one object per line {"ts":..,"level":..,"msg":.., then each key=value
  * field of the line as a member} (integers as numbers, the rest as strings). */
 typedef enum cs_log_format { CS_LOG_TEXT = 0, CS_LOG_JSON } cs_log_format;
-void cs_log_set_format(cs_log_format format);
+CS_API void cs_log_set_format(cs_log_format format);
 
 /* The app's AsyncAPI 3.0 document (JSON, or YAML when yaml != 0): a channel per
  * topic, a receive operation per subscribed topic, send operations for reply
@@ -47,7 +49,7 @@ void cs_log_set_format(cs_log_format format);
  * payload schemas from the subscriptions' field tables (cs_sub_decode), Kafka
  * bindings (group id, client id, topic, partitions). Callable before start.
  * The caller frees *out with free(). */
-cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
+CS_API cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
 
 /* The app's counters in the Prometheus text format (version 0.0.4): one series
  * per subscription and counter of cs_sub_stats, labelled subscription and
@@ -55,7 +57,7 @@ cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
  * time until cs_app_destroy, a start or stop in progress included: it reads
  * counters and takes short locks, none of which a start or stop holds across
  * a blocking call, so it never waits for a consumer to close. */
-cs_err cs_app_metrics(cs_app *app, char **out);
+CS_API cs_err cs_app_metrics(cs_app *app, char **out);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #ifndef CSTREAM_PUBLISH_H
 #define CSTREAM_PUBLISH_H
 
+#include "cstream/export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,7 +58,7 @@ typedef struct cs_published {
 } cs_published;
 
 /* Blocking publish; `out` may be NULL. The record's bytes are copied. */
-cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out);
+CS_API cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out);
 
 /* Completion of an asynchronous publish, called on the producer's delivery
  * report thread (or, during the stop's flush, on the stopping thread): `where` is NULL and err != CS_OK (cs_errmsg() has the reason)
@@ -64,7 +66,7 @@ cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out);
 typedef void (*cs_publish_fn)(const cs_published *where, cs_err err, void *opaque);
 /* Asynchronous publish: returns once the record is queued (waiting for queue
  * space at most the queue timeout); `done` gets the delivery report. */
-cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque);
+CS_API cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque);
 
 /* An output of delivery d on a Transactional subscription: the record is
  * copied now and joins d's window when d is acked or dropped (a retry
@@ -76,17 +78,17 @@ cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, v
  * traceparent unless the record sets its own header (or another .parent).
  * CS_ERR_STATE on other commit modes: use cs_publish or cs_publish_async
  * there. */
-cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
+CS_API cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
 
 /* How long the graceful stop waits for the producer to deliver what it holds
  * (default 30000 ms). */
-cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms);
+CS_API cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms);
 /* After the app stopped: records the producer still held when the flush
  * timeout ran out (they were not delivered). */
-size_t cs_kafka_unflushed_records(const cs_kafka *k);
+CS_API size_t cs_kafka_unflushed_records(const cs_kafka *k);
 
 /* How long a publish waits for space in librdkafka's local queue (default 5000 ms). */
-cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
+CS_API cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
 
 #ifdef __cplusplus
 }

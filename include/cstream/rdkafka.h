@@ -5,6 +5,8 @@
 #ifndef CSTREAM_RDKAFKA_H
 #define CSTREAM_RDKAFKA_H
 
+#include "cstream/export.h"
+
 #include <librdkafka/rdkafka.h>
 
 #include "cstream/kafka.h"
@@ -22,7 +24,7 @@ extern "C" {
  * Call it from a thread that the stop waits for or that stops using it
  * first; do not keep it. Committing, assigning or polling through it would
  * bypass cstream's delivery guarantees. */
-rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s);
+CS_API rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,9 @@
  * CMakeLists.txt pulls this object in with -u thrd_create) and route each call
  * through the intercepted pthread function. glibc lays out mtx_t and cnd_t
  * exactly as pthread_mutex_t and pthread_cond_t, which is what makes the casts
- * below the same thing glibc itself does. */
+ * below the same thing glibc itself does. The library is built with
+ * -fvisibility=hidden: these keep default visibility, since what they
+ * replace is looked up by name. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -26,6 +28,8 @@ static void *run(void *p) {
     free(p);
     return (void *)(intptr_t)s.func(s.arg);
 }
+
+#pragma GCC visibility push(default)
 
 static int result(int rc) { return rc == 0 ? thrd_success : rc == ETIMEDOUT ? thrd_timedout : rc == EBUSY ? thrd_busy : thrd_error; }
 
@@ -73,3 +77,5 @@ int cnd_timedwait(cnd_t *restrict c, mtx_t *restrict m, const struct timespec *r
     return result(pthread_cond_timedwait((pthread_cond_t *)c, (pthread_mutex_t *)m, ts));
 }
 void cnd_destroy(cnd_t *c) { pthread_cond_destroy((pthread_cond_t *)c); }
+
+#pragma GCC visibility pop
