@@ -14,6 +14,8 @@
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
+#include "cstream/main.h"
+
 #include "broker.h"
 #include "error.h"
 

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cstream/main.h"
+
 #include "broker.h"
 #include "error.h"
 #include "metrics.h"

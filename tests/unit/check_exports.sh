@@ -19,7 +19,7 @@ pre=$(printf '#include "cstream.h"\n#include "cstream/testing.h"\n#include "cstr
     "$cc" -E -P -I"$inc" -x c -)
 {
     grep -oE '\bcs_[a-z0-9_]+\(' <<<"$pre" | tr -d '('
-    grep -E '^extern ' <<<"$pre" | grep -oE '\bcs_[a-z0-9_]+ *;' | tr -d ' ;'
+    grep -E '\bextern ' <<<"$pre" | grep -oE '\bcs_[a-z0-9_]+ *;' | tr -d ' ;'
 } | sort -u >"$declared"
 nm -D --defined-only "$lib" | awk '{print $NF}' | grep -vE '^(_|(thrd|mtx|cnd)_)' | sort -u >"$exported"
 if [ ! -s "$declared" ]; then echo "no declarations found under $inc" >&2; exit 1; fi
