@@ -123,13 +123,13 @@ CS_API const void *cs_delivery_value(const cs_delivery *d, size_t *len);
  *         payload). */
 CS_API size_t cs_delivery_header_count(const cs_delivery *d);
 /** Header `idx` in record order. cs_delivery_header returns CS_ERR_ARG past the end;
- * a header with a null value gives *value NULL and *len 0.
+ * a header with a null value gives *value NULL and *len 0. The name and value
+ * are borrowed like cs_delivery_key's result.
  * @param d the delivery.
  * @param idx 0 to cs_delivery_header_count() - 1.
  * @param name receives the header's name; may be NULL.
  * @param value receives its value; may be NULL.
  * @param len receives the value's length; may be NULL.
- * The name and value are borrowed like cs_delivery_key's result.
  * @retval CS_OK the header is in *name, *value and *len.
  * @retval CS_ERR_ARG idx is past the end; cs_errmsg() names the record. */
 CS_API cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
