@@ -15,8 +15,9 @@ TEST_DEBS  := prometheus locales
 VALGRIND_DEBS := valgrind
 SOAK_DEBS     := gnuplot-nox
 FUZZ_DEBS     := clang
+DOCS_DEBS     := doxygen
 
-.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build clean install
+.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps docs-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build docs clean install
 
 all: build
 
@@ -40,6 +41,8 @@ soak-deps:
 	$(call install_missing,$(SOAK_DEBS))
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBS))
+docs-deps:
+	$(call install_missing,$(DOCS_DEBS))
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) >/dev/null
@@ -155,6 +158,16 @@ fuzz-build: fuzz-deps
 	cmake --build build-fuzz -j$$(nproc)
 fuzz: fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZERS)
+
+# The API reference (docs/Doxyfile): HTML from the public headers only, into
+# $(BUILD)/docs/api/index.html, with docs/api-overview.md as its front page.
+# Any doxygen warning (an undocumented declaration, member or parameter, a bad
+# command) fails it, after doxygen has listed them all. Needs no build.
+CSTREAM_VERSION := $(shell sed -n 's/^\#define CSTREAM_VERSION "\(.*\)"/\1/p' include/cstream.h)
+docs: docs-deps
+	@mkdir -p $(BUILD)/docs
+	CS_DOCS_DIR=$(BUILD)/docs CS_DOCS_VERSION=$(CSTREAM_VERSION) doxygen docs/Doxyfile
+	@echo "API reference: $(BUILD)/docs/api/index.html"
 
 install: build
 	cmake --install $(BUILD)

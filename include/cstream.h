@@ -1,7 +1,13 @@
-/* cstream.h — the umbrella header: everything a service needs. */
+/** @file
+ * cstream.h — the umbrella header: everything a service needs.
+ *
+ * Includes every public header except <cstream/testing.h> (the test API) and
+ * <cstream/rdkafka.h> (the librdkafka escape hatch), which a service includes
+ * itself when it needs them. */
 #ifndef CSTREAM_H
 #define CSTREAM_H
 
+/** The library version these headers belong to ("major.minor.patch"). */
 #define CSTREAM_VERSION "0.1.0"
 
 #include "cstream/app.h"

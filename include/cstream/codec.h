@@ -1,4 +1,5 @@
-/* cstream/codec.h — typed payloads: a field table per C struct, and the
+/** @file
+ * cstream/codec.h — typed payloads: a field table per C struct, and the
  * codecs that turn payload bytes into such structs and back (JSON built in).
  *
  * A service describes its struct once, statically:
@@ -26,8 +27,8 @@
  * field zeroed and is an error for a required one; a required key that is
  * missing is an error; integers are range-checked for the member's type and
  * must be written as integers (1, not 1.0 or 1e0); strings must be valid UTF-8
- * (strict: no overlong forms, surrogates or unpaired \uD800-style escapes)
- * without NUL characters (\u0000); nesting is limited to CS_JSON_MAX_DEPTH
+ * (strict: no overlong forms, surrogates or unpaired `\uD800`-style escapes)
+ * without NUL characters (`\u0000`); nesting is limited to CS_JSON_MAX_DEPTH
  * levels and arrays to their max_items. The payload must be one JSON object.
  * "At byte N" in a syntax error counts the bytes read when it was found.
  *
@@ -58,52 +59,58 @@
 extern "C" {
 #endif
 
-/* Deepest nesting of objects and arrays (the top-level object counts as 1). */
+/** Deepest nesting of objects and arrays (the top-level object counts as 1). */
 #define CS_JSON_MAX_DEPTH 64
-/* Items an array field holds at most unless its table says otherwise. */
+/** Items an array field holds at most unless its table says otherwise. */
 #define CS_ARRAY_MAX_ITEMS 10000
-/* Fields one type may have. */
+/** Fields one type may have. */
 #define CS_TYPE_MAX_FIELDS 256
 
+/** The C type of a field, and so its JSON type. */
 typedef enum cs_kind {
-    CS_KIND_BOOL = 1, /* bool */
-    CS_KIND_I32,      /* int32_t */
-    CS_KIND_U32,      /* uint32_t */
-    CS_KIND_I64,      /* int64_t */
-    CS_KIND_U64,      /* uint64_t */
-    CS_KIND_F64,      /* double (NaN and infinities cannot be encoded) */
-    CS_KIND_STRING,   /* char *: NUL-terminated UTF-8, malloc'ed by decode, NULL when absent */
-    CS_KIND_CHARS,    /* char name[N]: at most N-1 bytes of UTF-8 and a NUL, "" when absent */
-    CS_KIND_OBJECT,   /* a nested struct, held by value */
-    CS_KIND_ARRAY,    /* T *items + size_t n_items; elements are scalars, STRING or OBJECT */
+    CS_KIND_BOOL = 1, /**< bool */
+    CS_KIND_I32,      /**< int32_t */
+    CS_KIND_U32,      /**< uint32_t */
+    CS_KIND_I64,      /**< int64_t */
+    CS_KIND_U64,      /**< uint64_t */
+    CS_KIND_F64,      /**< double (NaN and infinities cannot be encoded) */
+    CS_KIND_STRING,   /**< char *: NUL-terminated UTF-8, malloc'ed by decode, NULL when absent */
+    CS_KIND_CHARS,    /**< char name[N]: at most N-1 bytes of UTF-8 and a NUL, "" when absent */
+    CS_KIND_OBJECT,   /**< a nested struct, held by value */
+    CS_KIND_ARRAY,    /**< T *items + size_t n_items; elements are scalars, STRING or OBJECT */
 } cs_kind;
 
+/** Whether a field must be in the JSON. */
 typedef enum cs_presence {
-    CS_OPTIONAL = 0, /* may be missing or null: the member is then zeroed */
-    CS_REQUIRED = 1, /* must be present and not null (encode: a STRING must not be NULL) */
+    CS_OPTIONAL = 0, /**< may be missing or null: the member is then zeroed */
+    CS_REQUIRED = 1, /**< must be present and not null (encode: a STRING must not be NULL) */
 } cs_presence;
 
+/** A struct described by its fields (see struct cs_type). */
 typedef struct cs_type cs_type;
 
-/* One member of a struct. Write these with the CS_FIELD_* macros. */
+/** One member of a struct. Write these with the CS_FIELD_* macros. */
 typedef struct cs_field {
-    const char *name;       /* JSON key */
-    cs_kind kind;
-    cs_presence presence;
-    size_t offset;          /* offsetof the member (ARRAY: of the pointer) */
-    size_t size;            /* sizeof the member (ARRAY: of one element) */
-    const cs_type *type;    /* OBJECT, ARRAY of OBJECT: the nested type */
-    cs_kind elem;           /* ARRAY: the element kind */
-    size_t count_offset;    /* ARRAY: offsetof the size_t count */
-    size_t max_items;       /* ARRAY: 0 means CS_ARRAY_MAX_ITEMS */
+    const char *name;       /**< JSON key */
+    cs_kind kind;           /**< the member's kind */
+    cs_presence presence;   /**< optional or required */
+    size_t offset;          /**< offsetof the member (ARRAY: of the pointer) */
+    size_t size;            /**< sizeof the member (ARRAY: of one element) */
+    const cs_type *type;    /**< OBJECT, ARRAY of OBJECT: the nested type */
+    cs_kind elem;           /**< ARRAY: the element kind */
+    size_t count_offset;    /**< ARRAY: offsetof the size_t count */
+    size_t max_items;       /**< ARRAY: 0 means CS_ARRAY_MAX_ITEMS */
 } cs_field;
 
-/* A struct described by its fields. Write it with CS_TYPE. */
+/** A struct described by its fields. Write it with CS_TYPE.
+ *
+ * The codecs keep no copy: a type (and every table it refers to) must stay
+ * valid while anything uses it, so define them statically. */
 struct cs_type {
-    const char *name;       /* the schema's title */
-    size_t size;            /* sizeof the struct */
-    const cs_field *fields;
-    size_t n_fields;
+    const char *name;       /**< the schema's title */
+    size_t size;            /**< sizeof the struct */
+    const cs_field *fields; /**< the field table, in the order encode writes the keys */
+    size_t n_fields;        /**< entries in fields (at most CS_TYPE_MAX_FIELDS) */
 };
 
 /* ---- field table macros ------------------------------------------------ */
@@ -118,33 +125,58 @@ struct cs_type {
         .size = sizeof(CS__MEMBER(S, m))                                                          \
     }
 
+/* Every CS_FIELD_* macro takes the struct type S, the member m (its name is
+ * the JSON key) and CS_OPTIONAL or CS_REQUIRED, and expands to a cs_field
+ * initializer; a member of the wrong C type is a compile error. */
+/** A bool member.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_BOOL(S, m, req) CS__FIELD(S, m, CS_KIND_BOOL, bool, req)
+/** An int32_t member.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_I32(S, m, req) CS__FIELD(S, m, CS_KIND_I32, int32_t, req)
+/** A uint32_t member.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_U32(S, m, req) CS__FIELD(S, m, CS_KIND_U32, uint32_t, req)
+/** An int64_t member.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_I64(S, m, req) CS__FIELD(S, m, CS_KIND_I64, int64_t, req)
+/** A uint64_t member.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_U64(S, m, req) CS__FIELD(S, m, CS_KIND_U64, uint64_t, req)
+/** A double member.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_F64(S, m, req) CS__FIELD(S, m, CS_KIND_F64, double, req)
-/* char *m: decode mallocs it, cs_value_free frees it. */
+/** char *m: decode mallocs it, cs_value_free frees it.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_STRING(S, m, req) CS__FIELD(S, m, CS_KIND_STRING, char *, req)
-/* char m[N]: a longer string is an error, not truncated. */
+/** char m[N]: a longer string is an error, not truncated.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_CHARS(S, m, req)                                                                 \
     {                                                                                             \
         .name = #m, .kind = CS_KIND_CHARS, .presence = (req),                                     \
         .offset = _Generic(&CS__MEMBER(S, m), char(*)[sizeof(CS__MEMBER(S, m))]: offsetof(S, m)), \
         .size = sizeof(CS__MEMBER(S, m))                                                          \
     }
-/* A nested struct held by value; `type` is a const cs_type * describing it. */
+/** A nested struct held by value; `type` is a const cs_type * describing it.
+ * @param S the struct type. @param m the member. @param type_ the member's
+ * cs_type. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_OBJECT(S, m, type_, req)                                                         \
     {                                                                                             \
         .name = #m, .kind = CS_KIND_OBJECT, .presence = (req), .offset = offsetof(S, m),          \
         .size = sizeof(CS__MEMBER(S, m)), .type = (type_)                                         \
     }
-/* An array: the pointer member `ptr` (named in JSON) and the size_t member
+/** An array: the pointer member `ptr` (named in JSON) and the size_t member
  * `count`. `elem` is a scalar kind (CS_KIND_I64, CS_KIND_STRING, ...) or a
  * const cs_type * for an array of structs. Decode mallocs the items (none for
- * []), cs_value_free frees them. At most CS_ARRAY_MAX_ITEMS items. */
+ * []), cs_value_free frees them. At most CS_ARRAY_MAX_ITEMS items.
+ * @param S the struct type. @param ptr the pointer member. @param count the
+ * size_t count member. @param elem the element kind or type. @param req
+ * CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_ARRAY(S, ptr, count, elem, req) CS_FIELD_ARRAY_MAX(S, ptr, count, elem, 0, req)
-/* The same with at most `max` items (0: CS_ARRAY_MAX_ITEMS). */
+/** The same with at most `max` items (0: CS_ARRAY_MAX_ITEMS).
+ * @param S the struct type. @param ptr the pointer member. @param count the
+ * size_t count member. @param elem_ the element kind or type. @param max the
+ * most items. @param req CS_OPTIONAL or CS_REQUIRED. */
 #define CS_FIELD_ARRAY_MAX(S, ptr, count, elem_, max, req)                                        \
     {                                                                                             \
         .name = #ptr, .kind = CS_KIND_ARRAY, .presence = (req), .offset = offsetof(S, ptr),       \
@@ -155,63 +187,103 @@ struct cs_type {
         .count_offset = CS__OFFSET_AS(S, count, size_t), .max_items = (max)                       \
     }
 
-/* Defines `const cs_type var` for struct S (title "S") from the array `fields`.
+/** Defines `const cs_type var` for struct S (title "S") from the array `fields`.
  * Prefix with `static` for a file-local type. A type whose fields refer to it
- * (an array of itself) needs a declaration first: `static const cs_type var;`. */
+ * (an array of itself) needs a declaration first: `static const cs_type var;`.
+ * @param var the variable's name. @param S the struct type. @param fields an
+ * array (not a pointer) of cs_field. */
 #define CS_TYPE(var, S, fields)                                                                   \
     const cs_type var = {#S, sizeof(S), (fields), sizeof(fields) / sizeof((fields)[0])}
 
 /* ---- values -------------------------------------------------------------- */
 
-/* Checks a table (and every type it refers to): names, kinds, offsets and sizes
+/** Checks a table (and every type it refers to): names, kinds, offsets and sizes
  * that fit the struct, array element sizes. CS_ERR_ARG names the bad field.
  * Decode, encode and schema check each table once per thread anyway; call this
- * at start-up to fail early. */
+ * at start-up to fail early.
+ * @param type the type to check.
+ * @retval CS_OK the table fits its struct.
+ * @retval CS_ERR_ARG type is NULL or a field is wrong; cs_errmsg() names it. */
 CS_API cs_err cs_type_check(const cs_type *type);
 
-/* Frees what the value owns (strings, arrays and what they hold), not the value
+/** Frees what the value owns (strings, arrays and what they hold), not the value
  * itself, and zeroes those members. NULL value: nothing. Safe on a zeroed value
- * and on what cs_json_decode left after a failure. */
+ * and on what cs_json_decode left after a failure.
+ * @param type the value's type (NULL: nothing).
+ * @param value the struct, owned by the caller. */
 CS_API void cs_value_free(const cs_type *type, void *value);
 
 /* ---- JSON ---------------------------------------------------------------- */
 
-/* Decodes one JSON object into *out (type->size bytes). *out is zeroed first;
+/** Decodes one JSON object into *out (type->size bytes). *out is zeroed first;
  * on failure everything allocated is freed and *out is zeroed again.
  * A NULL or empty payload (a tombstone) is CS_ERR_ARG "payload is null (tombstone)".
- * Allocates only what the struct owns (strings, arrays). */
+ * Allocates only what the struct owns (strings, arrays).
+ *
+ * What it allocates is the caller's: release it with cs_value_free.
+ * @param type the struct's type.
+ * @param json the payload (read only during the call).
+ * @param len its length in bytes.
+ * @param out the caller's struct of type->size bytes.
+ * @retval CS_OK *out holds the value.
+ * @retval CS_ERR_ARG the payload does not decode, or type or out is NULL, or
+ *         the table is invalid; cs_errmsg() names the field or the byte.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out);
 
-/* Encodes *value as compact JSON: keys in table order, optional STRING members
+/** Encodes *value as compact JSON: keys in table order, optional STRING members
  * that are NULL left out, doubles with the fewest of 15, 16 or 17 significant
  * digits that read back exactly ("0.1", not "0.10000000000000001").
  * *json_out is NUL-terminated (not counted in *len_out; len_out may be NULL)
- * and the caller frees it with free(). */
+ * and the caller frees it with free().
+ * @param type the struct's type.
+ * @param value the struct to encode (read only).
+ * @param json_out receives the JSON text; NULL on failure.
+ * @param len_out receives its length; may be NULL.
+ * @retval CS_OK *json_out holds the text.
+ * @retval CS_ERR_ARG the value cannot be encoded (e.g. a NaN, a required
+ *         STRING that is NULL), an argument is NULL, or the table is invalid;
+ *         cs_errmsg() names the field.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, size_t *len_out);
 
-/* The JSON Schema (draft 2020-12) of what cs_json_encode writes: an object
+/** The JSON Schema (draft 2020-12) of what cs_json_encode writes: an object
  * titled with the type's name, its properties with their types (integer with
  * minimum and maximum of the C type, number, boolean, string, nested objects
  * inline, arrays with items and maxItems) and the required list. A type that
- * contains itself is referenced through $defs. The caller frees *schema_out. */
+ * contains itself is referenced through $defs. The caller frees *schema_out.
+ * @param type the struct's type.
+ * @param schema_out receives the schema as JSON text (the caller free()s it); NULL on failure.
+ * @retval CS_OK *schema_out holds the schema.
+ * @retval CS_ERR_ARG an argument is NULL or the table is invalid.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_json_schema(const cs_type *type, char **schema_out);
 
 /* ---- codecs -------------------------------------------------------------- */
 
-/* A payload format. JSON is built in; Avro or Protobuf with a schema registry
- * fit the same shape, their registry client in `impl`. */
+/** A payload format. JSON is built in; Avro or Protobuf with a schema registry
+ * fit the same shape, their registry client in `impl`.
+ *
+ * cstream calls the functions from any worker thread at the same time, so
+ * they must be thread-safe; they follow the contracts of cs_json_decode,
+ * cs_json_encode and cs_json_schema (out-strings are the caller's, freed with
+ * free()). A codec given to cs_sub_decode must outlive the app. */
 typedef struct cs_codec {
-    const char *name;         /* "json" */
-    const char *content_type; /* "application/json" */
+    const char *name;         /**< "json" */
+    const char *content_type; /**< "application/json" */
+    /** Decodes `data` into *out, like cs_json_decode. */
     cs_err (*decode)(const struct cs_codec *c, const cs_type *type, const void *data, size_t len,
                      void *out);
+    /** Encodes *value into *out (malloc'ed) and *len, like cs_json_encode. */
     cs_err (*encode)(const struct cs_codec *c, const cs_type *type, const void *value, char **out,
                      size_t *len);
-    /* The schema of the type in this codec's schema language (JSON: JSON Schema). */
+    /** The schema of the type in this codec's schema language (JSON: JSON Schema). */
     cs_err (*schema)(const struct cs_codec *c, const cs_type *type, char **out);
-    void *impl;               /* codec-specific state, e.g. a schema registry client */
+    void *impl;               /**< codec-specific state, e.g. a schema registry client */
 } cs_codec;
 
+/** The built-in JSON codec: cs_json_decode, cs_json_encode and cs_json_schema
+ * behind the cs_codec interface (impl is NULL). */
 CS_API extern const cs_codec cs_codec_json;
 
 #ifdef __cplusplus

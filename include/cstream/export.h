@@ -1,4 +1,5 @@
-/* cstream/export.h — what libcstream.so exports.
+/** @file
+ * cstream/export.h — what libcstream.so exports.
  *
  * The library is built with -fvisibility=hidden: a program linking the shared
  * library sees only the declarations marked CS_API, which are the public API
@@ -9,6 +10,9 @@
 #ifndef CSTREAM_EXPORT_H
 #define CSTREAM_EXPORT_H
 
+/** Marks a declaration as part of libcstream.so's public API: default symbol
+ * visibility under GCC and Clang, nothing elsewhere. Every public function
+ * and object is declared with it. */
 #if defined(__GNUC__) || defined(__clang__)
 #define CS_API __attribute__((visibility("default")))
 #else

@@ -1,4 +1,5 @@
-/* cstream/kafka.h — the Kafka broker: clients, subscriptions, commit modes.
+/** @file
+ * cstream/kafka.h — the Kafka broker: clients, subscriptions, commit modes.
  *
  * A cs_kafka describes how to reach a cluster and what to consume. Brokers come
  * from cs_kafka_new(), else from CSTREAM_BROKERS in the environment, else the
@@ -6,7 +7,13 @@
  * this process only) and says so at start-up.
  *
  * Every property is checked with librdkafka when it is set: an unknown or
- * invalid one fails at once with the key and librdkafka's reason. */
+ * invalid one fails at once with the key and librdkafka's reason.
+ *
+ * Configuration calls (every cs_kafka_* and cs_sub_* setter here) are made on
+ * the configuring thread before cs_app_start, like the app's. Each copies
+ * what it is given, and each fails with CS_ERR_ARG for a NULL broker or
+ * subscription and with CS_ERR_STATE once the app the broker belongs to has
+ * started; cs_errmsg() names the call, the subscription and the value. */
 #ifndef CSTREAM_KAFKA_H
 #define CSTREAM_KAFKA_H
 
@@ -23,18 +30,20 @@
 extern "C" {
 #endif
 
+/** A subscription (opaque): a handler on one or more topics. Created by
+ * cs_kafka_subscribe*, owned and freed by its broker. */
 typedef struct cs_sub cs_sub;
 
-/* How settlements become committed positions. */
+/** How settlements become committed positions (cs_sub_commit; default Auto). */
 typedef enum cs_commit_mode {
-    /* librdkafka's own commits: the position is stored when the record is
+    /** librdkafka's own commits: the position is stored when the record is
      * handed out and committed on a timer. ack/drop do nothing; retry is
      * reported unsupported and the record does not come back. */
     CS_COMMIT_AUTO = 0,
-    /* Precise at-least-once: the committed position is the lowest record still
+    /** Precise at-least-once: the committed position is the lowest record still
      * open; retry brings the record back before anything fetched after it. */
     CS_COMMIT_TRACKED,
-    /* Exactly-once consume-transform-produce: settles like Tracked, and the
+    /** Exactly-once consume-transform-produce: settles like Tracked, and the
      * outputs of the handlers (replies, cs_delivery_publish, dead letters)
      * and the consumed positions commit together in one Kafka transaction per
      * window, so a read_committed consumer of the outputs sees each of them
@@ -43,21 +52,70 @@ typedef enum cs_commit_mode {
     CS_COMMIT_TRANSACTIONAL,
 } cs_commit_mode;
 
-/* Where a group without a committed offset starts. */
-typedef enum cs_start { CS_START_EARLIEST = 0, CS_START_LATEST } cs_start;
+/** Where a group without a committed offset starts (cs_sub_start_at). */
+typedef enum cs_start {
+    CS_START_EARLIEST = 0, /**< at the oldest record still in the partition (the default) */
+    CS_START_LATEST        /**< after the newest: only records written from now on */
+} cs_start;
 
-/* bootstrap_servers may be NULL: then CSTREAM_BROKERS, else the embedded cluster. */
+/** bootstrap_servers may be NULL: then CSTREAM_BROKERS, else the embedded cluster.
+ *
+ * The caller owns the broker until cs_app_add_kafka hands it to an app (then
+ * the app frees it); one never added is freed with cs_kafka_destroy.
+ * Configuring thread.
+ * @param bootstrap_servers "host:port,..." (copied); NULL or "" to fall back
+ *        as above.
+ * @return the new broker, or NULL when out of memory (CS_ERR_NOMEM in
+ *         cs_errmsg()). */
 CS_API cs_kafka *cs_kafka_new(const char *bootstrap_servers);
-/* Only for a broker never added to an app (the app owns and frees the others). */
+/** Only for a broker never added to an app (the app owns and frees the others).
+ *
+ * Frees its subscriptions too. Configuring thread.
+ * @param k the broker; NULL does nothing. */
 CS_API void cs_kafka_destroy(cs_kafka *k);
 
+/** The consumer group of every subscription that sets none (cs_sub_group).
+ *
+ * Start-up fails with CS_ERR_GROUP for a subscription without either.
+ * @param k the broker.
+ * @param group the group id (copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL or group is NULL or empty.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
-/* A librdkafka property for every client (consumers and producer). */
+/** A librdkafka property for every client (consumers and producer).
+ *
+ * Checked with librdkafka at once; properties cstream owns (group.id,
+ * bootstrap.servers, enable.auto.commit, enable.auto.offset.store,
+ * group.instance.id, auto.offset.reset, enable.partition.eof) are refused
+ * with the call that sets them instead. The value of a key that looks secret
+ * (password, secret, jaas, token, ...) never goes into a message.
+ * @param k the broker.
+ * @param key the property name.
+ * @param value its value (both copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL, key is empty or value is NULL.
+ * @retval CS_ERR_CONFIG librdkafka rejects the key or value, or cstream owns it.
+ * @retval CS_ERR_UNSUPPORTED the property needs a newer librdkafka.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
-/* A librdkafka property for the producer only (enable.idempotence, acks,
- * linger.ms, compression.type, ...). */
+/** A librdkafka property for the producer only (enable.idempotence, acks,
+ * linger.ms, compression.type, ...).
+ *
+ * Checked and refused like cs_kafka_config.
+ * @param k the broker.
+ * @param key the property name.
+ * @param value its value (both copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL, key is empty or value is NULL.
+ * @retval CS_ERR_CONFIG librdkafka rejects the key or value, or cstream owns it.
+ * @retval CS_ERR_UNSUPPORTED the property needs a newer librdkafka.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
-/* The stable identity of this service instance (e.g. a StatefulSet pod name),
+/** The stable identity of this service instance (e.g. a StatefulSet pod name),
  * else CSTREAM_INSTANCE_ID from the environment. Transactional subscriptions
  * need one: their transactional.id is "<app>.<group>.<topics>.<instance id>",
  * so instances with different ids never fence each other, and a restarted
@@ -76,77 +134,221 @@ CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char 
  * an operator removes it from the group (Kafka's AdminClient,
  * removeMembersFromConsumerGroup); elastic pools run without an instance id.
  * Not on the embedded cluster, which has no static membership. See
- * docs/guide.md, "Instance id and static membership". */
+ * docs/guide.md, "Instance id and static membership".
+ * @param k the broker.
+ * @param id the instance id (copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL or id is NULL or empty.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_instance_id(cs_kafka *k, const char *id);
-/* Declares a topic the service uses. On the embedded cluster it is created with
- * `partitions` partitions at start-up; on a real cluster it must exist. */
+/** Declares a topic the service uses. On the embedded cluster it is created with
+ * `partitions` partitions at start-up; on a real cluster it must exist.
+ *
+ * Start-up fails with CS_ERR_TOPIC when it does not.
+ * @param k the broker.
+ * @param topic the topic name (copied).
+ * @param partitions its partition count on the embedded cluster (>= 1).
+ * @retval CS_OK declared.
+ * @retval CS_ERR_ARG k is NULL, topic is empty or partitions < 1.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions);
-/* The bootstrap servers in use: after start this is the embedded cluster's
- * loopback address when it runs. NULL before start if none was configured. */
+/** The bootstrap servers in use: after start this is the embedded cluster's
+ * loopback address when it runs. NULL before start if none was configured.
+ *
+ * Configuring or lifecycle thread, or any thread while the app runs.
+ * @param k the broker.
+ * @return a string owned by the broker. The start of the embedded cluster
+ *         (and cs_app_main's --brokers) replaces it, so a pointer taken
+ *         before cs_app_start is not valid after it; one taken after start
+ *         is valid until the broker is freed. */
 CS_API const char *cs_kafka_bootstrap(const cs_kafka *k);
-/* True when this broker runs (or will run) the embedded cluster. */
+/** True when this broker runs (or will run) the embedded cluster.
+ *
+ * Configuring or lifecycle thread, or any thread while the app runs.
+ * @param k the broker.
+ * @return 1 for the embedded cluster, 0 for configured servers. */
 CS_API int cs_kafka_is_embedded(const cs_kafka *k);
 
-/* The committed offset of `group` for a partition, read from the cluster
- * (works before start only with configured servers; -1 when none). */
+/** The committed offset of `group` for a partition, read from the cluster
+ * (works before start only with configured servers; -1 when none).
+ *
+ * Opens a short-lived client with the broker's properties and waits for the
+ * cluster's answer (up to 5 s). From the configuring thread before start, or
+ * any thread while the app runs.
+ * @param k the broker.
+ * @param group the consumer group.
+ * @param topic the topic.
+ * @param partition the partition.
+ * @param offset receives the committed offset, -1 if the group has none.
+ * @retval CS_OK *offset is set.
+ * @retval CS_ERR_ARG an argument is NULL.
+ * @retval CS_ERR_STATE the embedded cluster is not running yet.
+ * @retval CS_ERR_KAFKA the client could not be created or the cluster did not
+ *         answer; cs_errmsg() has librdkafka's reason. */
 CS_API cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
-/* Subscribes `handler` to one topic (or several). The broker owns the returned
- * subscription. NULL (with cs_errmsg) on bad arguments. */
+/** Subscribes `handler` to one topic (or several). The broker owns the returned
+ * subscription. NULL (with cs_errmsg) on bad arguments.
+ *
+ * The subscription lives until its broker is freed (with the app, or
+ * cs_kafka_destroy). Configuring thread, before cs_app_start.
+ * @param k the broker.
+ * @param topic the topic (copied).
+ * @param handler runs for every record, see cs_handler_fn.
+ * @param user passed to the handler; cstream never reads or frees it.
+ * @return the subscription to configure with cs_sub_*, or NULL: CS_ERR_ARG
+ *         (NULL broker or handler, empty topic), CS_ERR_STATE (the app has
+ *         started) or CS_ERR_NOMEM, in cs_errmsg(). */
 CS_API cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user);
-/* Subscribes a batch handler: batches of up to max_batch records (>= 1). */
+/** Subscribes a batch handler: batches of up to max_batch records (>= 1).
+ *
+ * Owned and configured like cs_kafka_subscribe's result.
+ * @param k the broker.
+ * @param topic the topic (copied).
+ * @param handler runs for every batch, see cs_batch_fn.
+ * @param max_batch the largest batch, 1 to 1000000.
+ * @param user passed to the handler; cstream never reads or frees it.
+ * @return the subscription, or NULL: CS_ERR_ARG (NULL broker or handler,
+ *         empty topic, max_batch out of range), CS_ERR_STATE or CS_ERR_NOMEM,
+ *         in cs_errmsg(). */
 CS_API cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user);
+/** Subscribes `handler` to several topics with one consumer (one group).
+ *
+ * Owned and configured like cs_kafka_subscribe's result; the subscription's
+ * name (in logs and metrics) is the topics joined with ",".
+ * @param k the broker.
+ * @param topics n_topics topic names (copied).
+ * @param n_topics how many, at least 1.
+ * @param handler runs for every record, see cs_handler_fn.
+ * @param user passed to the handler; cstream never reads or frees it.
+ * @return the subscription, or NULL: CS_ERR_ARG (NULL broker or handler, no
+ *         topics, an empty one), CS_ERR_STATE or CS_ERR_NOMEM, in cs_errmsg(). */
 CS_API cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics,
                                          cs_handler_fn handler, void *user);
 
-/* Consumer group of this subscription (else the broker's default group). */
+/** Consumer group of this subscription (else the broker's default group).
+ * @param s the subscription.
+ * @param group the group id (copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or group is NULL or empty.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_group(cs_sub *s, const char *group);
-/* A librdkafka consumer property for this subscription only. Properties the
- * commit mode owns (enable.auto.commit, enable.auto.offset.store) are refused. */
+/** A librdkafka consumer property for this subscription only. Properties the
+ * commit mode owns (enable.auto.commit, enable.auto.offset.store) are refused.
+ *
+ * Checked and refused like cs_kafka_config (the same keys are cstream's).
+ * @param s the subscription.
+ * @param key the property name.
+ * @param value its value (both copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL, key is empty or value is NULL.
+ * @retval CS_ERR_CONFIG librdkafka rejects the key or value, or cstream owns it.
+ * @retval CS_ERR_UNSUPPORTED the property needs a newer librdkafka.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_config(cs_sub *s, const char *key, const char *value);
+/** Where the subscription's group starts on a partition it has no committed
+ * offset for (default CS_START_EARLIEST).
+ * @param s the subscription.
+ * @param where CS_START_EARLIEST or CS_START_LATEST.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or where is neither.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_start_at(cs_sub *s, cs_start where);
+/** The subscription's commit mode (default CS_COMMIT_AUTO), see cs_commit_mode.
+ * @param s the subscription.
+ * @param mode the mode.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or mode is not a cs_commit_mode.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
-/* Handler threads (default 1). Records of one partition go to one lane, in order. */
+/** Handler threads (default 1). Records of one partition go to one lane, in order.
+ * @param s the subscription.
+ * @param n worker threads, 1 to 1024 (one lane each).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or n is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_workers(cs_sub *s, int n);
-/* Retries and dead letters (Tracked). The handler runs at most `n` times for
+/** Retries and dead letters (Tracked). The handler runs at most `n` times for
  * one record (the first delivery is attempt 1; 0, the default, means no cap).
  * When the last attempt asks for a retry, the record goes to the dead-letter
  * topic if the subscription has one (and is settled once the cluster accepted
  * it; if that publish fails the record stays open and is tried again a second
- * later), else it is dropped with a warning and counted (exhausted). */
+ * later), else it is dropped with a warning and counted (exhausted).
+ * @param s the subscription.
+ * @param n the cap, 0 (none) to 1000000.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or n is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_max_attempts(cs_sub *s, int n);
-/* Dead-letter topic (must exist at start-up). A dead-letter record keeps the
+/** Dead-letter topic (must exist at start-up). A dead-letter record keeps the
  * original key, value and headers and adds provenance headers:
- *   cstream.dlq.topic, cstream.dlq.partition, cstream.dlq.offset,
- *   cstream.dlq.timestamp (ms, -1 if none), cstream.dlq.group,
- *   cstream.dlq.attempts, cstream.dlq.reason
- * Under Tracked, records that do not decode (cs_sub_decode) go there too. */
+ *
+ *     cstream.dlq.topic, cstream.dlq.partition, cstream.dlq.offset,
+ *     cstream.dlq.timestamp (ms, -1 if none), cstream.dlq.group,
+ *     cstream.dlq.attempts, cstream.dlq.reason
+ *
+ * Under Tracked, records that do not decode (cs_sub_decode) go there too.
+ * @param s the subscription.
+ * @param topic the dead-letter topic (copied).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or topic is empty.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_dead_letter(cs_sub *s, const char *topic);
 
-/* Typed payloads: every record is decoded with `codec` into a value of `type`
+/** Typed payloads: every record is decoded with `codec` into a value of `type`
  * before the handler runs; the handler reads it with cs_delivery_decoded()
  * (the raw bytes stay available). A record that does not decode is never
  * handed to the handler: it is counted (decode_failures), logged with its
- * topic, partition, offset and the failing field, and dropped. */
+ * topic, partition, offset and the failing field, and dropped.
+ *
+ * The codec and the type are not copied: they must outlive the app (static
+ * tables, as in <cstream/codec.h>). The type is checked now (cs_type_check).
+ * @param s the subscription.
+ * @param codec the codec, e.g. &cs_codec_json.
+ * @param type the struct every value decodes into.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s, codec or type is NULL, or the field table is invalid
+ *         (cs_errmsg() names the field).
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
 
-/* Which lane (worker) a record goes to; a lane runs its records in order.
- * CS_LANES_BY_PARTITION (default): one partition's records go to one lane.
- * CS_LANES_BY_KEY: records with the same key go to one lane (per-key order),
- * so different keys of one partition run concurrently; keyless records are
- * spread over the lanes. Either way a retry goes to the head of its lane, so
- * later records of its lane (its partition, or its key) never overtake it. */
-typedef enum cs_lane_key { CS_LANES_BY_PARTITION = 0, CS_LANES_BY_KEY } cs_lane_key;
+/** Which lane (worker) a record goes to; a lane runs its records in order.
+ * Either way a retry goes to the head of its lane, so later records of its
+ * lane (its partition, or its key) never overtake it. */
+typedef enum cs_lane_key {
+    /** One partition's records go to one lane (the default). */
+    CS_LANES_BY_PARTITION = 0,
+    /** records with the same key go to one lane (per-key order), so different
+     * keys of one partition run concurrently; keyless records are spread over
+     * the lanes. */
+    CS_LANES_BY_KEY
+} cs_lane_key;
+/** How the subscription's records are spread over its lanes (see cs_lane_key).
+ * @param s the subscription.
+ * @param key CS_LANES_BY_PARTITION or CS_LANES_BY_KEY.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or key is neither.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key);
-/* Records cstream holds per partition between fetch and settlement (queued,
+/** Records cstream holds per partition between fetch and settlement (queued,
  * running, pending) — under Tracked, the span of the commit tracker, from the
  * lowest open record to the newest. When a partition reaches it, cstream hands
  * out no more of its records until it drains to half (they wait in the fetch
  * buffer, see cs_sub_fetch_buffer_bytes). Default: 500 under Auto (the records handed to
  * cstream are Auto's loss window, so keep it small), 10000 under Tracked (it
- * only bounds memory). */
+ * only bounds memory).
+ * @param s the subscription.
+ * @param n the bound, 1 to 10000000.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or n is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_max_open(cs_sub *s, size_t n);
-/* The subscription's fetch buffer: one bound, for the whole consumer, on the
+/** The subscription's fetch buffer: one bound, for the whole consumer, on the
  * bytes of records fetched and not yet settled (taken from librdkafka and
  * waiting, queued, running or pending). Records are copied out of librdkafka
  * into it; when it is full cstream takes no more until it drains, so
@@ -158,74 +360,146 @@ CS_API cs_err cs_sub_max_open(cs_sub *s, size_t n);
  * at most a fair share of the buffer; past it, it is paused in librdkafka until
  * it drains, so the other partitions keep flowing. Default 32 MiB; values
  * below 64 KiB are raised to 64 KiB (with a warning); 0 and values above
- * 1 TiB are refused. */
+ * 1 TiB are refused.
+ * @param s the subscription.
+ * @param bytes the bound in bytes.
+ * @retval CS_OK set (perhaps raised to 64 KiB).
+ * @retval CS_ERR_ARG s is NULL, or bytes is 0 or above 1 TiB.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes);
-/* Defined while this header declares cs_sub_fetch_buffer_bytes and the
+/** Defined while this header declares cs_sub_fetch_buffer_bytes and the
  * fetch-buffer fields of cs_sub_stats (code built across versions checks it). */
 #define CS_FETCH_BUFFER_API 1
-/* Under Tracked: how often changed positions are committed (default 200 ms).
- * Under Transactional: how long a window stays open (default 100 ms). */
+/** Under Tracked: how often changed positions are committed (default 200 ms).
+ * Under Transactional: how long a window stays open (default 100 ms).
+ *
+ * The handler time limit is checked on the same timer.
+ * @param s the subscription.
+ * @param ms the interval, 1 to 3600000 ms.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or ms is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
-/* Transactional: a window also closes once this many records were settled in
- * it (default 10000). */
+/** Transactional: a window also closes once this many records were settled in
+ * it (default 10000).
+ * @param s the subscription.
+ * @param n records, 1 to 100000000.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or n is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_window_records(cs_sub *s, size_t n);
-/* Transactional: how long a retried record may hold its partition's window
+/** Transactional: how long a retried record may hold its partition's window
  * (the position cannot pass it) before the window aborts: its buffered
  * outputs are discarded, the partition rewinds to the last committed position
  * and its records are read again (default 5000 ms, well under the
- * producer's transaction.timeout.ms, 60 s). */
+ * producer's transaction.timeout.ms, 60 s).
+ * @param s the subscription.
+ * @param ms the timeout, 1 to 3600000 ms.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or ms is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms);
-/* How long a revoke, and the graceful stop, wait for in-flight deliveries
+/** How long a revoke, and the graceful stop, wait for in-flight deliveries
  * (running, pending, or waiting for their reply's report) to settle before the
  * partitions are released (default 10000 ms). Under Auto the records queued in
- * cstream also get this time to run, since their positions were already stored. */
+ * cstream also get this time to run, since their positions were already stored.
+ * @param s the subscription.
+ * @param ms the timeout, 0 to 3600000 ms.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or ms is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms);
-/* A handler running longer than this is logged with its record and counted
- * (it cannot be stopped). 0 (default) disables the check. */
+/** A handler running longer than this is logged with its record and counted
+ * (it cannot be stopped). 0 (default) disables the check.
+ *
+ * Checked on the commit timer, so only as precise as cs_sub_commit_interval_ms.
+ * @param s the subscription.
+ * @param ms the limit, 0 to 86400000 ms.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or ms is out of range.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms);
 
-/* Publishes each handler's reply (cs_delivery_reply) to `topic`, which must
+/** Publishes each handler's reply (cs_delivery_reply) to `topic`, which must
  * exist at start-up. A reply is asynchronous; under Tracked it gates its source
  * record: the source counts as acked only when the reply's delivery report is
  * OK, and a failed reply makes the source come back as a retry. Under Auto
  * nothing can be gated (the position was stored at hand-over). queue_timeout_ms
- * bounds the wait for space in the producer's local queue (then: retry). */
+ * bounds the wait for space in the producer's local queue (then: retry).
+ * @param s the subscription.
+ * @param topic the reply topic (copied).
+ * @param queue_timeout_ms the wait for queue space, >= 0 ms.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL, topic is empty or queue_timeout_ms < 0.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms);
 
-/* Service hooks: called on the subscription's fetch thread during a rebalance,
- * and on the thread that stops the app for the final revoke at close. */
+/** Service hooks: called on the subscription's fetch thread during a rebalance,
+ * and on the thread that stops the app for the final revoke at close.
+ *
+ * Called once per topic of the subscription that the change touches. Never
+ * call cs_app_stop or cs_app_destroy from it (use cs_app_request_stop).
+ * @param s the subscription.
+ * @param topic the topic, valid during the call.
+ * @param partitions its partitions assigned or revoked, valid during the call.
+ * @param n how many.
+ * @param user the pointer given to cs_sub_on_assign or cs_sub_on_revoke. */
 typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n,
                                  void *user);
+/** Sets the hook that runs when partitions are assigned (NULL removes it).
+ * @param s the subscription.
+ * @param fn the hook, see cs_partitions_fn.
+ * @param user passed to fn; cstream never reads or frees it.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user);
+/** Sets the hook that runs when partitions are revoked, including the final
+ * revoke at close (NULL removes it).
+ * @param s the subscription.
+ * @param fn the hook, see cs_partitions_fn.
+ * @param user passed to fn; cstream never reads or frees it.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
 
-/* Counters of one subscription (monotonic since start). */
+/** Counters of one subscription (monotonic since start). */
 typedef struct cs_sub_stats {
-    uint64_t delivered;         /* records handed to a handler, once per attempt: each element of a
-                                   batch counts, and a record that comes back counts again (handler
-                                   calls are the count of cstream_handler_duration_seconds) */
-    uint64_t acked;
-    uint64_t dropped;
-    uint64_t retried;           /* retries under Tracked (during a revoke or stop the record is read
-                                   again by the next owner instead) */
-    uint64_t retry_unsupported; /* retries refused under Auto: those records are lost */
-    uint64_t stale;             /* settlements ignored because the partition was revoked */
-    uint64_t slow_handlers;     /* handler runs past the time limit */
-    uint64_t commits;           /* successful explicit commits (Tracked) */
-    uint64_t commit_failures;   /* failed explicit commits (retried on the next tick) */
-    uint64_t pauses;            /* partitions paused at max_open */
-    uint64_t decode_failures;   /* records that did not decode (cs_sub_decode) */
-    uint64_t dead_lettered;     /* records the dead-letter topic accepted */
-    uint64_t exhausted;         /* records dropped at max_attempts without a dead-letter topic */
-    uint64_t transactions;      /* transactions committed (Transactional) */
-    uint64_t aborts;            /* windows aborted (Transactional): their records were read again */
-    uint64_t outputs;           /* outputs committed in transactions (Transactional) */
-    uint64_t fetch_buffer_peak; /* the most bytes the fetch buffer held (cs_sub_fetch_buffer_bytes) */
-    uint64_t stuck_pauses;      /* partitions paused because their records stopped settling */
-    uint64_t wakeups;           /* wake-ups of librdkafka's fetchers after its queue reached its bound */
-    uint64_t gaps;              /* fetched offsets that skipped ahead (compaction, transaction markers) */
-    uint64_t repeats;           /* fetched offsets already taken, dropped */
+    uint64_t delivered;         /**< records handed to a handler, once per attempt: each element of a
+                                     batch counts, and a record that comes back counts again (handler
+                                     calls are the count of cstream_handler_duration_seconds) */
+    uint64_t acked;             /**< records acked */
+    uint64_t dropped;           /**< records dropped, including those given up (dead-lettered,
+                                     exhausted, undecodable) */
+    uint64_t retried;           /**< retries under Tracked (during a revoke or stop the record is read
+                                     again by the next owner instead) */
+    uint64_t retry_unsupported; /**< retries refused under Auto: those records are lost */
+    uint64_t stale;             /**< settlements ignored because the partition was revoked */
+    uint64_t slow_handlers;     /**< handler runs past the time limit */
+    uint64_t commits;           /**< successful explicit commits (Tracked) */
+    uint64_t commit_failures;   /**< failed explicit commits (retried on the next tick) */
+    uint64_t pauses;            /**< partitions paused at max_open */
+    uint64_t decode_failures;   /**< records that did not decode (cs_sub_decode) */
+    uint64_t dead_lettered;     /**< records the dead-letter topic accepted */
+    uint64_t exhausted;         /**< records dropped at max_attempts without a dead-letter topic */
+    uint64_t transactions;      /**< transactions committed (Transactional) */
+    uint64_t aborts;            /**< windows aborted (Transactional): their records were read again */
+    uint64_t outputs;           /**< outputs committed in transactions (Transactional) */
+    uint64_t fetch_buffer_peak; /**< the most bytes the fetch buffer held (cs_sub_fetch_buffer_bytes) */
+    uint64_t stuck_pauses;      /**< partitions paused because their records stopped settling */
+    uint64_t wakeups;           /**< wake-ups of librdkafka's fetchers after its queue reached its bound */
+    uint64_t gaps;              /**< fetched offsets that skipped ahead (compaction, transaction markers) */
+    uint64_t repeats;           /**< fetched offsets already taken, dropped */
 } cs_sub_stats;
+/** The subscription's counters now.
+ *
+ * Any thread, at any time until the app is destroyed. Before start they are
+ * zero; after the app stopped they are the values taken when the
+ * subscription closed.
+ * @param s the subscription (not NULL).
+ * @param out receives the counters. */
 CS_API void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out);
 
 #ifdef __cplusplus

@@ -1,4 +1,5 @@
-/* cstream/main.h — the operations surface: one command line for every service,
+/** @file
+ * cstream/main.h — the operations surface: one command line for every service,
  * and what it serves (AsyncAPI document, Prometheus metrics, health).
  *
  *     int main(int argc, char **argv) {
@@ -7,17 +8,19 @@
  *     }
  *
  * Commands (`SERVICE --help` prints the same):
- *   run (default)   runs the app until SIGINT/SIGTERM (cs_app_run semantics)
- *     --brokers LIST        bootstrap servers (else CSTREAM_BROKERS, else what
- *                           the code gave cs_kafka_new, else the embedded cluster)
- *     --log-level L         error|warn|info|debug (else CSTREAM_LOG_LEVEL)
- *     --log-format F        text|json (else CSTREAM_LOG_FORMAT)
- *     --http ADDR:PORT      serves /metrics, /healthz, /readyz (else CSTREAM_HTTP)
- *   docs [--yaml]   prints the service's AsyncAPI 3.0 document
- *   publish TOPIC [--key K] [--header k=v]... [--lines] [--partition N]
- *                   sends stdin as one record (--lines: one per line) and
- *                   prints "partition=P offset=O" per record from its delivery report
- *   --help, --version
+ *
+ *     run (default)   runs the app until SIGINT/SIGTERM (cs_app_run semantics)
+ *       --brokers LIST        bootstrap servers (else CSTREAM_BROKERS, else what
+ *                             the code gave cs_kafka_new, else the embedded cluster)
+ *       --log-level L         error|warn|info|debug (else CSTREAM_LOG_LEVEL)
+ *       --log-format F        text|json (else CSTREAM_LOG_FORMAT)
+ *       --http ADDR:PORT      serves /metrics, /healthz, /readyz (else CSTREAM_HTTP)
+ *     docs [--yaml]   prints the service's AsyncAPI 3.0 document
+ *     publish TOPIC [--key K] [--header k=v]... [--lines] [--partition N]
+ *                     sends stdin as one record (--lines: one per line) and
+ *                     prints "partition=P offset=O" per record from its delivery report
+ *     --help, --version
+ *
  * Flags beat the environment, the environment beats the code. A wrong flag
  * prints the usage on stderr and returns 2.
  *
@@ -35,28 +38,61 @@
 extern "C" {
 #endif
 
+/** Runs the command line of a service (see above) on a configured app, and
+ * destroys the app.
+ *
+ * Call it from main, with the app configured and not started; it is the
+ * app's lifecycle thread (`run` has cs_app_run's signal handling).
+ * @param app the app, not started (the caller must not use it afterwards).
+ *        NULL (cs_app_new failed) prints cs_errmsg() on stderr and returns 1.
+ * @param argc main's argc.
+ * @param argv main's argv (read only).
+ * @return the process exit status: 0 on success, 1 when the app or a command
+ *         failed, 2 on a usage error. */
 CS_API int cs_app_main(cs_app *app, int argc, char **argv);
 
-/* Log line format, process-wide (default text, or CSTREAM_LOG_FORMAT=text|json).
+/** Log line format, process-wide (default text, or CSTREAM_LOG_FORMAT=text|json).
  * json: one object per line {"ts":..,"level":..,"msg":.., then each key=value
  * field of the line as a member} (integers as numbers, the rest as strings). */
-typedef enum cs_log_format { CS_LOG_TEXT = 0, CS_LOG_JSON } cs_log_format;
+typedef enum cs_log_format {
+    CS_LOG_TEXT = 0, /**< "<UTC time> <LEVEL> <message> key=value ..." (the default) */
+    CS_LOG_JSON      /**< one JSON object per line, as above */
+} cs_log_format;
+/** Sets the log line format of the process (see cs_log_format).
+ *
+ * Any thread, any time; it applies to every app in the process.
+ * @param format the format. */
 CS_API void cs_log_set_format(cs_log_format format);
 
-/* The app's AsyncAPI 3.0 document (JSON, or YAML when yaml != 0): a channel per
+/** The app's AsyncAPI 3.0 document (JSON, or YAML when yaml != 0): a channel per
  * topic, a receive operation per subscribed topic, send operations for reply
  * and dead-letter topics and for declared topics nothing in the app consumes,
  * payload schemas from the subscriptions' field tables (cs_sub_decode), Kafka
  * bindings (group id, client id, topic, partitions). Callable before start.
- * The caller frees *out with free(). */
+ * The caller frees *out with free().
+ *
+ * Reads the app's configuration: from the configuring thread. A codec whose
+ * schema call fails makes it return that error; cs_errmsg() says why.
+ * @param app the app.
+ * @param yaml 0 for JSON, else YAML.
+ * @param out receives the document (NUL-terminated); NULL on failure.
+ * @retval CS_OK *out holds the document.
+ * @retval CS_ERR_ARG app or out is NULL, or the schema a subscription's codec
+ *         wrote does not parse.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
 
-/* The app's counters in the Prometheus text format (version 0.0.4): one series
+/** The app's counters in the Prometheus text format (version 0.0.4): one series
  * per subscription and counter of cs_sub_stats, labelled subscription and
  * group, plus cstream_up. The caller frees *out with free(). Any thread, at any
  * time until cs_app_destroy, a start or stop in progress included: it reads
  * counters and takes short locks, none of which a start or stop holds across
- * a blocking call, so it never waits for a consumer to close. */
+ * a blocking call, so it never waits for a consumer to close.
+ * @param app the app.
+ * @param out receives the text (NUL-terminated).
+ * @retval CS_OK *out holds the text.
+ * @retval CS_ERR_ARG app or out is NULL.
+ * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_app_metrics(cs_app *app, char **out);
 
 #ifdef __cplusplus
