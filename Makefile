@@ -3,6 +3,7 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
+PREFIX     ?= /usr/local
 DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
@@ -42,7 +43,8 @@ fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEBS))
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	cmake --build $(BUILD) -j$$(nproc)
 
 # The payouts service on the embedded cluster (CSTREAM_BROKERS for a real one),
@@ -156,8 +158,11 @@ fuzz-build: fuzz-deps
 fuzz: fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz $(FUZZERS)
 
+# The library, headers and cstream.pc under $(PREFIX) (default /usr/local;
+# `make install PREFIX=DIR`). cstream.pc is written for the prefix of the
+# install (docs/guide.md, "Installing").
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
