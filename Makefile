@@ -17,7 +17,7 @@ VALGRIND_DEBS := valgrind
 SOAK_DEBS     := gnuplot-nox
 FUZZ_DEBS     := clang
 
-.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build clean install
+.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build clean install package
 
 all: build
 
@@ -163,6 +163,18 @@ fuzz: fuzz-build
 # install (docs/guide.md, "Installing").
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian packages libcstream0 and libcstream-dev (cmake/packaging.cmake),
+# from a build of the library alone in $(PKG_BUILD), configured for /usr;
+# the .deb files are written there.
+PKG_BUILD ?= build/package
+package: deps
+	cmake -S . -B $(PKG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCSTREAM_SANITIZE= \
+	  -DCMAKE_INSTALL_PREFIX=/usr -DCSTREAM_LIBRARY_ONLY=ON >/dev/null
+	cmake --build $(PKG_BUILD) -j$$(nproc)
+	rm -f $(PKG_BUILD)/*.deb
+	cd $(PKG_BUILD) && cpack -G DEB
+	@ls -1 $(PKG_BUILD)/*.deb
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
