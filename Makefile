@@ -17,7 +17,7 @@ VALGRIND_DEBS := valgrind
 SOAK_DEBS     := gnuplot-nox
 FUZZ_DEBS     := clang
 
-.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build clean install package
+.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build clean install package package-check
 
 all: build
 
@@ -175,6 +175,12 @@ package: deps
 	rm -f $(PKG_BUILD)/*.deb
 	cd $(PKG_BUILD) && cpack -G DEB
 	@ls -1 $(PKG_BUILD)/*.deb
+
+# The packages end to end (scripts/check-package): built, installed with
+# apt-get, examples/out-of-tree built against them with pkg-config alone and
+# run on the embedded cluster, then removed again. Root or sudo.
+package-check:
+	PKG_BUILD=$(PKG_BUILD) scripts/check-package
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
