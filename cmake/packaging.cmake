@@ -35,9 +35,11 @@ set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION libs)
 # Depends from dpkg-shlibdeps: what libcstream.so.0 links (librdkafka1,
 # libyajl2, libmicrohttpd12, libc6), with the versions their symbols need.
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SHLIBDEPS ON)
-# A shlibs file (services packaged against 0.x depend on this exact version:
-# the 0.x ABI may change between minor versions) and the ldconfig trigger.
-set(CPACK_DEBIAN_RUNTIME_PACKAGE_GENERATE_SHLIBS ON)
+# A shlibs file: services packaged against 0.x depend on this exact version,
+# since the 0.x ABI may change between minor versions. (CPack 3.25 has no
+# per-component switch; only libcstream0 holds a shared object.) The ldconfig
+# calls in postinst and postrm are CPack's own, for any library in /usr/lib.
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
 set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY "=")
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
     "C framework for Kafka services - shared library
