@@ -3,6 +3,7 @@
 BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
+PREFIX     ?= /usr/local
 DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
@@ -17,7 +18,7 @@ SOAK_DEBS     := gnuplot-nox
 FUZZ_DEBS     := clang
 DOCS_DEBS     := doxygen
 
-.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps docs-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build docs clean install
+.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps docs-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build docs clean install package package-check
 
 all: build
 
@@ -45,7 +46,8 @@ docs-deps:
 	$(call install_missing,$(DOCS_DEBS))
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) \
+	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	cmake --build $(BUILD) -j$$(nproc)
 
 # The payouts service on the embedded cluster (CSTREAM_BROKERS for a real one),
@@ -169,8 +171,29 @@ docs: docs-deps
 	CS_DOCS_DIR=$(BUILD)/docs CS_DOCS_VERSION=$(CSTREAM_VERSION) doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/api/index.html"
 
+# The library, headers and cstream.pc under $(PREFIX) (default /usr/local;
+# `make install PREFIX=DIR`). cstream.pc is written for the prefix of the
+# install (docs/guide.md, "Installing").
 install: build
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# The Debian packages libcstream0 and libcstream-dev (cmake/packaging.cmake),
+# from a build of the library alone in $(PKG_BUILD), configured for /usr;
+# the .deb files are written there.
+PKG_BUILD ?= build/package
+package: deps
+	cmake -S . -B $(PKG_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCSTREAM_SANITIZE= \
+	  -DCMAKE_INSTALL_PREFIX=/usr -DCSTREAM_LIBRARY_ONLY=ON >/dev/null
+	cmake --build $(PKG_BUILD) -j$$(nproc)
+	rm -f $(PKG_BUILD)/*.deb
+	cd $(PKG_BUILD) && cpack -G DEB
+	@ls -1 $(PKG_BUILD)/*.deb
+
+# The packages end to end (scripts/check-package): built, installed with
+# apt-get, examples/out-of-tree built against them with pkg-config alone and
+# run on the embedded cluster, then removed again. Root or sudo.
+package-check:
+	PKG_BUILD=$(PKG_BUILD) scripts/check-package
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz
