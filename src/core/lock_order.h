@@ -16,7 +16,7 @@
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
  *   5  cs_part.lock            src/core/partition.h    one partition's state
  *   6  lane.lock               src/core/pipeline.c     a lane's queue (a retry to its head)
- *   6  cs_pipeline.delay_lock  src/core/pipeline.c     the delay heap (a delayed retry)
+ *   6  cs_pipeline.delay_lock  src/core/delay.c        the delay heap (a delayed retry)
  *   6  cs_store.free_lock      src/core/store.c        the store's recycled chunks (a record released
  *                                                      under its partition lock)
  *   6  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's

@@ -1,14 +1,10 @@
-/* pipeline.c — lanes, workers and settlement (the generic core of a subscription).
+/* pipeline.c — lanes, workers, settlement, partitions and counters (the
+ * generic core of a subscription).
  *
- * Owns: the lanes (a queue and a worker thread each), the partition registry
- * and the counters. Threads: the fetch thread dispatches and manages
- * partitions; each worker runs its lane's handlers; any thread may settle a
- * pending delivery. Locks: lane->lock guards the lane queue; part->lock guards
- * the partition (partition.h); their order, with every other lock's, is in
- * lock_order.h: parts_lock, then partition, then lane or delay. No lock is
- * held while a handler runs. */
+ * The pipeline's state, and what its files share, is in pipeline_internal.h,
+ * which also says what it owns, which threads touch it and its locks. */
 #define _POSIX_C_SOURCE 200809L
-#include "pipeline.h"
+#include "pipeline_internal.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -18,35 +14,6 @@
 
 #include "error.h"
 #include "log.h"
-
-typedef struct lane {
-    pthread_mutex_t lock; /* lock order: level 6, after the partition's (a retry to the head); a leaf */
-    pthread_cond_t ready;
-    cs_delivery *head, *tail;
-    size_t queued;
-    /* The worker waits on `ready`: a push signals only then (a signal per
-     * record cost ~45 instructions with nobody waiting). */
-    bool waiting;
-    bool stop; /* exit once the queue is empty */
-    bool started;
-    pthread_t thread;
-    cs_pipeline *pipe;
-    cs_delivery **batch;  /* batch mode: the worker's batch and its outcomes */
-    cs_outcome *outcomes;
-
-    /* the running handler, for the time-limit check (only used with a limit) */
-    pthread_mutex_t run_lock; /* a leaf (lock_order.h) */
-    const char *run_topic;
-    int32_t run_partition;
-    int64_t run_offset;
-    char run_trace_id[CS_TRACE_ID_LEN + 1];
-    int64_t run_started_ms; /* 0: idle */
-    bool run_reported;
-
-    _Atomic uint64_t delivered, acked, dropped, retried, retry_unsupported, stale, slow, decode_failures;
-    _Atomic uint64_t dead_lettered, exhausted;
-    cs_histogram handler_seconds; /* this lane's handler runs (one per batch call) */
-} lane;
 
 /* Deliveries a lane may have waiting before the source stops handing out:
  * a few milliseconds of work at full speed, enough to keep a worker busy
@@ -63,64 +30,9 @@ typedef struct lane {
  * on 192 partitions, a quarter of the consumer's heap at its peak. */
 #define SPARES_KEPT 8192
 
-struct cs_pipeline {
-    cs_pipeline_config cfg;
-    char *name;
-    lane *lanes;
-    int n_lanes;
-
-    /* written by the fetch thread only; readers lock. Lock order: level 4,
-     * before partition locks (lock_order.h) */
-    pthread_mutex_t parts_lock;
-    cs_part **parts;
-    size_t n_parts, cap_parts;
-    cs_part *last_hit; /* fetch thread only */
-    cs_delivery_pool *spares; /* shared with its partitions */
-
-    size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */
-
-    /* Deliveries waiting for their retry_after delay, soonest first (a binary
-     * heap). `delay_lock` guards them; lock order: level 6, after the
-     * partition's (a delayed retry enters the heap under it); a leaf: the
-     * timer releases it before it takes a lane lock (lock_order.h). */
-    pthread_mutex_t delay_lock;
-    pthread_cond_t delay_cv;
-    cs_delivery **delayed;
-    size_t n_delayed, cap_delayed;
-    bool delay_stop;
-    pthread_t delay_thread;
-    bool delay_started;
-
-    _Atomic bool stopping;
-    _Atomic bool crashed;
-    _Atomic int64_t drain_deadline_ms; /* 0: none */
-    _Atomic uint64_t commits, commit_failures, pauses;
-    _Atomic uint64_t transactions, aborts, outputs;
-    _Atomic size_t settled; /* Transactional: records settled since the window opened */
-    /* Deliveries waiting in the lanes (not yet running), all lanes: the
-     * source hands out no more past queue_cap (its records wait in its own
-     * budgeted buffer, not as deliveries), and a worker taking the count
-     * down to half of it wakes the source if it waited (cs__pipeline_lanes_room). */
-    _Atomic size_t queued;
-    size_t queue_cap;
-    _Atomic bool queue_waited;
-    /* window_barrier only: handlers wait at the gate while a window commits */
-    pthread_mutex_t gate_lock; /* a leaf (lock_order.h) */
-    pthread_cond_t gate_cv;
-    bool gate_closed;
-    int in_handler;
-    cs_ratelimit retry_warning;
-    cs_ratelimit decode_warning;
-    cs_ratelimit exhausted_warning;
-    cs_ratelimit unset_warning;
-};
-
 static void *worker_main(void *arg);
-static void *delay_main(void *arg);
 static void pass_gate(cs_pipeline *p);
 static void leave_gate(cs_pipeline *p);
-static bool lane_push_head(struct lane *l, cs_delivery *d);
-static void discard(cs_delivery *d);
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
     cs_pipeline *p = calloc(1, sizeof *p);
@@ -161,7 +73,7 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
         cs__pipeline_destroy(p);
         return NULL;
     }
-    if (pthread_create(&p->delay_thread, NULL, delay_main, p) != 0) {
+    if (pthread_create(&p->delay_thread, NULL, cs__delay_main, p) != 0) {
         cs__pipeline_destroy(p);
         return NULL;
     }
@@ -192,10 +104,9 @@ static void queued_sub(cs_pipeline *p, size_t n) {
 
 size_t cs__pipeline_lanes_waiting(cs_pipeline *p) { return atomic_load_explicit(&p->queued, memory_order_relaxed); }
 
-
 /* A retry goes to the head: it runs before anything fetched after it. False
  * (nothing done) once the lane is stopping: its worker may be gone. */
-static bool lane_push_head(lane *l, cs_delivery *d) {
+bool cs__lane_push_head(lane *l, cs_delivery *d) {
     pthread_mutex_lock(&l->lock);
     if (l->stop) {
         pthread_mutex_unlock(&l->lock);
@@ -500,76 +411,6 @@ bool cs__part_should_resume(cs_pipeline *p, cs_part *part) {
     return yes;
 }
 
-/* ---- retry_after: the delayed heap and its timer thread ------------------- */
-
-static bool due_before(const cs_delivery *a, const cs_delivery *b) { return a->retry_at_ms < b->retry_at_ms; }
-
-/* Called with delay_lock held. */
-static bool delay_push(cs_pipeline *p, cs_delivery *d) {
-    if (p->n_delayed == p->cap_delayed) {
-        size_t cap = p->cap_delayed ? p->cap_delayed * 2 : 16;
-        cs_delivery **grown = realloc(p->delayed, cap * sizeof *grown);
-        if (!grown) return false;
-        p->delayed = grown;
-        p->cap_delayed = cap;
-    }
-    size_t i = p->n_delayed++;
-    while (i > 0 && due_before(d, p->delayed[(i - 1) / 2])) {
-        p->delayed[i] = p->delayed[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    p->delayed[i] = d;
-    pthread_cond_signal(&p->delay_cv);
-    return true;
-}
-
-/* Called with delay_lock held and n_delayed > 0. */
-static cs_delivery *delay_pop(cs_pipeline *p) {
-    cs_delivery *top = p->delayed[0], *last = p->delayed[--p->n_delayed];
-    size_t i = 0, n = p->n_delayed;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n) break;
-        if (c + 1 < n && due_before(p->delayed[c + 1], p->delayed[c])) c++;
-        if (!due_before(p->delayed[c], last)) break;
-        p->delayed[i] = p->delayed[c];
-        i = c;
-    }
-    if (n) p->delayed[i] = last;
-    return top;
-}
-
-/* Moves due deliveries to the head of their lanes. */
-static void *delay_main(void *arg) {
-    cs_pipeline *p = arg;
-    pthread_mutex_lock(&p->delay_lock);
-    while (!p->delay_stop) {
-        if (p->n_delayed == 0) {
-            pthread_cond_wait(&p->delay_cv, &p->delay_lock);
-            continue;
-        }
-        int64_t wait = p->delayed[0]->retry_at_ms - cs__now_ms();
-        if (wait > 0) {
-            struct timespec ts;
-            cs__deadline_after(&ts, wait); /* the due time is monotonic too (cs_retry_after) */
-            pthread_cond_timedwait(&p->delay_cv, &p->delay_lock, &ts);
-            continue;
-        }
-        cs_delivery *d = delay_pop(p);
-        pthread_mutex_unlock(&p->delay_lock);
-        d->retry_at_ms = 0;
-        if (!lane_push_head(&p->lanes[d->lane], d)) discard(d); /* stopping: it stays open */
-        pthread_mutex_lock(&p->delay_lock);
-    }
-    pthread_mutex_unlock(&p->delay_lock);
-    return NULL;
-}
-
-cs_outcome cs_retry_after(cs_delivery *d, int delay_ms) {
-    d->retry_at_ms = cs__now_ms() + (delay_ms > 0 ? delay_ms : 0);
-    return CS_RETRY;
-}
-
 /* ---- dispatch and settlement --------------------------------------------- */
 
 static size_t lane_for_key(const void *key, size_t len, int n_lanes) {
@@ -697,7 +538,7 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
 }
 
 /* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
-static void discard(cs_delivery *d) {
+void cs__discard(cs_delivery *d) {
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
     if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
@@ -794,10 +635,10 @@ static cs_err settle(cs_delivery *d, cs_outcome outcome) {
             bool queued = false;
             if (d->retry_at_ms > cs__now_ms()) {
                 pthread_mutex_lock(&p->delay_lock);
-                queued = !p->delay_stop && delay_push(p, d);
+                queued = !p->delay_stop && cs__delay_push(p, d);
                 pthread_mutex_unlock(&p->delay_lock);
             }
-            if (!queued && !lane_push_head(l, d)) {
+            if (!queued && !cs__lane_push_head(l, d)) {
                 /* The lane stopped meanwhile: going away after all. */
                 keep = false;
                 part->held--;
@@ -1044,7 +885,7 @@ static bool admit(cs_pipeline *p, cs_delivery *d) {
         }
     }
     pthread_mutex_unlock(&part->lock);
-    if (!run) discard(d);
+    if (!run) cs__discard(d);
     if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
     return run;
 }
@@ -1255,26 +1096,8 @@ void cs__pipeline_check_slow(cs_pipeline *p) {
 
 /* ---- stopping ------------------------------------------------------------- */
 
-static void stop_delays(cs_pipeline *p) {
-    pthread_mutex_lock(&p->delay_lock);
-    p->delay_stop = true;
-    pthread_cond_broadcast(&p->delay_cv);
-    pthread_mutex_unlock(&p->delay_lock);
-    if (p->delay_started) pthread_join(p->delay_thread, NULL);
-    p->delay_started = false;
-    /* Still waiting: they stay open (uncommitted) and are read again later. */
-    pthread_mutex_lock(&p->delay_lock);
-    while (p->n_delayed) {
-        cs_delivery *d = delay_pop(p);
-        pthread_mutex_unlock(&p->delay_lock);
-        discard(d);
-        pthread_mutex_lock(&p->delay_lock);
-    }
-    pthread_mutex_unlock(&p->delay_lock);
-}
-
 static void stop_and_join(cs_pipeline *p) {
-    stop_delays(p);
+    cs__stop_delays(p);
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         pthread_mutex_lock(&l->lock);
