@@ -1,7 +1,8 @@
 /* pipeline_internal.h — the pipeline's private state, shared by the files of
- * the pipeline: pipeline.c (lanes, workers, settlement, partitions and
- * counters) and delay.c (retry_after's delay heap and its timer thread).
- * Nothing outside src/core/ includes it: the rest of cstream sees pipeline.h.
+ * the pipeline: pipeline.c (lanes, workers, partitions and counters), settle.c
+ * (settlement, replies, dead letters) and delay.c (retry_after's delay heap
+ * and its timer thread). Nothing outside src/core/ includes it: the rest of
+ * cstream sees pipeline.h.
  *
  * Owns: the lanes (a queue and a worker thread each), the partition registry
  * and the counters. Threads: the fetch thread dispatches and manages
@@ -103,12 +104,79 @@ struct cs_pipeline {
     cs_ratelimit unset_warning;
 };
 
+/* What a settlement may need from the pipeline, read under the partition
+ * lock: once the lock is released the pipeline may be closing, so only these
+ * copies are used (the callbacks and their args outlive the pipeline). */
+typedef struct outlet {
+    bool current; /* d belongs to the partition's current epoch of a live pipeline */
+    bool tracked;
+    int max_attempts;
+    int (*send_reply)(void *, cs_delivery *, bool, const void *, size_t, const void *, size_t);
+    void *reply_arg;
+    int (*send_dead_letter)(void *, cs_delivery *, const char *);
+    void *dead_letter_arg;
+    bool transactional;
+    const char *reply_topic;
+    cs_output *(*make_dead_letter)(void *, cs_delivery *, const char *);
+    void *make_dead_letter_arg;
+} outlet;
+
+/* ---- partition helpers of lanes.c, worker.c, settle.c and partition.c -------
+ * Inline: they run per record, and a call across files would cost each one. */
+
+/* Called with part->lock held: wakes cs__pipeline_wait_settled, if it waits. */
+static inline void cs__signal_drained(cs_part *part) {
+    if (part->drain_waiters > 0) pthread_cond_broadcast(&part->drained);
+}
+
+static inline void cs__inflight_add(cs_part *part, cs_delivery *d) {
+    d->prev = NULL;
+    d->next = part->inflight;
+    if (part->inflight) part->inflight->prev = d;
+    part->inflight = d;
+    part->n_inflight++;
+    d->listed = true;
+}
+
+static inline void cs__inflight_remove(cs_part *part, cs_delivery *d) {
+    if (d->prev) d->prev->next = d->next;
+    else part->inflight = d->next;
+    if (d->next) d->next->prev = d->prev;
+    d->next = d->prev = NULL;
+    d->listed = false;
+    if (--part->n_inflight == 0) cs__signal_drained(part);
+}
+
+static inline size_t cs__resume_mark(const cs_pipeline *p) { return p->cfg.max_open / 2; }
+
+/* What max_open bounds. Under Tracked: the tracker's span, from the lowest
+ * open record to the newest, so that one stuck record cannot grow memory
+ * without limit (the records behind it stay in the tracker until it settles).
+ * Under Auto: the records cstream holds (queued, running, pending). */
+static inline size_t cs__part_load(const cs_part *part) {
+    size_t span = part->tracker ? cs_tracker_span(part->tracker) : 0;
+    return span > part->held ? span : part->held;
+}
+
 /* ---- pipeline.c ---------------------------------------------------------- */
 /* A retry goes to the head of its lane (settle.c, delay.c). False (nothing
  * done) once the lane is stopping: its worker may be gone. */
 bool cs__lane_push_head(lane *l, cs_delivery *d);
+
+/* ---- settle.c ------------------------------------------------------------ */
+/* Settles d with outcome under its partition's lock, and frees it unless a
+ * retry keeps it (worker.c's decode failures, and the reports of replies and
+ * dead letters). */
+cs_err cs__settle(cs_delivery *d, cs_outcome outcome);
+/* Settles d after its reply, if it has one, or gives it up at its last
+ * attempt (worker.c, after a handler returned). */
+cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome);
 /* A delivery that will not run (worker.c's admission, delay.c when stopping). */
 void cs__discard(cs_delivery *d);
+/* The outlet of d, read under its partition's lock (worker.c gives up records). */
+outlet cs__outlet_of(cs_delivery *d);
+/* Gives up a record at its last attempt or one that does not decode (worker.c). */
+cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why);
 
 /* ---- delay.c ------------------------------------------------------------- */
 /* The delay timer thread (started by cs__pipeline_new; arg: the pipeline). */
