@@ -26,8 +26,8 @@
  *                                                      taken under a librdkafka queue lock
  *                                                      (on_records)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason
- *   -  lane.run_lock           src/core/pipeline.c     the running handler, for the time-limit check
- *   -  cs_pipeline.gate_lock   src/core/pipeline.c     the measurement-only stop-the-world gate
+ *   -  lane.run_lock           src/core/worker.c       the running handler, for the time-limit check
+ *   -  cs_pipeline.gate_lock   src/core/worker.c       the measurement-only stop-the-world gate
  *   -  cs_kafka.producer_lock  src/kafka/kafka_internal.h  (a rwlock) the producer pointer; its read
  *                                                      side is held while a record is queued, and
  *                                                      takes cs_producer.lock to wait for space

@@ -1,8 +1,9 @@
 /* pipeline_internal.h — the pipeline's private state, shared by the files of
- * the pipeline: pipeline.c (lanes, workers, partitions and counters), settle.c
- * (settlement, replies, dead letters) and delay.c (retry_after's delay heap
- * and its timer thread). Nothing outside src/core/ includes it: the rest of
- * cstream sees pipeline.h.
+ * the pipeline: pipeline.c (lanes, partitions, counters and the pipeline's
+ * creation and stop), worker.c (the worker threads), settle.c (settlement,
+ * replies, dead letters) and delay.c (retry_after's delay heap and its timer
+ * thread). Nothing outside src/core/ includes it: the rest of cstream sees
+ * pipeline.h.
  *
  * Owns: the lanes (a queue and a worker thread each), the partition registry
  * and the counters. Threads: the fetch thread dispatches and manages
@@ -162,6 +163,14 @@ static inline size_t cs__part_load(const cs_part *part) {
 /* A retry goes to the head of its lane (settle.c, delay.c). False (nothing
  * done) once the lane is stopping: its worker may be gone. */
 bool cs__lane_push_head(lane *l, cs_delivery *d);
+/* A worker's next delivery, or its next batch (worker.c); blocks; NULL or 0
+ * once the lane is told to stop and is empty. */
+cs_delivery *cs__lane_pop(lane *l);
+size_t cs__lane_pop_batch(lane *l, cs_delivery **out, size_t max);
+
+/* ---- worker.c ------------------------------------------------------------ */
+/* A lane's worker thread (started by cs__pipeline_new; arg: the lane). */
+void *cs__worker_main(void *arg);
 
 /* ---- settle.c ------------------------------------------------------------ */
 /* Settles d with outcome under its partition's lock, and frees it unless a
