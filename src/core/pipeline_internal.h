@@ -1,9 +1,9 @@
 /* pipeline_internal.h — the pipeline's private state, shared by the files of
- * the pipeline: pipeline.c (lanes, partitions, counters and the pipeline's
- * creation and stop), worker.c (the worker threads), settle.c (settlement,
- * replies, dead letters) and delay.c (retry_after's delay heap and its timer
- * thread). Nothing outside src/core/ includes it: the rest of cstream sees
- * pipeline.h.
+ * the pipeline: pipeline.c (partitions, counters and the pipeline's creation
+ * and stop), lanes.c (dispatch and the lane queues), worker.c (the worker
+ * threads), settle.c (settlement, replies, dead letters) and delay.c
+ * (retry_after's delay heap and its timer thread). Nothing outside src/core/
+ * includes it: the rest of cstream sees pipeline.h.
  *
  * Owns: the lanes (a queue and a worker thread each), the partition registry
  * and the counters. Threads: the fetch thread dispatches and manages
@@ -148,6 +148,15 @@ static inline void cs__inflight_remove(cs_part *part, cs_delivery *d) {
     if (--part->n_inflight == 0) cs__signal_drained(part);
 }
 
+/* Called with part->lock held: the attempts an earlier owner counted for this
+ * offset (0 if none). Offsets arrive in increasing order. */
+static inline int cs__prior_attempts(cs_part *part, int64_t offset) {
+    while (part->prior_next < part->n_prior && part->prior_off[part->prior_next] < offset) part->prior_next++;
+    if (part->prior_next < part->n_prior && part->prior_off[part->prior_next] == offset)
+        return (int)part->prior_att[part->prior_next];
+    return 0;
+}
+
 static inline size_t cs__resume_mark(const cs_pipeline *p) { return p->cfg.max_open / 2; }
 
 /* What max_open bounds. Under Tracked: the tracker's span, from the lowest
@@ -159,7 +168,7 @@ static inline size_t cs__part_load(const cs_part *part) {
     return span > part->held ? span : part->held;
 }
 
-/* ---- pipeline.c ---------------------------------------------------------- */
+/* ---- lanes.c ------------------------------------------------------------- */
 /* A retry goes to the head of its lane (settle.c, delay.c). False (nothing
  * done) once the lane is stopping: its worker may be gone. */
 bool cs__lane_push_head(lane *l, cs_delivery *d);
