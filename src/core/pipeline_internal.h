@@ -1,9 +1,10 @@
 /* pipeline_internal.h — the pipeline's private state, shared by the files of
- * the pipeline: pipeline.c (partitions, counters and the pipeline's creation
- * and stop), lanes.c (dispatch and the lane queues), worker.c (the worker
- * threads), settle.c (settlement, replies, dead letters) and delay.c
- * (retry_after's delay heap and its timer thread). Nothing outside src/core/
- * includes it: the rest of cstream sees pipeline.h.
+ * the pipeline: pipeline.c (the pipeline's creation, its partition registry,
+ * its stop and its counters), lanes.c (dispatch and the lane queues), worker.c
+ * (the worker threads), settle.c (settlement, replies, dead letters), delay.c
+ * (retry_after's delay heap and its timer thread) and partition.c (a
+ * partition's epochs and commit state). Nothing outside src/core/ includes it:
+ * the rest of cstream sees pipeline.h.
  *
  * Owns: the lanes (a queue and a worker thread each), the partition registry
  * and the counters. Threads: the fetch thread dispatches and manages
