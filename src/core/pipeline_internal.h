@@ -1,10 +1,10 @@
 /* pipeline_internal.h — the pipeline's private state, shared by the files of
- * the pipeline: pipeline.c (the pipeline's creation, its partition registry,
- * its stop and its counters), lanes.c (dispatch and the lane queues), worker.c
- * (the worker threads), settle.c (settlement, replies, dead letters), delay.c
- * (retry_after's delay heap and its timer thread) and partition.c (a
- * partition's epochs and commit state). Nothing outside src/core/ includes it:
- * the rest of cstream sees pipeline.h.
+ * the pipeline: pipeline.c (creation, partition registry, stop), lanes.c
+ * (dispatch and the lane queues), worker.c (the worker threads), settle.c
+ * (settlement, replies, dead letters), delay.c (retry_after's delay heap and
+ * its timer thread), partition.c (a partition's epochs and commit state) and
+ * pipeline_stats.c (counters and readings). Nothing outside src/core/
+ * includes it: the rest of cstream sees pipeline.h.
  *
  * Owns: the lanes (a queue and a worker thread each), the partition registry
  * and the counters. Threads: the fetch thread dispatches and manages
