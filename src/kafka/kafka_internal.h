@@ -197,7 +197,7 @@ void cs__sub_free(cs_sub *s);
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
-/* The pipeline's reply hook for a subscription (arg: the cs_sub). */
+/* publish.c: the pipeline's reply hook for a subscription (arg: the cs_sub). */
 int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
                          size_t value_len);
 
