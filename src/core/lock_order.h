@@ -15,8 +15,8 @@
  *   3  cs_consumer.commit_lock src/kafka/committer.c   the order in which commits are enqueued
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
  *   5  cs_part.lock            src/core/partition.h    one partition's state
- *   6  lane.lock               src/core/pipeline.c     a lane's queue (a retry to its head)
- *   6  cs_pipeline.delay_lock  src/core/pipeline.c     the delay heap (a delayed retry)
+ *   6  lane.lock               src/core/lanes.c        a lane's queue (a retry to its head)
+ *   6  cs_pipeline.delay_lock  src/core/delay.c        the delay heap (a delayed retry)
  *   6  cs_store.free_lock      src/core/store.c        the store's recycled chunks (a record released
  *                                                      under its partition lock)
  *   6  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's
@@ -26,8 +26,8 @@
  *                                                      taken under a librdkafka queue lock
  *                                                      (on_records)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason
- *   -  lane.run_lock           src/core/pipeline.c     the running handler, for the time-limit check
- *   -  cs_pipeline.gate_lock   src/core/pipeline.c     the measurement-only stop-the-world gate
+ *   -  lane.run_lock           src/core/worker.c       the running handler, for the time-limit check
+ *   -  cs_pipeline.gate_lock   src/core/worker.c       the measurement-only stop-the-world gate
  *   -  cs_kafka.producer_lock  src/kafka/kafka_internal.h  (a rwlock) the producer pointer; its read
  *                                                      side is held while a record is queued, and
  *                                                      takes cs_producer.lock to wait for space

@@ -1,11 +1,21 @@
-/* partition.c — life of a cs_part: created on first assign, freed on the last
- * reference (the subscription's or a delivery's). */
+/* partition.c — one partition's state: its life (created on first assign,
+ * freed on the last reference, the subscription's or a delivery's), its
+ * epochs (assign, revoke, release), what Tracked commits for it, and its
+ * pause at max_open.
+ *
+ * Threads: the fetch thread assigns, revokes, releases and asks what to
+ * commit (or the closing thread after it); workers and settling threads
+ * change the same fields in lanes.c, worker.c and settle.c. Every function
+ * here but the reference counting takes part->lock (partition.h) and calls
+ * out to nothing while it holds it. */
 #include "partition.h"
 
 #include "clock.h"
 #include "delivery_internal.h"
 #include "output.h"
+#include "pipeline_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,4 +57,180 @@ void cs__part_unref(cs_part *p) {
     cs__output_free_all(p->window);
     free(p->topic);
     free(p);
+}
+
+/* ---- epochs: assign, revoke, release -------------------------------------- */
+
+void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
+    (void)p;
+    atomic_store(&part->log_unknown, false); /* a new assignment starts from the group's position */
+    pthread_mutex_lock(&part->lock);
+    part->epoch++;
+    part->assigned = true;
+    part->held = 0;
+    part->paused = false;
+    part->dirty = false;
+    part->last_committed = -1;
+    part->last_meta[0] = '\0';
+    part->n_prior = part->prior_next = 0;
+    part->max_fetched = -1;
+    part->suspect_left = 0;
+    part->out_of_memory = false;
+    part->first_fetched = -1;
+    part->stall_offset = -1;
+    part->stall_since_ms = 0;
+    cs__output_free_all(part->window);
+    part->window = NULL;
+    part->window_tail = &part->window;
+    if (part->tracker) cs_tracker_reset(part->tracker);
+    pthread_mutex_unlock(&part->lock);
+}
+
+void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    part->assigned = false;
+    pthread_mutex_unlock(&part->lock);
+}
+
+size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline_ms) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    /* Tracked waits for settlements (queued records stay open and are read
+     * again); Auto also lets the queued records run, because their positions
+     * were stored when they were fetched and nobody would read them again. */
+    while (part->tracker ? part->n_inflight > 0 : part->held > 0) {
+        int64_t left = deadline_ms - cs__now_ms();
+        if (left <= 0) break;
+        struct timespec ts;
+        cs__deadline_after(&ts, left);
+        part->drain_waiters++;
+        pthread_cond_timedwait(&part->drained, &part->lock, &ts);
+        part->drain_waiters--;
+    }
+    size_t left = part->tracker ? part->n_inflight : part->held;
+    pthread_mutex_unlock(&part->lock);
+    return left;
+}
+
+void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
+    (void)p;
+    pthread_mutex_lock(&part->lock);
+    part->epoch++; /* every delivery of the old epoch is stale from now on */
+    part->assigned = false;
+    part->held = 0;
+    part->paused = false;
+    /* Pending deliveries stay valid for their holders; they are detached from
+     * the list so that a later settlement (stale) does not touch it. */
+    for (cs_delivery *d = part->inflight, *next; d; d = next) {
+        next = d->next;
+        d->next = d->prev = NULL;
+        d->listed = false;
+    }
+    part->inflight = NULL;
+    part->n_inflight = 0;
+    cs__output_free_all(part->window); /* never committed: the next owner reads their sources again */
+    part->window = NULL;
+    part->window_tail = &part->window;
+    cs__signal_drained(part);
+    pthread_mutex_unlock(&part->lock);
+}
+
+/* ---- Tracked: what to commit -------------------------------------------------- */
+
+/* Called with part->lock held: the position and metadata to commit now. */
+void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+    int64_t offsets[CS_PRIOR_MAX];
+    uint32_t attempts[CS_PRIOR_MAX];
+    *pos = cs_tracker_position(part->tracker);
+    if (*pos < 0) *pos = part->last_committed; /* nothing fetched yet this epoch */
+    size_t n = cs_tracker_open_attempts(part->tracker, offsets, attempts, CS_PRIOR_MAX);
+    /* Counts from the committed metadata of records not fetched yet. */
+    for (size_t i = part->prior_next; i < part->n_prior && n < CS_PRIOR_MAX; i++) {
+        if (part->prior_off[i] <= part->max_fetched) continue;
+        offsets[n] = part->prior_off[i];
+        attempts[n++] = part->prior_att[i];
+    }
+    cs__meta_encode(meta, cap, clean && part->n_inflight == 0, offsets, attempts, n);
+}
+
+bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap) {
+    pthread_mutex_lock(&part->lock);
+    bool send = part->tracker != NULL;
+    if (send) {
+        cs__part_state_locked(part, false, pos, meta, cap);
+        send = *pos >= 0;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return send;
+}
+
+bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+    bool send = false;
+    pthread_mutex_lock(&part->lock);
+    /* A clean commit is sent even without news: it tells the next owner that
+     * the record at the position was not being run when this one left. */
+    if (part->tracker && (part->dirty || clean)) {
+        cs__part_state_locked(part, clean, pos, meta, cap);
+        send = *pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0);
+        part->dirty = false;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return send;
+}
+
+void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok) {
+    pthread_mutex_lock(&part->lock);
+    /* The coordinator keeps the commit it applied last, and results come back
+     * in the order it applied them. That need not be the order cstream sent
+     * them: librdkafka retries a commit that met a coordinator error or a
+     * dropped connection, so an older state can land after a newer one and
+     * move the committed position back (tests/kafka/test_faults.c,
+     * offset_commit_coordinator_errors). So a success says what the group holds
+     * now, whatever was sent since, and a failure says nothing was stored; in
+     * both cases the next tick compares the current state with what the group
+     * holds and sends it only if they differ. */
+    if (ok) {
+        part->last_committed = position;
+        snprintf(part->last_meta, sizeof part->last_meta, "%s", meta ? meta : "");
+    }
+    part->dirty = true;
+    pthread_mutex_unlock(&part->lock);
+}
+
+void cs__part_set_prior(cs_part *part, int64_t committed, const char *meta, const int64_t *offsets,
+                        const uint32_t *attempts, size_t n, bool suspect) {
+    pthread_mutex_lock(&part->lock);
+    /* The previous owner held at most max_open records past its position. */
+    /* Only a cap needs the count to be exact across crashes. The window is at
+     * most CS_SUSPECT_MAX records: each of them commits the position too, so a
+     * record that kills the process further out is reached as it moves up. */
+    size_t window = part->pipe ? part->pipe->cfg.max_open : 0;
+    if (window > CS_SUSPECT_MAX) window = CS_SUSPECT_MAX;
+    part->suspect_left = suspect && part->pipe && part->pipe->cfg.max_attempts > 0 ? window : 0;
+    if (n > CS_PRIOR_MAX) n = CS_PRIOR_MAX;
+    memcpy(part->prior_off, offsets, n * sizeof *offsets);
+    memcpy(part->prior_att, attempts, n * sizeof *attempts);
+    part->n_prior = n;
+    part->prior_next = 0;
+    part->last_committed = committed;
+    snprintf(part->last_meta, sizeof part->last_meta, "%s", meta ? meta : "");
+    pthread_mutex_unlock(&part->lock);
+}
+
+/* ---- the pause at max_open ------------------------------------------------- */
+
+bool cs__part_paused(cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    bool paused = part->paused;
+    pthread_mutex_unlock(&part->lock);
+    return paused;
+}
+
+bool cs__part_should_resume(cs_pipeline *p, cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    bool yes = part->paused && part->assigned && cs__part_load(part) <= cs__resume_mark(p);
+    if (yes) part->paused = false;
+    pthread_mutex_unlock(&part->lock);
+    return yes;
 }

@@ -8,7 +8,7 @@
  * partition's window for a later transaction: if the process died after
  * committing it with P, that record would be read again and produce it twice.
  *
- * Threads: workers append to a window when they settle (pipeline.c, under
+ * Threads: workers append to a window when they settle (settle.c, under
  * the partition lock); the fetch thread takes from it and rewinds. Every
  * function here takes the partition lock; none calls out while holding it. */
 #include <stdio.h>

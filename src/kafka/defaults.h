@@ -1,9 +1,10 @@
 /* defaults.h — what cstream uses when a service sets nothing, and the ranges
  * the setters accept: the one source of the numbers in docs/guide.md's
- * settings tables. kafka.c and consumer.c use these names (never a literal),
- * and tests/unit/test_defaults.c compares every row of those tables with them
- * and with the values a fresh cs_kafka and cs_sub really hold, so a default
- * changed in one place only fails the build's tests. Constants only. */
+ * settings tables. kafka.c, subscription.c and consumer.c use these names
+ * (never a literal), and tests/unit/test_defaults.c compares every row of
+ * those tables with them and with the values a fresh cs_kafka and cs_sub
+ * really hold, so a default changed in one place only fails the build's
+ * tests. Constants only. */
 #ifndef CS_KAFKA_DEFAULTS_H
 #define CS_KAFKA_DEFAULTS_H
 

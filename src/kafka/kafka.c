@@ -1,6 +1,8 @@
-/* kafka.c — the Kafka broker object: configuration, subscriptions, and the
- * broker's part of the app lifecycle (start: embedded cluster, checks,
- * consumers; stop: stop fetching and drain everywhere, then commit and close).
+/* kafka.c — the Kafka broker object: its configuration, its part of the app
+ * lifecycle (start: embedded cluster, checks, consumers; stop: stop fetching
+ * and drain everywhere, then commit and close) and the operations surface
+ * that cs_app_main reads. Its subscriptions are in subscription.c; what
+ * services publish through it, in publish.c.
  * Configuration happens on one thread before start; the lifecycle functions
  * run on the app's lifecycle thread. */
 #define _POSIX_C_SOURCE 200809L
@@ -34,22 +36,9 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
     return k;
 }
 
-static void sub_free(cs_sub *s) {
-    if (s->k) pthread_mutex_destroy(&s->stats_lock); /* initialised once the sub was filled in */
-    for (size_t i = 0; i < s->n_topics; i++) free(s->topics[i]);
-    free(s->topics);
-    free(s->name);
-    free(s->static_id);
-    free(s->group);
-    free(s->reply_topic);
-    free(s->dead_letter);
-    cs__kvlist_free(&s->config);
-    free(s);
-}
-
 void cs_kafka_destroy(cs_kafka *k) {
     if (!k) return;
-    for (size_t i = 0; i < k->n_subs; i++) sub_free(k->subs[i]);
+    for (size_t i = 0; i < k->n_subs; i++) cs__sub_free(k->subs[i]);
     free(k->subs);
     for (size_t i = 0; i < k->n_topics; i++) free(k->topics[i].name);
     free(k->topics);
@@ -63,14 +52,14 @@ void cs_kafka_destroy(cs_kafka *k) {
     free(k);
 }
 
-static cs_err configurable(const cs_kafka *k, const char *what) {
+cs_err cs__kafka_configurable(const cs_kafka *k, const char *what) {
     if (!k) return cs__fail(CS_ERR_ARG, "%s: broker is NULL", what);
     if (k->app && cs__app_started(k->app))
         return cs__fail(CS_ERR_STATE, "%s: the app has started; configure before cs_app_start", what);
     return CS_OK;
 }
 
-static cs_err replace_string(char **slot, const char *value, const char *what) {
+cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what) {
     char *copy = strdup(value);
     if (!copy) return cs__fail(CS_ERR_NOMEM, "%s: out of memory", what);
     free(*slot);
@@ -79,33 +68,33 @@ static cs_err replace_string(char **slot, const char *value, const char *what) {
 }
 
 cs_err cs_kafka_default_group(cs_kafka *k, const char *group) {
-    cs_err err = configurable(k, "cs_kafka_default_group");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_default_group");
     if (err) return err;
     if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_kafka_default_group: group name is empty");
-    return replace_string(&k->default_group, group, "cs_kafka_default_group");
+    return cs__kafka_replace_string(&k->default_group, group, "cs_kafka_default_group");
 }
 
 cs_err cs_kafka_instance_id(cs_kafka *k, const char *id) {
-    cs_err err = configurable(k, "cs_kafka_instance_id");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_instance_id");
     if (err) return err;
     if (!id || !*id) return cs__fail(CS_ERR_ARG, "cs_kafka_instance_id: the instance id is empty");
-    return replace_string(&k->instance_id, id, "cs_kafka_instance_id");
+    return cs__kafka_replace_string(&k->instance_id, id, "cs_kafka_instance_id");
 }
 
 cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
-    cs_err err = configurable(k, "cs_kafka_config");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_config");
     if (!err) err = cs__conf_check("cs_kafka_config", key, value);
     return err ? err : cs__kvlist_set(&k->config, key, value);
 }
 
 cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value) {
-    cs_err err = configurable(k, "cs_kafka_producer_config");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_producer_config");
     if (!err) err = cs__conf_check("cs_kafka_producer_config", key, value);
     return err ? err : cs__kvlist_set(&k->producer_config, key, value);
 }
 
 cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions) {
-    cs_err err = configurable(k, "cs_kafka_topic");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_topic");
     if (err) return err;
     if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_kafka_topic: topic name is empty");
     if (partitions < 1) return cs__fail(CS_ERR_ARG, "cs_kafka_topic(%s): partitions must be >= 1, got %d", topic, partitions);
@@ -129,270 +118,6 @@ cs_err cs_app_add_kafka(cs_app *app, cs_kafka *k) {
     return err;
 }
 
-/* ---- subscriptions ---------------------------------------------------------- */
-
-static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
-                       cs_batch_fn batch_handler, size_t max_batch, void *user) {
-    if (configurable(k, "cs_kafka_subscribe")) return NULL;
-    if (!topics || n_topics == 0) {
-        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: at least one topic is needed");
-        return NULL;
-    }
-    if (!handler && !batch_handler) {
-        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe(%s): handler is NULL", topics[0] ? topics[0] : "?");
-        return NULL;
-    }
-    if (batch_handler && (max_batch < 1 || max_batch > 1000000)) {
-        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_batch(%s): batch size %zu is out of range [1, 1000000]",
-                 topics[0] ? topics[0] : "?", max_batch);
-        return NULL;
-    }
-    size_t name_len = 1;
-    for (size_t i = 0; i < n_topics; i++) {
-        if (!topics[i] || !*topics[i]) {
-            cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: topic %zu is empty", i);
-            return NULL;
-        }
-        name_len += strlen(topics[i]) + 1;
-    }
-    cs_sub *s = calloc(1, sizeof *s);
-    cs_sub **grown = s ? realloc(k->subs, (k->n_subs + 1) * sizeof *grown) : NULL;
-    if (grown) k->subs = grown;
-    if (s) {
-        s->topics = calloc(n_topics, sizeof *s->topics);
-        s->name = calloc(1, name_len);
-    }
-    if (!grown || !s->topics || !s->name) {
-        if (s) sub_free(s);
-        cs__fail(CS_ERR_NOMEM, "cs_kafka_subscribe: out of memory");
-        return NULL;
-    }
-    for (size_t i = 0; i < n_topics; i++) {
-        s->topics[i] = strdup(topics[i]);
-        s->n_topics++;
-        if (i) strcat(s->name, ",");
-        strcat(s->name, topics[i]);
-    }
-    pthread_mutex_init(&s->stats_lock, NULL);
-    s->k = k;
-    s->handler = handler;
-    s->batch_handler = batch_handler;
-    s->max_batch = max_batch;
-    s->user = user;
-    s->start = CS__DEFAULT_START;
-    s->mode = CS__DEFAULT_COMMIT;
-    s->lanes = CS__DEFAULT_LANES;
-    s->workers = CS__DEFAULT_WORKERS;
-    s->max_open = 0; /* the commit mode's default, see cs__sub_max_open */
-    s->fetch_buffer_bytes = (size_t)CS__DEFAULT_FETCH_BUFFER_BYTES;
-    s->commit_interval_ms = 0; /* the commit mode's default, see cs__sub_commit_interval_ms */
-    s->window_records = CS__DEFAULT_WINDOW_RECORDS;
-    s->stall_timeout_ms = CS__DEFAULT_STALL_TIMEOUT_MS;
-    s->drain_timeout_ms = CS__DEFAULT_DRAIN_TIMEOUT_MS;
-    s->handler_time_limit_ms = CS__DEFAULT_HANDLER_TIME_LIMIT_MS;
-    s->max_attempts = CS__DEFAULT_MAX_ATTEMPTS;
-    k->subs[k->n_subs++] = s;
-    return s;
-}
-
-cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
-                                  void *user) {
-    return new_sub(k, topics, n_topics, handler, NULL, 0, user);
-}
-
-cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user) {
-    return new_sub(k, &topic, 1, handler, NULL, 0, user);
-}
-
-cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user) {
-    if (!handler) {
-        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_batch(%s): handler is NULL", topic ? topic : "?");
-        return NULL;
-    }
-    return new_sub(k, &topic, 1, NULL, handler, max_batch, user);
-}
-
-static cs_err sub_configurable(const cs_sub *s, const char *what) {
-    if (!s) return cs__fail(CS_ERR_ARG, "%s: subscription is NULL", what);
-    return configurable(s->k, what);
-}
-
-cs_err cs_sub_group(cs_sub *s, const char *group) {
-    cs_err err = sub_configurable(s, "cs_sub_group");
-    if (err) return err;
-    if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_sub_group(%s): group name is empty", s->name);
-    return replace_string(&s->group, group, "cs_sub_group");
-}
-
-cs_err cs_sub_config(cs_sub *s, const char *key, const char *value) {
-    cs_err err = sub_configurable(s, "cs_sub_config");
-    if (err) return err;
-    char who[300];
-    snprintf(who, sizeof who, "cs_sub_config(%s)", s->name);
-    err = cs__conf_check(who, key, value);
-    return err ? err : cs__kvlist_set(&s->config, key, value);
-}
-
-cs_err cs_sub_start_at(cs_sub *s, cs_start where) {
-    cs_err err = sub_configurable(s, "cs_sub_start_at");
-    if (err) return err;
-    if (where != CS_START_EARLIEST && where != CS_START_LATEST)
-        return cs__fail(CS_ERR_ARG, "cs_sub_start_at(%s): unknown start position %d", s->name, (int)where);
-    s->start = where;
-    return CS_OK;
-}
-
-cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode) {
-    cs_err err = sub_configurable(s, "cs_sub_commit");
-    if (err) return err;
-    if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED && mode != CS_COMMIT_TRANSACTIONAL)
-        return cs__fail(CS_ERR_ARG, "cs_sub_commit(%s): unknown commit mode %d", s->name, (int)mode);
-    s->mode = mode;
-    return CS_OK;
-}
-
-static cs_err set_int(cs_sub *s, const char *what, int *slot, long value, long min, long max) {
-    cs_err err = sub_configurable(s, what);
-    if (err) return err;
-    if (value < min || value > max)
-        return cs__fail(CS_ERR_ARG, "%s(%s): %ld is out of range [%ld, %ld]", what, s->name, value, min, max);
-    *slot = (int)value;
-    return CS_OK;
-}
-
-cs_err cs_sub_workers(cs_sub *s, int n) {
-    return set_int(s, "cs_sub_workers", s ? &s->workers : NULL, n, CS__WORKERS_MIN, CS__WORKERS_MAX);
-}
-cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_commit_interval_ms", s ? &s->commit_interval_ms : NULL, ms, CS__COMMIT_INTERVAL_MIN_MS,
-                   CS__COMMIT_INTERVAL_MAX_MS);
-}
-cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_stall_timeout_ms", s ? &s->stall_timeout_ms : NULL, ms, CS__STALL_TIMEOUT_MIN_MS,
-                   CS__STALL_TIMEOUT_MAX_MS);
-}
-cs_err cs_sub_window_records(cs_sub *s, size_t n) {
-    cs_err err = sub_configurable(s, "cs_sub_window_records");
-    if (err) return err;
-    if (n < CS__WINDOW_RECORDS_MIN || n > CS__WINDOW_RECORDS_MAX)
-        return cs__fail(CS_ERR_ARG, "cs_sub_window_records(%s): %zu is out of range [%d, %d]", s->name, n,
-                        CS__WINDOW_RECORDS_MIN, CS__WINDOW_RECORDS_MAX);
-    s->window_records = n;
-    return CS_OK;
-}
-cs_err cs_sub_drain_timeout_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_drain_timeout_ms", s ? &s->drain_timeout_ms : NULL, ms, CS__DRAIN_TIMEOUT_MIN_MS,
-                   CS__DRAIN_TIMEOUT_MAX_MS);
-}
-cs_err cs_sub_handler_time_limit_ms(cs_sub *s, int ms) {
-    return set_int(s, "cs_sub_handler_time_limit_ms", s ? &s->handler_time_limit_ms : NULL, ms,
-                   CS__HANDLER_TIME_LIMIT_MIN_MS, CS__HANDLER_TIME_LIMIT_MAX_MS);
-}
-
-cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type) {
-    cs_err err = sub_configurable(s, "cs_sub_decode");
-    if (err) return err;
-    if (!codec || !type) return cs__fail(CS_ERR_ARG, "cs_sub_decode(%s): codec and type are required", s->name);
-    err = cs_type_check(type);
-    if (err) return err;
-    s->codec = codec;
-    s->type = type;
-    return CS_OK;
-}
-
-cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key) {
-    cs_err err = sub_configurable(s, "cs_sub_lanes");
-    if (err) return err;
-    if (key != CS_LANES_BY_PARTITION && key != CS_LANES_BY_KEY)
-        return cs__fail(CS_ERR_ARG, "cs_sub_lanes(%s): unknown lane key %d", s->name, (int)key);
-    s->lanes = key;
-    return CS_OK;
-}
-
-cs_err cs_sub_max_open(cs_sub *s, size_t n) {
-    cs_err err = sub_configurable(s, "cs_sub_max_open");
-    if (err) return err;
-    if (n < CS__MAX_OPEN_MIN || n > CS__MAX_OPEN_MAX)
-        return cs__fail(CS_ERR_ARG, "cs_sub_max_open(%s): %zu is out of range [%d, %d]", s->name, n, CS__MAX_OPEN_MIN,
-                        CS__MAX_OPEN_MAX);
-    s->max_open = n;
-    return CS_OK;
-}
-
-cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes) {
-    cs_err err = sub_configurable(s, "cs_sub_fetch_buffer_bytes");
-    if (err) return err;
-    if (bytes < (size_t)CS__FETCH_BUFFER_MIN || bytes > (size_t)CS__FETCH_BUFFER_MAX)
-        return cs__fail(CS_ERR_ARG, "cs_sub_fetch_buffer_bytes(%s): %zu is out of range [%ld, %ld]", s->name, bytes,
-                        CS__FETCH_BUFFER_MIN, CS__FETCH_BUFFER_MAX);
-    if (bytes < (size_t)CS__FETCH_BUFFER_FLOOR) {
-        CS_LOG_WARN("fetch buffer raised to its minimum (four chunks of the store) subscription=%s asked=%zu "
-                    "bytes=%ld",
-                    s->name, bytes, CS__FETCH_BUFFER_FLOOR);
-        bytes = (size_t)CS__FETCH_BUFFER_FLOOR;
-    }
-    s->fetch_buffer_bytes = bytes;
-    return CS_OK;
-}
-
-size_t cs__sub_max_open(const cs_sub *s) {
-    if (s->max_open) return s->max_open;
-    return s->mode == CS_COMMIT_AUTO ? CS__DEFAULT_MAX_OPEN_AUTO : CS__DEFAULT_MAX_OPEN_TRACKED;
-}
-
-int cs__sub_commit_interval_ms(const cs_sub *s) {
-    if (s->commit_interval_ms) return s->commit_interval_ms;
-    return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
-                                              : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
-}
-
-cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
-    cs_err err = sub_configurable(s, "cs_sub_reply");
-    if (err) return err;
-    if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): reply topic is empty", s->name);
-    if (queue_timeout_ms < CS__REPLY_QUEUE_TIMEOUT_MIN_MS)
-        return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is below %d", s->name, queue_timeout_ms,
-                        CS__REPLY_QUEUE_TIMEOUT_MIN_MS);
-    s->reply_queue_timeout_ms = queue_timeout_ms;
-    return replace_string(&s->reply_topic, topic, "cs_sub_reply");
-}
-
-cs_err cs_sub_max_attempts(cs_sub *s, int n) {
-    return set_int(s, "cs_sub_max_attempts", s ? &s->max_attempts : NULL, n, CS__MAX_ATTEMPTS_MIN,
-                   CS__MAX_ATTEMPTS_MAX);
-}
-
-cs_err cs_sub_dead_letter(cs_sub *s, const char *topic) {
-    cs_err err = sub_configurable(s, "cs_sub_dead_letter");
-    if (err) return err;
-    if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_dead_letter(%s): topic is empty", s->name);
-    return replace_string(&s->dead_letter, topic, "cs_sub_dead_letter");
-}
-
-cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user) {
-    cs_err err = sub_configurable(s, "cs_sub_on_assign");
-    if (err) return err;
-    s->on_assign = fn;
-    s->on_assign_user = user;
-    return CS_OK;
-}
-
-cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user) {
-    cs_err err = sub_configurable(s, "cs_sub_on_revoke");
-    if (err) return err;
-    s->on_revoke = fn;
-    s->on_revoke_user = user;
-    return CS_OK;
-}
-
-void cs_sub_stats_get(const cs_sub *s, cs_sub_stats *out) {
-    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
-    pthread_mutex_lock(&m->stats_lock);
-    if (s->consumer) cs__consumer_stats(s->consumer, out);
-    else *out = s->final_stats;
-    pthread_mutex_unlock(&m->stats_lock);
-}
-
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 static cs_err check_groups(cs_kafka *k) {
@@ -412,7 +137,7 @@ static cs_err check_groups(cs_kafka *k) {
  * subscriptions need it for their transactional.id. */
 static cs_err resolve_instance_id(cs_kafka *k) {
     const char *env = getenv("CSTREAM_INSTANCE_ID");
-    if (!k->instance_id && env && *env && replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
+    if (!k->instance_id && env && *env && cs__kafka_replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
         return CS_ERR_NOMEM;
     if (k->instance_id && (k->embedded || k->mock))
         CS_LOG_INFO("instance id %s: no static membership on the embedded cluster (librdkafka's mock has none), "
@@ -603,7 +328,7 @@ static void kafka_destroy(void *impl) { cs_kafka_destroy(impl); }
  * app runs (cli.c never calls it during start or stop). */
 static cs_err kafka_set_bootstrap(void *impl, const char *servers) {
     cs_kafka *k = impl;
-    cs_err err = configurable(k, "--brokers");
+    cs_err err = cs__kafka_configurable(k, "--brokers");
     if (err) return err;
     if (k->cluster) return cs__fail(CS_ERR_STATE, "--brokers: the embedded cluster already runs");
     char *copy = servers && *servers ? strdup(servers) : NULL;
@@ -621,6 +346,7 @@ static const char *kafka_topic_op(void *impl, size_t i, int *partitions) {
     if (partitions) *partitions = k->topics[i].partitions;
     return k->topics[i].name;
 }
+
 static size_t kafka_n_subs(void *impl) { return ((cs_kafka *)impl)->n_subs; }
 
 static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
@@ -674,6 +400,7 @@ static cs_kafka *kafka_publisher(void *impl, const char *servers) {
     }
     return p;
 }
+
 /* /metrics: the subscriptions' records, durations, positions and lag (each
  * under its stats lock, which keeps its consumer from being freed meanwhile;
  * a stop never holds it across a close, so a scrape never waits for one),
@@ -705,6 +432,7 @@ static void kafka_metrics(void *impl, cs_metrics *m) {
                    "Records the producer had not delivered when the last stop's flush timed out (0 until a stop).",
                    NULL, (int64_t)atomic_load(&k->unflushed_records));
 }
+
 /* ---- end operations surface ------------------------------------------------------ */
 
 static const cs_broker_ops kafka_broker_ops = {
@@ -726,16 +454,8 @@ static const cs_broker_ops kafka_broker_ops = {
     .metrics = kafka_metrics,
 };
 
-rd_kafka_t *cs_sub_rdkafka_consumer(cs_sub *s) {
-    if (!s) return NULL;
-    pthread_mutex_lock(&s->stats_lock); /* the pointer, not the handle's lifetime: that is the caller's (app running) */
-    rd_kafka_t *rk = s->consumer ? cs__consumer_handle(s->consumer) : NULL;
-    pthread_mutex_unlock(&s->stats_lock);
-    return rk;
-}
-
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
-    cs_err err = configurable(k, "cs_kafka_queue_timeout_ms");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_queue_timeout_ms");
     if (err) return err;
     if (ms < CS__QUEUE_TIMEOUT_MIN_MS)
         return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is below %d", ms, CS__QUEUE_TIMEOUT_MIN_MS);
@@ -744,7 +464,7 @@ cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
 }
 
 cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
-    cs_err err = configurable(k, "cs_kafka_flush_timeout_ms");
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_flush_timeout_ms");
     if (err) return err;
     if (ms < CS__FLUSH_TIMEOUT_MIN_MS)
         return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is below %d", ms, CS__FLUSH_TIMEOUT_MIN_MS);
@@ -753,115 +473,3 @@ cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
 }
 
 size_t cs_kafka_unflushed_records(const cs_kafka *k) { return atomic_load(&((cs_kafka *)k)->unflushed_records); }
-
-static cs_err check_record(const cs_kafka *k, const cs_record *rec, const char *what) {
-    if (!k || !rec || !rec->topic || !*rec->topic)
-        return cs__fail(CS_ERR_ARG, "%s: broker, record and topic are required", what);
-    for (size_t i = 0; i < rec->n_headers; i++)
-        if (!rec->headers[i].name)
-            return cs__fail(CS_ERR_ARG, "%s(%s): header %zu has no name", what, rec->topic, i);
-    return CS_OK;
-}
-
-cs_err cs_publish(cs_kafka *k, const cs_record *rec, cs_published *out) {
-    cs_err err = check_record(k, rec, "cs_publish");
-    if (err) return err;
-    cs_publish_wait *w = NULL;
-    pthread_rwlock_rdlock(&k->producer_lock);
-    err = k->producer ? cs__publish_start(k->producer, rec, &w)
-                      : cs__fail(CS_ERR_STATE, "cs_publish(%s): the app is not running", rec->topic);
-    pthread_rwlock_unlock(&k->producer_lock);
-    return err ? err : cs__publish_finish(w, rec->topic, out);
-}
-
-cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, void *opaque) {
-    cs_err err = check_record(k, rec, "cs_publish_async");
-    if (err) return err;
-    if (!done) return cs__fail(CS_ERR_ARG, "cs_publish_async(%s): completion callback is NULL", rec->topic);
-    pthread_rwlock_rdlock(&k->producer_lock);
-    err = k->producer ? cs__producer_publish_async(k->producer, rec, done, opaque)
-                      : cs__fail(CS_ERR_STATE, "cs_publish_async(%s): the app is not running", rec->topic);
-    pthread_rwlock_unlock(&k->producer_lock);
-    return err;
-}
-
-int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
-                         size_t value_len) {
-    cs_sub *s = arg;
-    cs_kafka *k = s->k;
-    cs_record r = {.topic = s->reply_topic, .partition = -1, .key = key, .key_len = key_len, .value = value,
-                   .value_len = value_len, .parent = d}; /* the reply carries d's traceparent */
-    pthread_rwlock_rdlock(&k->producer_lock);
-    cs_err err = k->producer ? cs__producer_reply(k->producer, &r, gate ? d : NULL, s->reply_queue_timeout_ms)
-                             : cs__fail(CS_ERR_STATE, "reply to %s: the producer is closed", s->reply_topic);
-    pthread_rwlock_unlock(&k->producer_lock);
-    if (err)
-        CS_LOG_WARN("reply not queued subscription=%s topic=%s source_topic=%s partition=%d offset=%lld "
-                    "reason=\"%s\"" CS_TRACE_FMT,
-                    s->name, s->reply_topic, d->topic, (int)d->partition, (long long)d->offset, cs_errmsg(),
-                    CS_TRACE_ARGS(d));
-    return err ? -1 : 0;
-}
-
-/* The dead-letter record of d: the original key, value and headers plus the
- * provenance headers documented in cstream/kafka.h (cs__dead_letter_headers).
- * `h` has room for cs_delivery_header_count(d) + CS_DLQ_HEADERS entries;
- * `nums` holds the numbers' text. */
-static cs_record dead_letter_record(cs_sub *s, cs_delivery *d, const char *reason, cs_header *h, size_t cap,
-                                    cs_dlq_numbers *nums) {
-    size_t n = cs__dead_letter_headers(d, s->group ? s->group : s->k->default_group, reason, h, cap, nums);
-    cs_record r = {.topic = s->dead_letter, .partition = -1, .headers = h, .n_headers = n};
-    r.key = cs_delivery_key(d, &r.key_len);
-    r.value = cs_delivery_value(d, &r.value_len);
-    return r;
-}
-
-int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
-    cs_sub *s = arg;
-    cs_kafka *k = s->k;
-    size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
-    cs_header *h = calloc(cap, sizeof *h);
-    if (!h) return -1;
-    cs_dlq_numbers nums;
-    cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
-    pthread_rwlock_rdlock(&k->producer_lock);
-    /* Its report logs the WARN line, once the cluster accepted it. */
-    cs_err err = k->producer ? cs__producer_dead_letter(k->producer, &r, d, k->queue_timeout_ms, s, reason)
-                             : cs__fail(CS_ERR_STATE, "dead letter to %s: the producer is closed", s->dead_letter);
-    pthread_rwlock_unlock(&k->producer_lock);
-    free(h);
-    if (err)
-        CS_LOG_WARN("dead-letter record not queued, its source stays open subscription=%s topic=%s "
-                    "source_topic=%s partition=%d offset=%lld reason=\"%s\"" CS_TRACE_FMT,
-                    s->name, s->dead_letter, d->topic, (int)d->partition, (long long)d->offset, cs_errmsg(),
-                    CS_TRACE_ARGS(d));
-    return err ? -1 : 0;
-}
-
-cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason) {
-    cs_sub *s = arg;
-    size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
-    cs_header *h = calloc(cap, sizeof *h);
-    if (!h) return NULL;
-    cs_dlq_numbers nums;
-    cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
-    cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
-    free(h);
-    /* Staged, not sent: the window's transaction writes it if it commits, and
-     * an aborted window stages it again (docs/retries.md). */
-    if (o) cs__dead_letter_log(&s->dead_letter_log, CS_DLQ_STAGED, s->name, s->dead_letter, d, reason);
-    return o;
-}
-
-bool cs__kafka_output_topic_ok(void *arg, const char *topic) {
-    cs_sub *s = arg;
-    if (s->reply_topic && !strcmp(topic, s->reply_topic)) return true;
-    if (s->dead_letter && !strcmp(topic, s->dead_letter)) return true;
-    for (size_t i = 0; i < s->k->n_topics; i++)
-        if (!strcmp(topic, s->k->topics[i].name)) return true;
-    cs__fail(CS_ERR_ARG,
-             "cs_delivery_publish(%s): topic not declared with cs_kafka_topic (outputs of subscription %s may go "
-             "only to declared topics, checked at start-up)",
-             topic, s->name);
-    return false;
-}

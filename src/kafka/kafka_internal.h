@@ -184,11 +184,20 @@ struct cs_kafka {
 size_t cs__sub_max_open(const cs_sub *s);
 int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
 
+/* kafka.c, shared with subscription.c's setters: fails, naming `what`, for
+ * a NULL broker (CS_ERR_ARG) or once the app has started (CS_ERR_STATE). */
+cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
+/* kafka.c, shared with subscription.c: replaces *slot with a copy of value
+ * (*slot unchanged when out of memory). */
+cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
+/* subscription.c: frees a subscription (cs_kafka_destroy; a failed subscribe). */
+void cs__sub_free(cs_sub *s);
+
 /* committed.c */
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
-/* The pipeline's reply hook for a subscription (arg: the cs_sub). */
+/* publish.c: the pipeline's reply hook for a subscription (arg: the cs_sub). */
 int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
                          size_t value_len);
 

@@ -4,7 +4,8 @@
  * constants, a fresh cs_kafka and cs_sub are checked to hold them (and the
  * commit mode's max_open and commit interval to resolve to them), and every
  * setter to accept exactly the documented range. A default or range changed
- * in the guide, in the header, or as a literal in kafka.c fails here. */
+ * in the guide, in the header, or as a literal in kafka.c or subscription.c
+ * fails here. */
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>

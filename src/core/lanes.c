@@ -1,0 +1,220 @@
+/* lanes.c — the lanes' queues and what goes into them: the fetch thread's
+ * dispatch (a partition's run of records to their lanes, in fetch order),
+ * a retry to the head of its lane, and a worker's pop.
+ *
+ * Threads: the fetch thread dispatches (tail); a worker pops its own lane; a
+ * settling thread (under a partition lock) and the delay timer push a retry
+ * to the head. Locks: lane->lock (lock order level 6, a leaf), taken once per
+ * run of records; the count of waiting deliveries is an atomic, and the
+ * source's wake hook is called with no lane lock held. */
+#define _POSIX_C_SOURCE 200809L
+#include "pipeline_internal.h"
+
+#include <string.h>
+
+#include "log.h"
+
+/* ---- lane queue ---------------------------------------------------------- */
+
+static void queued_add(cs_pipeline *p, size_t n) { atomic_fetch_add_explicit(&p->queued, n, memory_order_relaxed); }
+
+/* After a pop, with no lane lock held: the source waited and there is room. */
+static void queued_sub(cs_pipeline *p, size_t n) {
+    size_t before = atomic_fetch_sub_explicit(&p->queued, n, memory_order_relaxed);
+    if (before - n <= p->queue_cap / 2 && atomic_load_explicit(&p->queue_waited, memory_order_relaxed) &&
+        atomic_exchange(&p->queue_waited, false) && p->cfg.wake)
+        p->cfg.wake(p->cfg.wake_arg);
+}
+
+size_t cs__pipeline_lanes_waiting(cs_pipeline *p) { return atomic_load_explicit(&p->queued, memory_order_relaxed); }
+
+/* A retry goes to the head: it runs before anything fetched after it. False
+ * (nothing done) once the lane is stopping: its worker may be gone. */
+bool cs__lane_push_head(lane *l, cs_delivery *d) {
+    pthread_mutex_lock(&l->lock);
+    if (l->stop) {
+        pthread_mutex_unlock(&l->lock);
+        return false;
+    }
+    d->next = l->head;
+    l->head = d;
+    if (!l->tail) l->tail = d;
+    l->queued++;
+    queued_add(l->pipe, 1);
+    if (l->waiting) pthread_cond_signal(&l->ready);
+    pthread_mutex_unlock(&l->lock);
+    return true;
+}
+
+/* Called with l->lock held: waits until the lane has a delivery or stops. */
+static void wait_ready(lane *l) {
+    while (!l->head && !l->stop) {
+        l->waiting = true;
+        pthread_cond_wait(&l->ready, &l->lock);
+        l->waiting = false;
+    }
+}
+
+/* Blocks for the next batch: the head plus what is queued behind it, at most
+ * max, never waiting for more. A retried record (alone) makes a batch of its
+ * own. Returns 0 when the lane is told to stop and is empty. */
+size_t cs__lane_pop_batch(lane *l, cs_delivery **out, size_t max) {
+    pthread_mutex_lock(&l->lock);
+    wait_ready(l);
+    size_t n = 0;
+    while (l->head && n < max && (n == 0 || !l->head->alone)) {
+        cs_delivery *d = l->head;
+        l->head = d->next;
+        l->queued--;
+        out[n++] = d;
+        if (d->alone) {
+            d->alone = false;
+            break;
+        }
+    }
+    if (!l->head) l->tail = NULL;
+    pthread_mutex_unlock(&l->lock);
+    if (n) queued_sub(l->pipe, n);
+    return n;
+}
+
+/* Blocks for the next delivery; NULL when the lane is told to stop and is empty. */
+cs_delivery *cs__lane_pop(lane *l) {
+    pthread_mutex_lock(&l->lock);
+    wait_ready(l);
+    cs_delivery *d = l->head;
+    if (d) {
+        l->head = d->next;
+        if (!l->head) l->tail = NULL;
+        l->queued--;
+    }
+    pthread_mutex_unlock(&l->lock);
+    if (d) queued_sub(l->pipe, 1);
+    return d;
+}
+/* ---- dispatch --------------------------------------------------------------- */
+
+static size_t lane_for_key(const void *key, size_t len, int n_lanes) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (size_t i = 0; i < len; i++) h = (h ^ ((const unsigned char *)key)[i]) * 1099511628211ULL;
+    return (size_t)(h % (uint64_t)n_lanes);
+}
+
+/* Appends the chain first..last (n deliveries, linked through next) to the
+ * lane's tail: one lock for a run of records. */
+static void lane_push_chain(lane *l, cs_delivery *first, cs_delivery *last, size_t n) {
+    last->next = NULL;
+    pthread_mutex_lock(&l->lock);
+    if (l->tail) l->tail->next = first;
+    else l->head = first;
+    l->tail = last;
+    l->queued += n;
+    queued_add(l->pipe, n);
+    if (l->waiting) pthread_cond_signal(&l->ready);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Pushes ds[0..n) (accepted ones, NULL for refused) to their lanes in order,
+ * each run of consecutive deliveries bound for one lane in one lock. */
+static void push_runs(cs_pipeline *p, cs_delivery **ds, size_t n) {
+    cs_delivery *first = NULL, *last = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        cs_delivery *d = ds[i];
+        if (!d) continue;
+        if (first && d->lane != first->lane) {
+            lane_push_chain(&p->lanes[first->lane], first, last, len);
+            first = NULL;
+        }
+        if (!first) {
+            first = d;
+            len = 0;
+        } else {
+            last->next = d;
+        }
+        last = d;
+        len++;
+    }
+    if (first) lane_push_chain(&p->lanes[first->lane], first, last, len);
+}
+
+size_t cs__pipeline_room(cs_pipeline *p, cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    size_t load = cs__part_load(part);
+    size_t room = part->paused || load >= p->cfg.max_open ? 0 : p->cfg.max_open - load;
+    pthread_mutex_unlock(&part->lock);
+    return room;
+}
+
+size_t cs__pipeline_lanes_room(cs_pipeline *p) {
+    size_t queued = atomic_load_explicit(&p->queued, memory_order_relaxed);
+    if (queued < p->queue_cap) return p->queue_cap - queued;
+    atomic_store(&p->queue_waited, true);
+    /* A worker may have taken the count down before the flag was set: look
+     * again (a wake-up that then comes for nothing costs one loop). */
+    queued = atomic_load_explicit(&p->queued, memory_order_relaxed);
+    return queued < p->queue_cap ? p->queue_cap - queued : 0;
+}
+
+bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, size_t n, size_t *consumed) {
+    bool pause = false;
+    for (size_t i = 0; i < n; i++) {
+        cs_delivery *d = ds[i];
+        d->part = part;
+        cs__delivery_read_trace(d);
+        if (!p->cfg.lanes_by_key) d->lane = part->lane;
+        else if (d->key) d->lane = (int)lane_for_key(d->key, d->key_len, p->n_lanes);
+        else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
+    }
+    /* One reference per delivery, taken before any can run and settle. */
+    atomic_fetch_add_explicit(&part->refs, (int)n, memory_order_relaxed);
+    cs_delivery *refused = NULL; /* linked through next, newest first */
+    size_t done = 0;
+    pthread_mutex_lock(&part->lock);
+    for (; done < n; done++) {
+        cs_delivery *d = ds[done];
+        d->epoch = part->epoch;
+        int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
+        if (tracked == -2) {
+            /* This record and those after it are not handed out, and the
+             * committed position stays below them; the fetch thread stops the
+             * app (cs__part_out_of_memory). */
+            part->out_of_memory = true;
+            break;
+        }
+        if (tracked != 0) {
+            /* Not increasing: librdkafka re-delivered an offset of this epoch
+             * (it does after a seek). The open entry already covers it. */
+            d->next = refused;
+            refused = d;
+            ds[done] = NULL;
+            continue;
+        }
+        if (part->tracker) {
+            d->attempt = cs__prior_attempts(part, d->offset);
+            /* Keep an earlier owner's count in the metadata until the record runs. */
+            if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
+        }
+        if (part->first_fetched < 0) part->first_fetched = d->offset;
+        part->max_fetched = d->offset;
+        part->held++;
+    }
+    if (!part->paused && cs__part_load(part) >= p->cfg.max_open) pause = part->paused = true;
+    pthread_mutex_unlock(&part->lock);
+    *consumed = done;
+    for (size_t i = done; i < n; i++) cs__delivery_free(ds[i]); /* never handed out */
+    for (cs_delivery *d = refused, *next; d; d = next) {
+        next = d->next;
+        CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, part->topic,
+                    (int)part->partition, (long long)d->offset, CS_TRACE_ARGS(d));
+        cs__delivery_free(d);
+    }
+    push_runs(p, ds, done);
+    return pause;
+}
+
+bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    size_t consumed;
+    return cs__pipeline_dispatch_run(p, part, &d, 1, &consumed);
+}
+

@@ -1,0 +1,304 @@
+/* settle.c — settlement: what an outcome does to a record's partition (the
+ * tracker, the held count, a retry back to its lane or the delay heap, a
+ * Transactional window), the reply that gates an ack, and the dead letter of
+ * a record given up; the public cs_delivery_settle and cs_delivery_publish.
+ *
+ * Threads: workers after a handler, any thread for a pending delivery, the
+ * producer's delivery reports (cs__delivery_reply_done,
+ * cs__delivery_dead_letter_done). Locks: the partition lock for every state
+ * change; a retry takes the lane or delay lock under it (lock_order.h). A
+ * reply or dead letter is published with no lock held. */
+#define _POSIX_C_SOURCE 200809L
+#include "pipeline_internal.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "log.h"
+
+/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
+void cs__discard(cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
+        cs__signal_drained(part);
+    pthread_mutex_unlock(&part->lock);
+    cs__delivery_free(d);
+}
+
+static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->retry_warning, 5000, &skipped))
+        CS_LOG_WARN("retry is unsupported under commit mode auto: record not redelivered topic=%s "
+                    "partition=%d offset=%lld similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, (unsigned long long)skipped, CS_TRACE_ARGS(d));
+}
+
+/* Called with part->lock held (Transactional): d's outputs join its
+ * partition's window, where they wait for a transaction that commits past d. */
+static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    if (d->outputs) {
+        *part->window_tail = d->outputs;
+        part->window_tail = d->outputs_tail;
+        d->outputs = NULL;
+        d->outputs_tail = NULL;
+    }
+    if (d->offset == part->stall_offset) part->stall_offset = -1; /* the record holding the window settled */
+    size_t n = atomic_fetch_add_explicit(&p->settled, 1, memory_order_relaxed) + 1;
+    if (p->cfg.window_records && n == p->cfg.window_records && p->cfg.wake) p->cfg.wake(p->cfg.wake_arg);
+}
+
+/* Called with part->lock held (Transactional): a retried record holds the
+ * partition's window; the stall deadline runs from its first retry. */
+static void window_hold(cs_part *part, cs_delivery *d) {
+    cs__output_free_all(d->outputs); /* outputs of a failed attempt never leave */
+    d->outputs = NULL;
+    d->outputs_tail = NULL;
+    if (part->stall_offset < 0 || d->offset < part->stall_offset) {
+        part->stall_offset = d->offset;
+        part->stall_since_ms = cs__now_ms();
+    }
+}
+
+cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    /* A Transactional rewind keeps older epochs' deliveries on the list, so
+     * that revoke and stop still wait for them and release their payloads. */
+    if (d->listed) cs__inflight_remove(part, d);
+    bool current = d->epoch == part->epoch;
+    if (!current || !p || atomic_load(&p->crashed)) {
+        if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&part->n_stale, 1, memory_order_relaxed);
+        pthread_mutex_unlock(&part->lock);
+        CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, d->topic,
+                     (int)d->partition, (long long)d->offset, CS_TRACE_ARGS(d));
+        cs__fail(CS_ERR_STALE, "settlement of %s/%d@%lld ignored: the partition was revoked or the "
+                               "subscription closed since it was delivered",
+                 d->topic, (int)d->partition, (long long)d->offset);
+        cs__delivery_free(d);
+        return CS_ERR_STALE;
+    }
+    lane *l = &p->lanes[d->lane];
+    bool keep = false, warn = false;
+    switch (outcome) {
+    case CS_ACK:
+    case CS_DROP:
+        atomic_fetch_add_explicit(outcome == CS_ACK ? &l->acked : &l->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(outcome == CS_ACK ? &part->n_acked : &part->n_dropped, 1, memory_order_relaxed);
+        if (part->tracker) {
+            cs_tracker_settle(part->tracker, d->seq);
+            part->dirty = true;
+        }
+        if (p->cfg.transactional) window_add(p, part, d);
+        part->held--;
+        break;
+    default: /* run_one and run_batch normalise handlers' outcomes first: only a bug inside cstream lands here */
+        CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld "
+                   "outcome=%d" CS_TRACE_FMT,
+                   d->topic, (int)d->partition, (long long)d->offset, (int)outcome, CS_TRACE_ARGS(d));
+        /* fall through */
+    case CS_RETRY:
+        if (!part->tracker) {
+            atomic_fetch_add_explicit(&l->retry_unsupported, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&part->n_retry_unsupported, 1, memory_order_relaxed);
+            warn = true;
+            part->held--;
+        } else if (part->assigned && !atomic_load(&p->stopping)) {
+            atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
+            if (p->cfg.transactional) window_hold(part, d);
+            d->alone = true; /* in batch mode it comes back on its own */
+            keep = true;     /* it stays open and held */
+            bool queued = false;
+            if (d->retry_at_ms > cs__now_ms()) {
+                pthread_mutex_lock(&p->delay_lock);
+                queued = !p->delay_stop && cs__delay_push(p, d);
+                pthread_mutex_unlock(&p->delay_lock);
+            }
+            if (!queued && !cs__lane_push_head(l, d)) {
+                /* The lane stopped meanwhile: going away after all. */
+                keep = false;
+                part->held--;
+                part->assigned = false;
+            }
+        } else {
+            /* Going away: the record stays open, so it is read again by the
+             * next owner of the partition. Nothing behind it in the partition
+             * may run before it, so the partition hands out nothing more. */
+            atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
+            part->held--;
+            part->assigned = false;
+        }
+        break;
+    }
+    if (part->held == 0) cs__signal_drained(part);
+    if (warn) warn_retry_unsupported(p, d);
+    /* Under the partition lock: the pipeline (and the consumer the wake
+     * reaches) outlive it only while part->pipe is set. The wake never blocks. */
+    if (part->paused && cs__part_load(part) <= cs__resume_mark(p) && p->cfg.wake && !atomic_load(&p->stopping))
+        p->cfg.wake(p->cfg.wake_arg);
+    pthread_mutex_unlock(&part->lock);
+    if (!keep) cs__delivery_free(d);
+    return CS_OK;
+}
+
+/* A dead-letter publish that failed is tried again after this long (the
+ * record stays open meanwhile), so a topic that refuses it does not spin. */
+#define DEAD_LETTER_BACKOFF_MS 1000
+
+outlet cs__outlet_of(cs_delivery *d) {
+    outlet o = {0};
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    o.current = p && d->epoch == part->epoch && !atomic_load(&p->crashed);
+    if (o.current) {
+        o.tracked = p->cfg.tracked;
+        o.max_attempts = p->cfg.max_attempts;
+        o.send_reply = p->cfg.send_reply;
+        o.reply_arg = p->cfg.reply_arg;
+        o.send_dead_letter = p->cfg.send_dead_letter;
+        o.dead_letter_arg = p->cfg.dead_letter_arg;
+        o.transactional = p->cfg.transactional;
+        o.reply_topic = p->cfg.reply_topic;
+        o.make_dead_letter = p->cfg.make_dead_letter;
+        o.make_dead_letter_arg = p->cfg.make_dead_letter_arg;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return o;
+}
+
+/* Adds to one of d's lane counters if its pipeline still runs. */
+static void count(cs_delivery *d, size_t counter_offset) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (part->pipe)
+        atomic_fetch_add_explicit((_Atomic uint64_t *)((char *)&part->pipe->lanes[d->lane] + counter_offset), 1,
+                                  memory_order_relaxed);
+    if (part->pipe && counter_offset == offsetof(lane, dead_lettered))
+        atomic_fetch_add_explicit(&part->n_dead_lettered, 1, memory_order_relaxed);
+    pthread_mutex_unlock(&part->lock);
+}
+
+static bool attempts_exhausted(const outlet *o, const cs_delivery *d) {
+    return o->current && o->tracked && o->max_attempts > 0 && d->attempt >= o->max_attempts;
+}
+
+/* The record has had its last attempt (or does not decode): to the dead-letter
+ * topic, whose report settles it, else dropped with a warning. */
+cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why) {
+    if (!o->current) return cs__settle(d, CS_RETRY); /* revoked or closing meanwhile: stale, read again */
+    if (o->make_dead_letter) { /* Transactional: the dead letter is an output of the window */
+        cs_output *dl = o->make_dead_letter(o->make_dead_letter_arg, d, why);
+        if (!dl) {
+            d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS;
+            return cs__settle(d, CS_RETRY);
+        }
+        cs__output_free_all(d->outputs); /* what the failed attempt produced does not leave */
+        d->outputs = NULL;
+        d->outputs_tail = NULL;
+        dl->source_attempt = (uint32_t)d->attempt;
+        cs__delivery_add_output(d, dl);
+        count(d, offsetof(lane, dead_lettered));
+        return cs__settle(d, CS_DROP);
+    }
+    if (o->send_dead_letter) {
+        if (o->send_dead_letter(o->dead_letter_arg, d, why) == 0) return CS_OK; /* the report settles it */
+        d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS; /* not even queued: open, tried again later */
+        return cs__settle(d, CS_RETRY);
+    }
+    count(d, offsetof(lane, exhausted));
+    CS_LOG_WARN("record dropped after its last attempt (no dead-letter topic) topic=%s partition=%d offset=%lld "
+                "attempts=%d reason=\"%s\"" CS_TRACE_FMT,
+                d->topic, (int)d->partition, (long long)d->offset, d->attempt, why ? why : "", CS_TRACE_ARGS(d));
+    return cs__settle(d, CS_DROP);
+}
+
+void cs__delivery_dead_letter_done(cs_delivery *d, bool ok) {
+    if (ok) count(d, offsetof(lane, dead_lettered));
+    else d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS; /* not accepted: open, tried again later */
+    cs__settle(d, ok ? CS_DROP : CS_RETRY);
+}
+
+/* Transactional: the reply becomes one of d's outputs, which join the window
+ * when d settles. False on out of memory. */
+static bool stage_reply(cs_delivery *d, const outlet *o) {
+    if (!o->reply_topic) return true;
+    cs_record r = {.topic = o->reply_topic, .partition = -1,
+                   .key = d->reply_key_null ? NULL : d->reply_buf, .key_len = d->reply_key_len,
+                   .value = d->reply_value_null ? NULL : d->reply_buf + d->reply_key_len,
+                   .value_len = d->reply_value_len, .parent = d}; /* the reply carries d's traceparent */
+    cs_output *out = cs__output_new(&r, d->offset);
+    if (!out) return false;
+    out->source_attempt = (uint32_t)d->attempt;
+    cs__delivery_add_output(d, out);
+    return true;
+}
+
+/* An ack with a reply publishes the reply first. Under Tracked the reply
+ * gates the source: its delivery report settles it (ack if delivered, retry if
+ * not); a reply that cannot even be queued is a retry at once. A retry after
+ * the last allowed attempt gives the record up instead. */
+cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome) {
+    bool reply = outcome == CS_ACK && d->reply_buf;
+    if (!reply && outcome != CS_RETRY) return cs__settle(d, outcome);
+    outlet o = cs__outlet_of(d);
+    if (outcome == CS_RETRY) return attempts_exhausted(&o, d) ? cs__give_up(d, &o, d->reason) : cs__settle(d, outcome);
+    if (o.transactional) return cs__settle(d, stage_reply(d, &o) ? CS_ACK : CS_RETRY);
+    char *buf = d->reply_buf; /* ours now: d may be settled and freed once a gated reply is queued */
+    d->reply_buf = NULL;
+    bool gate = o.current && o.tracked;
+    if (!o.send_reply) {
+        free(buf);
+        return cs__settle(d, outcome);
+    }
+    const char *key = d->reply_key_null ? NULL : buf;
+    const char *value = d->reply_value_null ? NULL : buf + d->reply_key_len;
+    int rc = o.send_reply(o.reply_arg, d, gate, key, d->reply_key_len, value, d->reply_value_len);
+    free(buf);
+    if (!gate) return cs__settle(d, outcome);
+    return rc == 0 ? CS_OK : cs__settle(d, CS_RETRY);
+}
+
+cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
+    if (!d || !rec || !rec->topic || !*rec->topic)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_publish: delivery, record and topic are required");
+    for (size_t i = 0; i < rec->n_headers; i++)
+        if (!rec->headers[i].name)
+            return cs__fail(CS_ERR_ARG, "cs_delivery_publish(%s): header %zu has no name", rec->topic, i);
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    bool transactional = p && p->cfg.transactional;
+    bool (*topic_ok)(void *, const char *) = transactional ? p->cfg.output_topic_ok : NULL;
+    void *topic_arg = transactional ? p->cfg.output_topic_arg : NULL;
+    pthread_mutex_unlock(&part->lock);
+    if (!transactional)
+        return cs__fail(CS_ERR_STATE,
+                        "cs_delivery_publish(%s): record %s/%d@%lld is not on a Transactional subscription (or it "
+                        "closed); use cs_publish or cs_publish_async",
+                        rec->topic, d->topic, (int)d->partition, (long long)d->offset);
+    if (topic_ok && !topic_ok(topic_arg, rec->topic)) return CS_ERR_ARG;
+    cs_record copy = *rec;
+    if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
+    cs_output *out = cs__output_new(&copy, d->offset);
+    if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
+    out->source_attempt = (uint32_t)d->attempt;
+    cs__delivery_add_output(d, out);
+    return CS_OK;
+}
+
+void cs__delivery_reply_done(cs_delivery *d, bool ok) { cs__settle(d, ok ? CS_ACK : CS_RETRY); }
+
+cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome) {
+    if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_settle: delivery is NULL");
+    if (outcome != CS_ACK && outcome != CS_DROP && outcome != CS_RETRY)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry",
+                        d->topic, (int)d->partition, (long long)d->offset);
+    return cs__settle_or_reply(d, outcome);
+}

@@ -1,0 +1,276 @@
+/* worker.c — a lane's worker thread: admits each delivery it pops, decodes
+ * it, runs the handler (one record, or a batch), and hands the outcome to
+ * settlement (settle.c); the stop-the-world gate (measurement only) and the
+ * handler time-limit check.
+ *
+ * Threads: one worker per lane; the fetch thread runs the time-limit check
+ * (cs__pipeline_check_slow) and closes the gate. No lock is held while a
+ * handler runs: admission takes the partition lock before it, the time-limit
+ * watch takes run_lock (a leaf) around it. */
+#define _POSIX_C_SOURCE 200809L
+#include "pipeline_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+
+static void pass_gate(cs_pipeline *p);
+static void leave_gate(cs_pipeline *p);
+
+/* ---- workers -------------------------------------------------------------- */
+
+static bool runnable_locked(cs_pipeline *p, const cs_part *part, const cs_delivery *d) {
+    if (atomic_load(&p->crashed) || d->epoch != part->epoch || !part->assigned) return false;
+    int64_t deadline = atomic_load(&p->drain_deadline_ms);
+    return deadline == 0 || cs__now_ms() < deadline;
+}
+
+static void watch_start(lane *l, const cs_delivery *d) {
+    pthread_mutex_lock(&l->run_lock);
+    l->run_topic = d->topic;
+    l->run_partition = d->partition;
+    l->run_offset = d->offset;
+    memcpy(l->run_trace_id, d->trace_id, sizeof l->run_trace_id);
+    l->run_started_ms = cs__now_ms();
+    l->run_reported = false;
+    pthread_mutex_unlock(&l->run_lock);
+}
+
+static void watch_stop(lane *l) {
+    pthread_mutex_lock(&l->run_lock);
+    l->run_started_ms = 0;
+    pthread_mutex_unlock(&l->run_lock);
+}
+
+/* Takes d into the in-flight list if it may run; else discards it. */
+static bool admit(cs_pipeline *p, cs_delivery *d) {
+    cs_part *part = d->part;
+    bool precommit = false;
+    pthread_mutex_lock(&part->lock);
+    bool run = runnable_locked(p, part, d);
+    if (run) cs__inflight_add(part, d);
+    bool exhausted = p->cfg.max_attempts > 0 && d->attempt >= p->cfg.max_attempts; /* it will not run */
+    if (run && part->tracker && !exhausted) {
+        /* The attempt about to start counts from now: it goes into the next
+         * commit's metadata, so that it survives a crash of this process. */
+        cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
+        part->dirty = true;
+        /* Right after an owner died, the record may be the one that killed
+         * it: its attempt is committed before it runs. */
+        if (part->suspect_left > 0 && p->cfg.precommit) {
+            part->suspect_left--;
+            precommit = true;
+        }
+    }
+    pthread_mutex_unlock(&part->lock);
+    if (!run) cs__discard(d);
+    if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
+    return run;
+}
+
+/* Typed subscriptions: a record that does not decode never reaches the
+ * handler; it is counted, logged and dropped. Returns false then. */
+static bool decode_or_drop(lane *l, cs_delivery *d) {
+    cs_pipeline *p = l->pipe;
+    if (!p->cfg.type || cs__delivery_decode(d, p->cfg.codec, p->cfg.type) == CS_OK) return true;
+    if (!d->decode_failed) atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
+    d->decode_failed = true; /* counted once, though a failed dead-letter publish brings it back */
+    if (p->cfg.tracked && (p->cfg.send_dead_letter || p->cfg.make_dead_letter)) {
+        char why[600];
+        snprintf(why, sizeof why, "does not decode as %s: %s", p->cfg.type->name, cs_errmsg());
+        outlet o = cs__outlet_of(d);
+        cs__give_up(d, &o, why);
+        return false;
+    }
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
+        CS_LOG_WARN("record does not decode, dropped topic=%s partition=%d offset=%lld type=%s reason=\"%s\" "
+                    "similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, p->cfg.type->name, cs_errmsg(),
+                    (unsigned long long)skipped, CS_TRACE_ARGS(d));
+    cs__settle(d, CS_DROP);
+    return false;
+}
+
+static void start_attempt(lane *l, cs_delivery *d) {
+    d->attempt++;
+    free(d->reason); /* a reason belongs to the attempt that set it */
+    d->reason = NULL;
+    free(d->reply_buf); /* a reply belongs to the attempt that set it */
+    d->reply_buf = NULL;
+    cs__output_free_all(d->outputs); /* so do outputs (Transactional) */
+    d->outputs = NULL;
+    d->outputs_tail = NULL;
+    atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
+}
+
+/* A record that already had its last attempt (its dead-letter publish failed,
+ * or its count came from an earlier owner) goes straight to giving up. */
+static bool exhausted_at_admission(cs_pipeline *p, cs_delivery *d) {
+    if (!p->cfg.tracked || p->cfg.max_attempts <= 0 || d->attempt < p->cfg.max_attempts) return false;
+    outlet o = cs__outlet_of(d);
+    cs__give_up(d, &o, d->reason ? d->reason : "attempts exhausted");
+    return true;
+}
+
+static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, bool batch);
+static bool outcome_valid(cs_outcome o);
+
+static void run_one(lane *l, cs_delivery *d) {
+    cs_pipeline *p = l->pipe;
+    if (!decode_or_drop(l, d) || exhausted_at_admission(p, d)) return;
+    bool watch = p->cfg.handler_time_limit_ms > 0;
+    start_attempt(l, d);
+    if (watch) watch_start(l, d);
+    uint64_t t0 = cs__mono_ns(); /* monotonic: a clock step never makes a run negative */
+    cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
+    cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
+    if (watch) watch_stop(l);
+    if (outcome == CS_PENDING) return; /* d is the handler's now */
+    if (!outcome_valid(outcome)) {
+        unset_to_retry(p, d, outcome, false);
+        outcome = CS_RETRY;
+    }
+    cs__settle_or_reply(d, outcome);
+}
+
+static const char *commit_mode_name(const cs_pipeline *p) {
+    return p->cfg.transactional ? "transactional" : p->cfg.tracked ? "tracked" : "auto";
+}
+
+/* An element the batch handler left CS_UNSET, or an outcome that is none of
+ * ack, drop, retry and pending (CS_EACH or CS_UNSET from a record handler, a
+ * value out of the enum): nobody settled it, so it must not count as handled.
+ * It becomes a retry (the mode decides what a retry does), with a
+ * rate-limited line, because a handler that gets one wrong usually gets one
+ * wrong per record or batch. Normalised here, before settling, so that it
+ * goes through max_attempts like any retry and, in a batch, comes back in
+ * fetch order with the other retries. The reason, unless the handler gave
+ * one, is what a dead letter at the attempt cap will carry. */
+static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, bool batch) {
+    uint64_t skipped = 0;
+    bool unset = batch && outcome == CS_UNSET;
+    if (cs__ratelimit_allow(&p->unset_warning, 5000, &skipped)) {
+        if (unset)
+            CS_LOG_ERR("batch handler left an element unset (handler bug), treated as retry subscription=%s "
+                       "commit=%s topic=%s partition=%d offset=%lld attempt=%d similar_since_last=%llu" CS_TRACE_FMT,
+                       p->name, commit_mode_name(p), d->topic, (int)d->partition, (long long)d->offset, d->attempt,
+                       (unsigned long long)skipped, CS_TRACE_ARGS(d));
+        else
+            CS_LOG_ERR("%s handler returned an invalid outcome (handler bug), treated as retry subscription=%s "
+                       "commit=%s topic=%s partition=%d offset=%lld attempt=%d outcome=%d "
+                       "similar_since_last=%llu" CS_TRACE_FMT,
+                       batch ? "batch" : "record", p->name, commit_mode_name(p), d->topic, (int)d->partition,
+                       (long long)d->offset, d->attempt, (int)outcome, (unsigned long long)skipped, CS_TRACE_ARGS(d));
+    }
+    if (!d->reason) cs_delivery_set_reason(d, unset ? "batch handler left the outcome unset" : "invalid outcome");
+}
+
+/* What a handler may leave as the outcome of one record. */
+static bool outcome_valid(cs_outcome o) {
+    return o == CS_ACK || o == CS_DROP || o == CS_RETRY || o == CS_PENDING;
+}
+
+static void run_batch(lane *l, size_t n) {
+    cs_pipeline *p = l->pipe;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (admit(p, l->batch[i]) && decode_or_drop(l, l->batch[i]) && !exhausted_at_admission(p, l->batch[i]))
+            l->batch[kept++] = l->batch[i];
+    if (kept == 0) return;
+    for (size_t i = 0; i < kept; i++) {
+        start_attempt(l, l->batch[i]);
+        l->outcomes[i] = CS_UNSET; /* settled only by what the handler names */
+    }
+    bool watch = p->cfg.handler_time_limit_ms > 0;
+    if (watch) watch_start(l, l->batch[0]);
+    uint64_t t0 = cs__mono_ns();
+    cs_outcome all = p->cfg.batch_handler(l->batch, kept, l->outcomes, p->cfg.user);
+    cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
+    if (watch) watch_stop(l);
+    for (size_t i = 0; i < kept; i++) {
+        if (all != CS_EACH) l->outcomes[i] = all;
+        if (outcome_valid(l->outcomes[i])) continue;
+        unset_to_retry(p, l->batch[i], l->outcomes[i], true);
+        l->outcomes[i] = CS_RETRY;
+    }
+    /* Acks, drops (and their replies) in fetch order; then retries backwards,
+     * so that they reach the lane's head in fetch order. */
+    for (size_t i = 0; i < kept; i++) {
+        cs_outcome o = l->outcomes[i];
+        if (o != CS_PENDING && o != CS_RETRY) cs__settle_or_reply(l->batch[i], o);
+    }
+    for (size_t i = kept; i-- > 0;)
+        if (l->outcomes[i] == CS_RETRY) cs__settle_or_reply(l->batch[i], CS_RETRY);
+}
+
+void *cs__worker_main(void *arg) {
+    lane *l = arg;
+    cs_pipeline *p = l->pipe;
+    if (p->cfg.batch_handler) {
+        size_t n;
+        while ((n = cs__lane_pop_batch(l, l->batch, p->cfg.max_batch)) > 0) run_batch(l, n);
+        return NULL;
+    }
+    cs_delivery *d;
+    while ((d = cs__lane_pop(l))) {
+        if (p->cfg.window_barrier) pass_gate(p);
+        if (admit(p, d)) run_one(l, d);
+        if (p->cfg.window_barrier) leave_gate(p);
+    }
+    return NULL;
+}
+
+/* ---- the stop-the-world gate (window_barrier, for measurement) ----------- */
+
+static void pass_gate(cs_pipeline *p) {
+    pthread_mutex_lock(&p->gate_lock);
+    while (p->gate_closed && !atomic_load(&p->stopping)) pthread_cond_wait(&p->gate_cv, &p->gate_lock);
+    p->in_handler++;
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+static void leave_gate(cs_pipeline *p) {
+    pthread_mutex_lock(&p->gate_lock);
+    if (--p->in_handler == 0) pthread_cond_broadcast(&p->gate_cv);
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+void cs__pipeline_close_gate(cs_pipeline *p) {
+    if (!p->cfg.window_barrier) return;
+    pthread_mutex_lock(&p->gate_lock);
+    p->gate_closed = true;
+    while (p->in_handler > 0) pthread_cond_wait(&p->gate_cv, &p->gate_lock);
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+void cs__pipeline_open_gate(cs_pipeline *p) {
+    if (!p->cfg.window_barrier) return;
+    pthread_mutex_lock(&p->gate_lock);
+    p->gate_closed = false;
+    pthread_cond_broadcast(&p->gate_cv);
+    pthread_mutex_unlock(&p->gate_lock);
+}
+
+void cs__pipeline_check_slow(cs_pipeline *p) {
+    int limit = p->cfg.handler_time_limit_ms;
+    if (limit <= 0) return;
+    int64_t now = cs__now_ms();
+    for (int i = 0; i < p->n_lanes; i++) {
+        lane *l = &p->lanes[i];
+        pthread_mutex_lock(&l->run_lock);
+        if (l->run_started_ms && !l->run_reported && now - l->run_started_ms > limit) {
+            l->run_reported = true;
+            atomic_fetch_add_explicit(&l->slow, 1, memory_order_relaxed);
+            CS_LOG_WARN("handler past its time limit subscription=%s topic=%s partition=%d offset=%lld "
+                        "running_ms=%lld limit_ms=%d%s%s",
+                        p->name, l->run_topic, (int)l->run_partition, (long long)l->run_offset,
+                        (long long)(now - l->run_started_ms), limit, l->run_trace_id[0] ? " trace_id=" : "",
+                        l->run_trace_id);
+        }
+        pthread_mutex_unlock(&l->run_lock);
+    }
+}
