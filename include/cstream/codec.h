@@ -37,8 +37,9 @@
  *     field "items[2].amount_cents": expected an integer, got a string
  *     field "id": missing (required)
  *     payload is not valid JSON at byte 17: parse error: ...
- * A payload that does not decode is CS_ERR_ARG (add the topic, partition and
- * offset when you log it); so is an invalid field table. Out of memory is
+ * A payload that does not decode is CS_ERR_DECODE (add the topic, partition
+ * and offset when you log it), a value that does not encode CS_ERR_ENCODE,
+ * an invalid field table or a NULL argument CS_ERR_ARG. Out of memory is
  * CS_ERR_NOMEM.
  *
  * Threads: every function here is a pure function of its arguments and may run
@@ -217,7 +218,7 @@ CS_API void cs_value_free(const cs_type *type, void *value);
 
 /** Decodes one JSON object into *out (type->size bytes). *out is zeroed first;
  * on failure everything allocated is freed and *out is zeroed again.
- * A NULL or empty payload (a tombstone) is CS_ERR_ARG "payload is null (tombstone)".
+ * A NULL or empty payload (a tombstone) is CS_ERR_DECODE "payload is null (tombstone)".
  * Allocates only what the struct owns (strings, arrays).
  *
  * What it allocates is the caller's: release it with cs_value_free.
@@ -226,8 +227,9 @@ CS_API void cs_value_free(const cs_type *type, void *value);
  * @param len its length in bytes.
  * @param out the caller's struct of type->size bytes.
  * @retval CS_OK *out holds the value.
- * @retval CS_ERR_ARG the payload does not decode, or type or out is NULL, or
- *         the table is invalid; cs_errmsg() names the field or the byte.
+ * @retval CS_ERR_DECODE the payload does not decode; cs_errmsg() names the
+ *         field or the byte.
+ * @retval CS_ERR_ARG type or out is NULL, or the table is invalid.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out);
 
@@ -241,9 +243,9 @@ CS_API cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, 
  * @param json_out receives the JSON text; NULL on failure.
  * @param len_out receives its length; may be NULL.
  * @retval CS_OK *json_out holds the text.
- * @retval CS_ERR_ARG the value cannot be encoded (e.g. a NaN, a required
- *         STRING that is NULL), an argument is NULL, or the table is invalid;
- *         cs_errmsg() names the field.
+ * @retval CS_ERR_ENCODE the value cannot be encoded (e.g. a NaN, a required
+ *         STRING that is NULL); cs_errmsg() names the field.
+ * @retval CS_ERR_ARG an argument is NULL, or the table is invalid.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, size_t *len_out);
 

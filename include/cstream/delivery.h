@@ -227,8 +227,9 @@ CS_API const void *cs_delivery_decoded(const cs_delivery *d);
  * @param type the type of `value`.
  * @param value the struct to encode (read only during the call).
  * @retval CS_OK the reply is set.
- * @retval CS_ERR_ARG an argument is NULL, or the value does not encode
- *         (cs_errmsg() names the field).
+ * @retval CS_ERR_ENCODE the value does not encode (cs_errmsg() names the
+ *         field).
+ * @retval CS_ERR_ARG an argument is NULL.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type,
                                         const void *value);

@@ -166,7 +166,7 @@ static int fail_at(decoder *d, size_t n_frames, const char *leaf, const char *fm
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    d->err = cs__fail(CS_ERR_ARG, "field \"%s\": %s", path.buf, why);
+    d->err = cs__fail(CS_ERR_DECODE, "field \"%s\": %s", path.buf, why);
     return 0;
 }
 
@@ -181,7 +181,7 @@ static int fail_no_memory(decoder *d)
 static int fail_expected(decoder *d, const target *t, const char *got)
 {
     if (t->root) {
-        d->err = cs__fail(CS_ERR_ARG, "payload is not a JSON object (got %s)", got);
+        d->err = cs__fail(CS_ERR_DECODE, "payload is not a JSON object (got %s)", got);
         return 0;
     }
     return fail_at(d, d->n_frames, NULL, "expected %s, got %s", cs__codec_kind_expectation(t->kind), got);
@@ -271,7 +271,7 @@ static bool skip_scalar(decoder *d)
 static int open_container(decoder *d)
 {
     if (d->depth >= CS_JSON_MAX_DEPTH) {
-        d->err = cs__fail(CS_ERR_ARG, "payload nesting deeper than %d levels at byte %zu",
+        d->err = cs__fail(CS_ERR_DECODE, "payload nesting deeper than %d levels at byte %zu",
                           CS_JSON_MAX_DEPTH, yajl_get_bytes_consumed(d->yajl));
         return 0;
     }
@@ -641,12 +641,12 @@ static cs_err report_invalid_utf8(decoder *d)
     bool in_value = d->skip > 0 || d->skip_next || d->n_frames == 0 || top(d)->is_array ||
                     top(d)->field != NULL;
     if (in_value && path.len > 0)
-        return cs__fail(CS_ERR_ARG, "field \"%s\": string is not valid UTF-8", path.buf);
+        return cs__fail(CS_ERR_DECODE, "field \"%s\": string is not valid UTF-8", path.buf);
     if (in_value)
-        return cs__fail(CS_ERR_ARG, "payload: string is not valid UTF-8");
+        return cs__fail(CS_ERR_DECODE, "payload: string is not valid UTF-8");
     if (path.len > 0)
-        return cs__fail(CS_ERR_ARG, "field \"%s\": a key is not valid UTF-8", path.buf);
-    return cs__fail(CS_ERR_ARG, "payload: a key is not valid UTF-8");
+        return cs__fail(CS_ERR_DECODE, "field \"%s\": a key is not valid UTF-8", path.buf);
+    return cs__fail(CS_ERR_DECODE, "payload: a key is not valid UTF-8");
 }
 
 /* yajl rejected the text. `at_end`: it did so only when told the input was over. */
@@ -660,7 +660,7 @@ static cs_err report_syntax_error(decoder *d, size_t len, bool at_end)
     } else {
         size_t at = at_end ? len : yajl_get_bytes_consumed(d->yajl);
         int n = (int)strcspn(why, "\n");
-        err = cs__fail(CS_ERR_ARG, "payload is not valid JSON at byte %zu: %.*s", at, n, why);
+        err = cs__fail(CS_ERR_DECODE, "payload is not valid JSON at byte %zu: %.*s", at, n, why);
     }
     if (message)
         yajl_free_error(d->yajl, message);
@@ -678,7 +678,7 @@ cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *o
         return err;
     memset(out, 0, type->size);
     if (json == NULL || len == 0)
-        return cs__fail(CS_ERR_ARG, "payload is null (tombstone)");
+        return cs__fail(CS_ERR_DECODE, "payload is null (tombstone)");
 
     decoder d;
     d.json = json;

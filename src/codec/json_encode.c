@@ -111,9 +111,9 @@ static cs_err fail(encoder *e, const char *fmt, ...)
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
     if (e->n_steps == 0)
-        return cs__fail(CS_ERR_ARG, "value: %s", why);
+        return cs__fail(CS_ERR_ENCODE, "value: %s", why);
     render_path(e, path, sizeof path);
-    return cs__fail(CS_ERR_ARG, "field \"%s\": %s", path, why);
+    return cs__fail(CS_ERR_ENCODE, "field \"%s\": %s", path, why);
 }
 
 static cs_err generated(encoder *e, yajl_gen_status status)

@@ -39,6 +39,8 @@ const char *cs_err_name(cs_err err) {
     case CS_ERR_NOMEM: return "CS_ERR_NOMEM";
     case CS_ERR_HOOK: return "CS_ERR_HOOK";
     case CS_ERR_AUTH: return "CS_ERR_AUTH";
+    case CS_ERR_DECODE: return "CS_ERR_DECODE";
+    case CS_ERR_ENCODE: return "CS_ERR_ENCODE";
     }
     return "CS_ERR_UNKNOWN";
 }

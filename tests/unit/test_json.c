@@ -202,7 +202,7 @@ static void assert_decode_error(const cs_type *type, const void *json, size_t le
         cs_value_free(type, value);
         fail_msg("decoded without error: %.*s", (int)len, (const char *)json);
     }
-    assert_int_equal(err, CS_ERR_ARG);
+    assert_int_equal(err, CS_ERR_DECODE);
     if (strcmp(cs_errmsg(), message) != 0)
         fail_msg("payload %.*s\n  message  %s\n  expected %s", (int)len, (const char *)json, cs_errmsg(),
                  message);
@@ -228,7 +228,7 @@ static void assert_encode_error(const cs_type *type, const void *value, const ch
 {
     char *out = (char *)"untouched";
     size_t len = 99;
-    assert_int_equal(cs_json_encode(type, value, &out, &len), CS_ERR_ARG);
+    assert_int_equal(cs_json_encode(type, value, &out, &len), CS_ERR_ENCODE);
     assert_string_equal(cs_errmsg(), message);
     assert_null(out);
     assert_int_equal(len, 0);
@@ -474,7 +474,7 @@ static void test_tree_round_trip(void **state)
             cs_value_free(&node_type, &n);
             free(out);
         } else {
-            assert_int_equal(err, CS_ERR_ARG);
+            assert_int_equal(err, CS_ERR_DECODE);
             assert_non_null(strstr(cs_errmsg(), "payload nesting deeper than 64 levels at byte "));
             assert_zeroed(&n, sizeof n);
         }
@@ -491,7 +491,7 @@ static void test_tree_round_trip(void **state)
         }
     }
     char *never = NULL;
-    assert_int_equal(cs_json_encode(&node_type, &chain[0], &never, NULL), CS_ERR_ARG);
+    assert_int_equal(cs_json_encode(&node_type, &chain[0], &never, NULL), CS_ERR_ENCODE);
     assert_non_null(strstr(cs_errmsg(), ": nesting deeper than 64 levels"));
     assert_null(never);
 }
@@ -646,7 +646,7 @@ static void test_tombstone(void **state)
     (void)state;
     order o;
     memset(&o, 0xAB, sizeof o);
-    assert_int_equal(cs_json_decode(&order_type, NULL, 0, &o), CS_ERR_ARG);
+    assert_int_equal(cs_json_decode(&order_type, NULL, 0, &o), CS_ERR_DECODE);
     assert_string_equal(cs_errmsg(), "payload is null (tombstone)");
     assert_zeroed(&o, sizeof o);
     assert_decode_error(&order_type, "{}", 0, "payload is null (tombstone)");
@@ -800,7 +800,7 @@ static void test_deep_nesting(void **state)
 }
 
 /* Random bytes flipped, inserted, deleted and cut from valid payloads: every
- * result either decodes or fails with CS_ERR_ARG and a zeroed value. */
+ * result either decodes or fails with CS_ERR_DECODE and a zeroed value. */
 static uint64_t rng_state;
 
 static uint64_t rng_next(void)
@@ -1183,7 +1183,7 @@ static void test_codec_interface(void **state)
     assert_string_equal(back.memo, "m");
     cs_value_free(&payout_type, &back);
     free(json);
-    assert_int_equal(c->decode(c, &payout_type, NULL, 0, &back), CS_ERR_ARG);
+    assert_int_equal(c->decode(c, &payout_type, NULL, 0, &back), CS_ERR_DECODE);
     assert_string_equal(cs_errmsg(), "payload is null (tombstone)");
     char *schema = NULL;
     assert_int_equal(c->schema(c, &payout_type, &schema), CS_OK);
@@ -1394,7 +1394,7 @@ static void test_random_mutations_never_crash(void **state)
             cs_value_free(&order_type, &out);
         } else {
             refused++;
-            assert_int_equal(err, CS_ERR_ARG);
+            assert_int_equal(err, CS_ERR_DECODE);
             assert_zeroed(&out, sizeof out);
         }
         free(json);
@@ -1421,7 +1421,7 @@ static void *codec_worker(void *arg)
             return "encode";
         cs_value_free(&order_type, &o);
         free(out);
-        if (decode_text(&order_type, "{\"id\":-1}", &o) != CS_ERR_ARG ||
+        if (decode_text(&order_type, "{\"id\":-1}", &o) != CS_ERR_DECODE ||
             strcmp(cs_errmsg(), "field \"id\": -1 is out of range for uint64 (0..18446744073709551615)") != 0)
             return "error message";
     }
