@@ -15,6 +15,7 @@
 #include "cstream/delivery.h"
 #include "cstream/error.h"
 #include "cstream/kafka.h"
+#include "cstream/log.h"
 #include "cstream/main.h" /* operations surface: cs_app_main, AsyncAPI, metrics */
 #include "cstream/publish.h"
 

@@ -24,6 +24,7 @@
 #include "cstream/export.h"
 
 #include "cstream/error.h"
+#include "cstream/log.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -195,19 +196,6 @@ CS_API cs_err cs_app_run(cs_app *app);
  * @return CS_ERR_HOOK, always. */
 CS_API cs_err cs_app_fail(cs_app *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/** Log levels, most severe first: a threshold shows its level and those above. */
-typedef enum cs_log_level {
-    CS_LOG_ERROR, /**< errors only */
-    CS_LOG_WARN,  /**< and warnings */
-    CS_LOG_INFO,  /**< and informational lines (the default) */
-    CS_LOG_DEBUG  /**< and debugging detail */
-} cs_log_level;
-/** Process-wide log threshold (default INFO, or CSTREAM_LOG_LEVEL=error|warn|info|debug).
- *
- * Any thread, any time; it applies to every app in the process, and to
- * librdkafka's log lines, which go through the same writer.
- * @param level the new threshold. */
-CS_API void cs_log_set_level(cs_log_level level);
 
 #ifdef __cplusplus
 }

@@ -115,6 +115,34 @@ CS_API cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
  * @retval CS_ERR_STATE the app has started.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
+
+/** How long the graceful stop waits for the producer to deliver what it holds
+ * (default 30000 ms).
+ *
+ * Configuring thread, before cs_app_start.
+ * @param k the broker.
+ * @param ms the timeout, >= 0 ms.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL or ms < 0.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms);
+/** After the app stopped: records the producer still held when the flush
+ * timeout ran out (they were not delivered).
+ *
+ * Any thread.
+ * @param k the broker (not NULL).
+ * @return the count, 0 before the first stop. */
+CS_API size_t cs_kafka_unflushed_records(const cs_kafka *k);
+
+/** How long a publish waits for space in librdkafka's local queue (default 5000 ms).
+ *
+ * Configuring thread, before cs_app_start.
+ * @param k the broker.
+ * @param ms the timeout, >= 0 ms (0: fail at once when the queue is full).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL or ms < 0.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
 /** The stable identity of this service instance (e.g. a StatefulSet pod name),
  * else CSTREAM_INSTANCE_ID from the environment. Transactional subscriptions
  * need one: their transactional.id is "<app>.<group>.<topics>.<instance id>",

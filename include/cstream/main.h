@@ -51,18 +51,6 @@ extern "C" {
  *         failed, 2 on a usage error. */
 CS_API int cs_app_main(cs_app *app, int argc, char **argv);
 
-/** Log line format, process-wide (default text, or CSTREAM_LOG_FORMAT=text|json).
- * json: one object per line {"ts":..,"level":..,"msg":.., then each key=value
- * field of the line as a member} (integers as numbers, the rest as strings). */
-typedef enum cs_log_format {
-    CS_LOG_TEXT = 0, /**< "<UTC time> <LEVEL> <message> key=value ..." (the default) */
-    CS_LOG_JSON      /**< one JSON object per line, as above */
-} cs_log_format;
-/** Sets the log line format of the process (see cs_log_format).
- *
- * Any thread, any time; it applies to every app in the process.
- * @param format the format. */
-CS_API void cs_log_set_format(cs_log_format format);
 
 /** The app's AsyncAPI 3.0 document (JSON, or YAML when yaml != 0): a channel per
  * topic, a receive operation per subscribed topic, send operations for reply

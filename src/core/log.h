@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cstream/app.h"
+#include "cstream/log.h"
 
 bool cs__log_enabled(cs_log_level level);
 void cs__log(cs_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
