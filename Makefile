@@ -17,8 +17,9 @@ VALGRIND_DEBS := valgrind
 SOAK_DEBS     := gnuplot-nox
 FUZZ_DEBS     := clang
 DOCS_DEBS     := doxygen
+FORMAT_DEBS   := clang-format-14
 
-.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps docs-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build docs clean install package package-check
+.PHONY: all deps test-deps valgrind-deps soak-deps fuzz-deps docs-deps format-deps build run serve test test-embedded test-cluster proof soak test-asan test-tsan valgrind fuzz fuzz-build docs format format-check clean install package package-check
 
 all: build
 
@@ -170,6 +171,16 @@ docs: docs-deps
 	@mkdir -p $(BUILD)/docs
 	CS_DOCS_DIR=$(BUILD)/docs CS_DOCS_VERSION=$(CSTREAM_VERSION) doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/api/index.html"
+
+# The C sources' formatting (.clang-format, clang-format 14 from Debian):
+# `make format` applies it, `make format-check` (CI) fails on any difference.
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' ':!:bench/peers')
+format-deps:
+	$(call install_missing,$(FORMAT_DEBS))
+format: format-deps
+	clang-format-14 -i $(FORMAT_FILES)
+format-check: format-deps
+	clang-format-14 --dry-run --Werror $(FORMAT_FILES)
 
 # The library, headers and cstream.pc under $(PREFIX) (default /usr/local;
 # `make install PREFIX=DIR`). cstream.pc is written for the prefix of the
