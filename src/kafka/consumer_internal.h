@@ -1,5 +1,6 @@
 /* consumer_internal.h — one subscription's consumer, shared by the files of
- * the consumer: consumer.c (lifecycle, readiness, /metrics), fetch.c (taking
+ * the consumer: consumer.c (lifecycle, readiness), consumer_conf.c (its
+ * librdkafka configuration), consumer_metrics.c (stats, /metrics), fetch.c (taking
  * records and handing them out), rebalance.c (assign, revoke, topic loss,
  * client errors) and committer.c (Tracked commits, Transactional windows).
  *
@@ -133,6 +134,13 @@ struct cs_consumer {
     pthread_mutex_t wake_lock;
     char who[256];
 };
+
+/* ---- consumer_conf.c -------------------------------------------------------- */
+/* The librdkafka configuration of s's consumer c, with c as its opaque; sets
+ * c's pre-fetch bounds (rdk_bound_*) and s->static_id on the way. On success
+ * *out is the caller's, for rd_kafka_new; on failure the configuration is
+ * destroyed and the error names the property (errors name c->who). */
+cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out);
 
 /* ---- fetch.c ---------------------------------------------------------------- */
 /* The partition's core state (registered on first use). Fetch thread, or the
