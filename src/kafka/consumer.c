@@ -1,7 +1,8 @@
-/* consumer.c — one subscription's librdkafka consumer: its start, stop,
- * close, crash and destroy, and readiness. Its configuration is in
- * consumer_conf.c, its stats and /metrics in consumer_metrics.c, the fetch
- * path in fetch.c, rebalances in rebalance.c, commits in committer.c; the
+/* consumer.c — one subscription's librdkafka consumer: its start, the fetch
+ * thread's loop, stop, close, crash and destroy, and readiness. The top of
+ * the consumer's files: its configuration is in consumer_conf.c, its stats
+ * and /metrics in consumer_metrics.c, the fetch path in fetch_*.c, errors in
+ * consumer_errors.c, rebalances in rebalance.c, commits in committer.c; the
  * consumer's state and its threads are described in consumer_internal.h. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -96,6 +97,50 @@ static bool destroy_handle(cs_consumer *c, int flags) {
     return done;
 }
 
+/* ---- the fetch thread ---------------------------------------------------------
+ * Its loop: the commit tick, handing out (fetch_handout.c), taking
+ * (fetch_take.c), the stuck check (fetch_stuck.c), then librdkafka's events,
+ * whose rebalance callback (rebalance.c) and error callback
+ * (consumer_errors.c) run inside its poll. */
+
+static void *fetch_main(void *arg) {
+    cs_consumer *c = arg;
+    int interval = c->interval_ms;
+    c->next_commit_ms = cs__now_ms() + interval;
+    bool fatal = false;
+    while (!atomic_load(&c->stop) && !fatal) {
+        int64_t now = cs__now_ms();
+        if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
+        bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
+                           now >= c->next_commit_ms - interval; /* not during an abort backoff */
+        if (now >= c->next_commit_ms || window_full) {
+            cs__commit_positions(c, NULL, false);
+            cs__pipeline_check_slow(c->pipe);
+            c->next_commit_ms = now + interval + c->abort_backoff_ms;
+        }
+        /* After an out-of-memory stop nothing more is handed out or taken. */
+        bool more = c->out_of_memory ? false : cs__fetch_hand_out(c, now);
+        size_t taken = c->out_of_memory ? 0 : cs__fetch_take_records(c);
+        if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
+        fatal = c->take_fatal;
+        /* Events (rebalances, commit results, errors). The poll waits only when
+         * there was nothing to take or hand out; records arriving in the empty
+         * recq, a store fallen under its resume mark and settlements that bring
+         * a full partition down to half of max_open cut the wait short
+         * (rd_kafka_queue_yield). */
+        int64_t wait = taken || more ? 0 : c->next_commit_ms - now;
+        if (fatal) break;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
+        if (m) {
+            /* The consumer queue carries no records: errors only. */
+            if (m->err) cs__consumer_on_record_error(c, m);
+            rd_kafka_message_destroy(m);
+            fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
+        }
+    }
+    return NULL; /* after a fatal error the app is stopping; nothing more to fetch */
+}
+
 /* ---- lifecycle -------------------------------------------------------------- */
 
 static void free_counters(cs_consumer *c) {
@@ -188,7 +233,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .workers = s->workers,
         /* Auto keeps its queue small (it is Auto's loss window); under Tracked
          * the cap only bounds memory: a full partition is not served until it
-         * drains to half, its records wait in the fetch buffer (fetch.c). */
+         * drains to half, its records wait in the fetch buffer (fetch_handout.c). */
         .max_open = cs__sub_max_open(s),
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = cs__fetch_wake,
@@ -225,7 +270,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         consumer_free(c);
         return cs__fail(CS_ERR_KAFKA, "subscription %s: subscribe failed: %s", s->name, rd_kafka_err2str(rerr));
     }
-    if (pthread_create(&c->thread, NULL, cs__fetch_main, c) != 0) {
+    if (pthread_create(&c->thread, NULL, fetch_main, c) != 0) {
         consumer_free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its fetch thread", s->name);
     }
@@ -296,8 +341,8 @@ static void serve_pending_events(cs_consumer *c) {
     for (int i = 0; i < 64; i++) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 0);
         if (!m) return;
-        if (m->err) cs__fetch_on_error_event(c, m);
-        rd_kafka_message_destroy(m); /* records never come here: they are forwarded to recq (fetch.c) */
+        if (m->err) cs__consumer_on_record_error(c, m);
+        rd_kafka_message_destroy(m); /* records never come here: they are forwarded to recq (fetch_parts.c) */
     }
 }
 

@@ -97,7 +97,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     const char *group = s->group ? s->group : s->k->default_group;
     bool auto_mode = s->mode == CS_COMMIT_AUTO;
     cs_err err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app)); /* default; config may override */
-    /* Every partition's records go to one queue (fetch.c), so librdkafka's
+    /* Every partition's records go to one queue (fetch_parts.c), so librdkafka's
      * pre-fetch bound is one bound for the whole consumer: a small second
      * stage in front of cstream's store, a quarter of its budget by default;
      * config may override it (docs/guide.md: the fetch buffer). */
@@ -128,7 +128,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     if (!err && s->static_id) err = cs__conf_set(conf, c->who, "group.instance.id", s->static_id);
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
     /* Auto too: the fetch thread stores the offset of the last record it
-     * hands out (fetch.c), never of records waiting in the store. */
+     * hands out (fetch_handout.c), never of records waiting in the store. */
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", "false");
     if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
     if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");

@@ -1,8 +1,10 @@
 /* consumer_metrics.c — one subscription's consumer as numbers: its stats
- * (cs_sub_stats_get) and its /metrics series. It reads the counters the fetch
- * path, the pipeline and the commits keep; it never changes the consumer,
- * never waits on the network, and runs on the caller's thread (the scraping
- * thread or a stats reader, with the subscription's stats lock held). */
+ * (cs_sub_stats_get) and its /metrics series, read from the counters the
+ * fetch path, the pipeline and the commits keep; the fetch path counts its
+ * per-topic events through cs__consumer_count_topic (fetch thread). Reading
+ * never changes the consumer and never waits on the network; it runs on the
+ * caller's thread (the scraping thread or a stats reader, with the
+ * subscription's stats lock held). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -14,6 +16,14 @@
 #include "../core/broker.h"
 #include "../core/error.h"
 #include "consumer_internal.h"
+
+/* ---- counters and stats ----------------------------------------------------- */
+
+/* A per-topic counter of the fetch path (rare events: a lookup by name). */
+void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic) {
+    int i = cs__subscribed_topic_in(c, topic, true);
+    if (i >= 0) atomic_fetch_add_explicit(&counters[i], 1, memory_order_relaxed);
+}
 
 static uint64_t sum_topics(const cs_consumer *c, _Atomic uint64_t *counters) {
     uint64_t n = 0;
