@@ -15,6 +15,7 @@
 #include "../core/broker.h"
 #include "../core/error.h"
 #include "consumer_internal.h"
+#include "defaults.h"
 
 /* The largest queued.max.messages.kbytes librdkafka 2.0.2 accepts. */
 #define RDK_QUEUED_KBYTES_MAX ((size_t)2097151)
@@ -29,6 +30,19 @@ static size_t conf_size(rd_kafka_conf_t *conf, const char *key) {
     size_t n = sizeof buf;
     if (rd_kafka_conf_get(conf, key, buf, &n) != RD_KAFKA_CONF_OK) return 0;
     return (size_t)strtoull(buf, NULL, 10);
+}
+
+/* ---- the subscription's defaults --------------------------------------------- */
+
+size_t cs__sub_max_open(const cs_sub *s) {
+    if (s->max_open) return s->max_open;
+    return s->mode == CS_COMMIT_AUTO ? CS__DEFAULT_MAX_OPEN_AUTO : CS__DEFAULT_MAX_OPEN_TRACKED;
+}
+
+int cs__sub_commit_interval_ms(const cs_sub *s) {
+    if (s->commit_interval_ms) return s->commit_interval_ms;
+    return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
+                                              : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
 }
 
 /* ---- static membership (KIP-345) ----------------------------------------------
