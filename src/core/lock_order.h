@@ -22,9 +22,9 @@
  *   6  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's
  *                                                      end (a record released under its partition
  *                                                      lock); only wake_lock is taken under it
- *   7  cs_consumer.wake_lock   src/kafka/fetch.c       wake-ups against the fetch thread's end; also
+ *   7  cs_consumer.wake_lock   src/kafka/fetch_parts.c wake-ups against the fetch thread's end; also
  *                                                      taken under a librdkafka queue lock
- *                                                      (on_records)
+ *                                                      (on_records, fetch_take.c)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason
  *   -  lane.run_lock           src/core/worker.c       the running handler, for the time-limit check
  *   -  cs_pipeline.gate_lock   src/core/worker.c       the measurement-only stop-the-world gate

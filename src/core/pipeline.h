@@ -118,7 +118,7 @@ void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part);
 size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline_ms);
 /* Fetch thread, after the final commit of a revoked partition: bumps the
  * epoch so that late settlements are stale. Deliveries still open keep their
- * payload (the source's records must outlive its consumer: fetch.c copies
+ * payload (the source's records must outlive its consumer: fetch_take.c copies
  * them into a store that does). */
 void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part);
 

@@ -31,7 +31,7 @@ typedef struct cs_stored {
     int64_t offset, timestamp;
     uint32_t key_len, value_len, n_headers, headers_len;
     bool has_key, has_value;
-    bool old_log; /* taken before its topic was reported gone (fetch.c) */
+    bool old_log; /* taken before its topic was reported gone (fetch_take.c) */
     /* Set when the record is handed out: a counter of bytes handed out and
      * not yet released (its partition's), which the release takes it off. */
     _Atomic size_t *charged;
@@ -71,7 +71,7 @@ void cs__store_close_chunk(cs_chunk **open);
 void cs__stored_charge(cs_stored *r, _Atomic size_t *counter);
 /* Any thread, exactly once per record. */
 void cs__stored_release(cs_stored *r);
-/* Inline: each runs several times per record, from fetch.c and the core. */
+/* Inline: each runs several times per record, from fetch_*.c and the core. */
 static inline const void *cs__stored_key(const cs_stored *r) { return r->has_key ? (const void *)(r + 1) : NULL; }
 static inline const void *cs__stored_value(const cs_stored *r) {
     return r->has_value ? (const void *)((const unsigned char *)(r + 1) + r->key_len) : NULL;

@@ -1,12 +1,15 @@
 /* config.c — property lists and their validation against librdkafka.
  * Every property is set on a scratch librdkafka conf when the user sets it, so
  * an unknown key or a bad value fails at configuration time, naming the key
- * and giving librdkafka's reason. Pure functions; any thread. */
+ * and giving librdkafka's reason; and the checks the cs_kafka_* and cs_sub_*
+ * setters share. Pure functions but cs__kafka_configurable, which reads
+ * whether the app has started; any thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/broker.h"
 #include "../core/error.h"
 #include "../core/log.h"
 #include "kafka_internal.h"
@@ -133,4 +136,21 @@ void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const cha
     cs_log_level l = level <= 3 ? CS_LOG_ERROR : level == 4 ? CS_LOG_WARN : level <= 6 ? CS_LOG_INFO : CS_LOG_DEBUG;
     if (!cs__log_enabled(l)) return;
     cs__log(l, "librdkafka client=%s facility=%s message=\"%s\"", rk ? rd_kafka_name(rk) : "-", fac, buf);
+}
+
+/* ---- the setters' shared checks (kafka.c, subscription.c) ------------------ */
+
+cs_err cs__kafka_configurable(const cs_kafka *k, const char *what) {
+    if (!k) return cs__fail(CS_ERR_ARG, "%s: broker is NULL", what);
+    if (k->app && cs__app_started(k->app))
+        return cs__fail(CS_ERR_STATE, "%s: the app has started; configure before cs_app_start", what);
+    return CS_OK;
+}
+
+cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what) {
+    char *copy = strdup(value);
+    if (!copy) return cs__fail(CS_ERR_NOMEM, "%s: out of memory", what);
+    free(*slot);
+    *slot = copy;
+    return CS_OK;
 }

@@ -1,10 +1,15 @@
 /* consumer_internal.h — one subscription's consumer, shared by the files of
- * the consumer: consumer.c (lifecycle, readiness, /metrics), fetch.c (taking
- * records and handing them out), rebalance.c (assign, revoke, topic loss,
- * client errors) and committer.c (Tracked commits, Transactional windows).
+ * the consumer: consumer.c (lifecycle, the fetch thread's loop, readiness),
+ * consumer_conf.c (its librdkafka configuration), consumer_metrics.c (stats,
+ * /metrics), the fetch path (fetch_parts.c: the assigned partitions;
+ * fetch_take.c: taking records into the store; fetch_handout.c: handing them
+ * out; fetch_wake.c: waking librdkafka's fetchers; fetch_stuck.c: a stuck
+ * partition), consumer_errors.c (topic loss, client errors, fatal errors),
+ * rebalance.c (assign, revoke) and committer.c (Tracked commits,
+ * Transactional windows).
  *
- * Threads: the fetch thread (cs__fetch_main) is the only one that polls,
- * takes records, assigns and commits while the subscription runs; the
+ * Threads: the fetch thread (fetch_main in consumer.c) is the only one that
+ * polls, takes records, assigns and commits while the subscription runs; the
  * rebalance callback runs on it, inside rd_kafka_consumer_poll. After the
  * fetch thread has exited, the stopping thread drains, commits and closes
  * (close runs the revoke again, which is idempotent). Workers only touch the
@@ -46,7 +51,7 @@ struct cs_consumer {
     rd_kafka_queue_t *queue; /* the consumer queue (events only), to wake a blocked poll */
     /* Every assigned partition's records, forwarded from its partition queue:
      * one librdkafka pre-fetch bound for the whole consumer. Taken with
-     * rd_kafka_consume_callback_queue only (fetch.c says why). */
+     * rd_kafka_consume_callback_queue only (fetch_take.c says why). */
     rd_kafka_queue_t *recq;
     cs_store *store;         /* records taken and not settled, under the consumer-wide budget */
     size_t final_peak;       /* the store's peak, once the store is released */
@@ -134,7 +139,26 @@ struct cs_consumer {
     char who[256];
 };
 
-/* ---- fetch.c ---------------------------------------------------------------- */
+/* ---- consumer_conf.c -------------------------------------------------------- */
+/* The librdkafka configuration of s's consumer c, with c as its opaque; sets
+ * c's pre-fetch bounds (rdk_bound_*) and s->static_id on the way. On success
+ * *out is the caller's, for rd_kafka_new; on failure the configuration is
+ * destroyed and the error names the property (errors name c->who). */
+cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out);
+
+/* The files of the consumer call each other in layers, top to bottom (no
+ * file calls one above it; scripts/depgraph checks it):
+ *   consumer.c (lifecycle, the fetch thread's loop)
+ *   consumer_conf.c (registers the callbacks below)
+ *   rebalance.c
+ *   committer.c
+ *   fetch_take.c, fetch_handout.c
+ *   fetch_stuck.c, fetch_wake.c
+ *   consumer_metrics.c
+ *   consumer_errors.c
+ *   fetch_parts.c */
+
+/* ---- fetch_parts.c ---------------------------------------------------------- */
 /* The partition's core state (registered on first use). Fetch thread, or the
  * closing thread after the fetch thread exited. */
 cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition);
@@ -142,38 +166,78 @@ cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition)
 void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
-/* At start: the record queue and the store. False when out of memory. */
-bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records);
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
 /* At assign, before librdkafka starts fetching the partition. */
 bool cs__fetch_open_part(cs_consumer *c, cs_part *part);
+/* Pauses (stuck) or resumes the partition in librdkafka; fp->paused follows. */
+void cs__fetch_set_paused(cs_consumer *c, fetch_part *fp, bool paused);
+/* Resumes the partition if cstream paused it (an APP pause survives
+ * reassignment in librdkafka 2.0.2). */
+void cs__fetch_resume_paused(cs_consumer *c, fetch_part *fp);
 /* At revoke: drops the partition's backlog (none of it was handed out) and
  * resumes it in librdkafka if cstream had paused it. */
 void cs__fetch_forget_part(cs_consumer *c, cs_part *part);
-/* After an incremental (un)assign: librdkafka resumed the kept partitions
- * without waking their broker threads; seek them to where they are. */
-void cs__fetch_wake_kept(cs_consumer *c);
 /* Transactional rewind: drops the partition's backlog; its next record is `offset`. */
 void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset);
 /* A topic was reported gone: what is queued or waiting of it is old log. */
 void cs__fetch_mark_old_log(cs_consumer *c, const char *topic);
-/* An error the consumer queue handed over (never a record). Fetch thread, or
- * the closing thread after the fetch thread exited. */
-void cs__fetch_on_error_event(cs_consumer *c, const rd_kafka_message_t *m);
 /* Before the handle is destroyed: every backlog, topic handle and queue. */
 void cs__fetch_close_all(cs_consumer *c);
-void *cs__fetch_main(void *arg);
 
-/* ---- rebalance.c ------------------------------------------------------------ */
-void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
-void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+/* ---- consumer_errors.c ------------------------------------------------------ */
 /* Stops the app for the consumer's fatal error `orig` (FENCED_INSTANCE_ID named as such). */
 void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
+/* librdkafka's error_cb (opaque: the consumer). */
+void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+/* An error record, from recq (take_cb) or the consumer queue (the poll).
+ * Fetch thread, or the closing thread after the fetch thread exited. */
+void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m);
+/* The record at topic/partition@offset was not handed out for lack of
+ * memory: stops the app, and nothing more is handed out. Fetch thread. */
+void cs__fetch_out_of_memory(cs_consumer *c, const char *topic, int32_t partition, int64_t offset, const char *what);
 bool cs__topic_error(rd_kafka_resp_err_t err);
 int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact);
 void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason);
 void cs__topic_available(cs_consumer *c, const char *topic);
 void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset);
+
+/* ---- consumer_metrics.c ----------------------------------------------------- */
+/* Adds one to the subscribed topic's counter in `counters` (one per
+ * s->topics[i]); a topic not subscribed counts nowhere. Fetch thread. */
+void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic);
+
+/* ---- fetch_wake.c ----------------------------------------------------------- */
+/* Seeks the partition to `next`, which wakes its leader's broker thread. */
+void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp);
+/* After librdkafka's bound was seen and recq is empty again. */
+void cs__fetch_wake_fetchers(cs_consumer *c);
+/* After an incremental (un)assign: librdkafka resumed the kept partitions
+ * without waking their broker threads; seek them to where they are. */
+void cs__fetch_wake_kept(cs_consumer *c);
+
+/* ---- fetch_stuck.c ---------------------------------------------------------- */
+/* The partition's records in flight hold a quarter of the buffer (and it is
+ * not the only partition): it gets no more. */
+bool cs__fetch_out_capped(cs_consumer *c, const fetch_part *fp);
+/* Pauses the partitions that stopped settling past their share of the
+ * buffer, resumes the ones that settled. Fetch thread, each loop. */
+void cs__fetch_stuck_check(cs_consumer *c, int64_t now);
+
+/* ---- fetch_take.c ----------------------------------------------------------- */
+/* At start: the record queue and the store. False when out of memory. */
+bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records);
+/* Takes what recq holds into the store, unless the store is full; returns
+ * the records (and errors) taken. Fetch thread. */
+size_t cs__fetch_take_records(cs_consumer *c);
+
+/* ---- fetch_handout.c -------------------------------------------------------- */
+/* One serving round; true if some partition could take more right away. */
+bool cs__fetch_hand_out(cs_consumer *c, int64_t now);
+/* Lets the pipeline resume the partitions that drained to half of max_open. */
+void cs__fetch_resume_drained(cs_consumer *c);
+
+/* ---- rebalance.c ------------------------------------------------------------ */
+void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
 
 /* ---- committer.c ------------------------------------------------------------ */
 /* Commits the partitions in `only` (all known ones if NULL) whose position or

@@ -52,21 +52,6 @@ void cs_kafka_destroy(cs_kafka *k) {
     free(k);
 }
 
-cs_err cs__kafka_configurable(const cs_kafka *k, const char *what) {
-    if (!k) return cs__fail(CS_ERR_ARG, "%s: broker is NULL", what);
-    if (k->app && cs__app_started(k->app))
-        return cs__fail(CS_ERR_STATE, "%s: the app has started; configure before cs_app_start", what);
-    return CS_OK;
-}
-
-cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what) {
-    char *copy = strdup(value);
-    if (!copy) return cs__fail(CS_ERR_NOMEM, "%s: out of memory", what);
-    free(*slot);
-    *slot = copy;
-    return CS_OK;
-}
-
 cs_err cs_kafka_default_group(cs_kafka *k, const char *group) {
     cs_err err = cs__kafka_configurable(k, "cs_kafka_default_group");
     if (err) return err;

@@ -179,15 +179,15 @@ struct cs_kafka {
     cs_producer *producer;
 };
 
-/* The values a subscription runs with when the service set none: its commit
- * mode's default (src/kafka/defaults.h), else what it set. */
+/* consumer_conf.c: the values a subscription runs with when the service set
+ * none: its commit mode's default (src/kafka/defaults.h), else what it set. */
 size_t cs__sub_max_open(const cs_sub *s);
 int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
 
-/* kafka.c, shared with subscription.c's setters: fails, naming `what`, for
+/* config.c, for kafka.c's and subscription.c's setters: fails, naming `what`, for
  * a NULL broker (CS_ERR_ARG) or once the app has started (CS_ERR_STATE). */
 cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
-/* kafka.c, shared with subscription.c: replaces *slot with a copy of value
+/* config.c, for kafka.c and subscription.c: replaces *slot with a copy of value
  * (*slot unchanged when out of memory). */
 cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
 /* subscription.c: frees a subscription (cs_kafka_destroy; a failed subscribe). */

@@ -241,17 +241,6 @@ cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes) {
     return CS_OK;
 }
 
-size_t cs__sub_max_open(const cs_sub *s) {
-    if (s->max_open) return s->max_open;
-    return s->mode == CS_COMMIT_AUTO ? CS__DEFAULT_MAX_OPEN_AUTO : CS__DEFAULT_MAX_OPEN_TRACKED;
-}
-
-int cs__sub_commit_interval_ms(const cs_sub *s) {
-    if (s->commit_interval_ms) return s->commit_interval_ms;
-    return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
-                                              : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
-}
-
 cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
     cs_err err = sub_configurable(s, "cs_sub_reply");
     if (err) return err;

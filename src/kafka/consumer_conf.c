@@ -1,0 +1,166 @@
+/* consumer_conf.c — one subscription's librdkafka consumer configuration:
+ * the defaults cstream sets (the pre-fetch bound from the fetch buffer, the
+ * metadata refresh), the service's properties over them, the keys cstream
+ * owns (group, static membership, offsets) and the callbacks. Called once,
+ * by cs__consumer_start (consumer.c), on the thread that starts the app; it
+ * calls nothing back and must never touch a running consumer. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "consumer_internal.h"
+#include "defaults.h"
+
+/* The largest queued.max.messages.kbytes librdkafka 2.0.2 accepts. */
+#define RDK_QUEUED_KBYTES_MAX ((size_t)2097151)
+/* The fewest records the pre-fetch bound allows by default: below it a small
+ * fetch buffer would make librdkafka fetch a few records at a time. */
+#define RDK_QUEUED_MESSAGES_FLOOR ((size_t)1000)
+
+
+/* A numeric property as librdkafka holds it (0 if unreadable). */
+static size_t conf_size(rd_kafka_conf_t *conf, const char *key) {
+    char buf[64];
+    size_t n = sizeof buf;
+    if (rd_kafka_conf_get(conf, key, buf, &n) != RD_KAFKA_CONF_OK) return 0;
+    return (size_t)strtoull(buf, NULL, 10);
+}
+
+/* ---- the subscription's defaults --------------------------------------------- */
+
+size_t cs__sub_max_open(const cs_sub *s) {
+    if (s->max_open) return s->max_open;
+    return s->mode == CS_COMMIT_AUTO ? CS__DEFAULT_MAX_OPEN_AUTO : CS__DEFAULT_MAX_OPEN_TRACKED;
+}
+
+int cs__sub_commit_interval_ms(const cs_sub *s) {
+    if (s->commit_interval_ms) return s->commit_interval_ms;
+    return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
+                                              : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
+}
+
+/* ---- static membership (KIP-345) ----------------------------------------------
+ * With an instance id, every consumer joins its group as a static member: the
+ * broker keeps its partitions for it across a restart (a SIGKILL included)
+ * until session.timeout.ms expires, and a member that rejoins with the same
+ * group.instance.id before that gets them back without a rebalance. The id
+ * must be stable across restarts and unique per consumer handle, and follows
+ * Kafka's rule for it (JoinGroupRequest.validateGroupInstanceId: only
+ * [A-Za-z0-9._-], at most 249 characters), which the Java clients enforce
+ * (the 4.1.1 broker itself accepted others): so the operator's Java tools
+ * can name it. */
+enum { STATIC_ID_MAX = 249 };
+
+static uint64_t fnv1a(const char *p) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    return h;
+}
+
+/* "<app>.<group>.<subscription>.<instance id>" (the transactional.id's
+ * parts), other characters replaced by '_'; at most 241 characters (room for
+ * the suffix): a longer one keeps its first 224 and adds a hash of the whole. */
+static void static_base(const cs_sub *s, cs_app *app, const char *group, char *out, size_t size) {
+    char full[2048];
+    snprintf(full, sizeof full, "%s.%s.%s.%s", cs_app_name(app), group, s->name, s->k->instance_id);
+    for (char *p = full; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '.' ||
+              *p == '_' || *p == '-'))
+            *p = '_';
+    if (strlen(full) <= STATIC_ID_MAX - 8) { /* room for a ".<n>" suffix */
+        snprintf(out, size, "%s", full);
+        return;
+    }
+    snprintf(out, size, "%.224s.%016llx", full, (unsigned long long)fnv1a(full));
+}
+
+/* The consumer's group.instance.id, stored on s: the base, or the base and
+ * ".2", ".3", ... when a subscription started before it in this broker got the
+ * same one (two subscriptions of one group on the same topics). Subscriptions
+ * start in declaration order, so the suffix is stable across restarts. */
+static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
+    free(s->static_id);
+    s->static_id = NULL;
+    /* librdkafka 2.0.2's mock reads group.instance.id and ignores it, but a
+     * static member sends no LeaveGroup even there: a graceful stop would
+     * leave its partitions unassigned until the session timeout, for nothing
+     * in return. On the mock the consumers stay dynamic members. */
+    if (!s->k->instance_id || s->k->embedded || s->k->mock) return CS_OK;
+    char base[STATIC_ID_MAX + 1], id[STATIC_ID_MAX + 16];
+    static_base(s, app, group, base, sizeof base);
+    snprintf(id, sizeof id, "%s", base);
+    for (int n = 2;; n++) {
+        bool taken = false;
+        for (size_t i = 0; i < s->k->n_subs && s->k->subs[i] != s; i++)
+            taken = taken || (s->k->subs[i]->static_id && !strcmp(s->k->subs[i]->static_id, id));
+        if (!taken) break;
+        snprintf(id, sizeof id, "%s.%d", base, n);
+    }
+    s->static_id = strdup(id);
+    return s->static_id ? CS_OK : cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
+}
+
+cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *group = s->group ? s->group : s->k->default_group;
+    bool auto_mode = s->mode == CS_COMMIT_AUTO;
+    cs_err err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app)); /* default; config may override */
+    /* Every partition's records go to one queue (fetch_parts.c), so librdkafka's
+     * pre-fetch bound is one bound for the whole consumer: a small second
+     * stage in front of cstream's store, a quarter of its budget by default;
+     * config may override it (docs/guide.md: the fetch buffer). */
+    size_t quarter_kb = s->fetch_buffer_bytes / 4 / 1024;
+    if (quarter_kb < 1) quarter_kb = 1;
+    if (quarter_kb > RDK_QUEUED_KBYTES_MAX) quarter_kb = RDK_QUEUED_KBYTES_MAX; /* a buffer over 8 GiB */
+    char kbytes[32];
+    snprintf(kbytes, sizeof kbytes, "%zu", quarter_kb);
+    if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", kbytes);
+    /* Its bound in records too, one per KiB of that byte bound (records of
+     * 1 KiB and up meet the byte bound first): on 2.0.2 the byte bound alone
+     * let librdkafka hold 45-57 MiB against 8 MiB in bursts, the count bound
+     * held it (docs/benchmarks.md, finding 2). Config may override it. */
+    size_t min_messages = quarter_kb < RDK_QUEUED_MESSAGES_FLOOR ? RDK_QUEUED_MESSAGES_FLOOR : quarter_kb;
+    char messages[32];
+    snprintf(messages, sizeof messages, "%zu", min_messages);
+    if (!err) err = cs__conf_set(conf, c->who, "queued.min.messages", messages);
+    /* Default; config may override. librdkafka's 5 minutes is how long a
+     * subscription would take to notice partitions added to its topics (and
+     * to be assigned them); 30 s costs one small Metadata request per consumer
+     * every 30 s instead of every 300 s. See docs/real-kafka.md "Bad inputs". */
+    if (!err) err = cs__conf_set(conf, c->who, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS);
+    if (!err) err = cs__conf_apply(conf, c->who, &s->k->config);
+    if (!err) err = cs__conf_apply(conf, c->who, &s->config);
+    if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
+    if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
+    if (!err) err = static_member_id(s, app, group);
+    if (!err && s->static_id) err = cs__conf_set(conf, c->who, "group.instance.id", s->static_id);
+    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
+    /* Auto too: the fetch thread stores the offset of the last record it
+     * hands out (fetch_handout.c), never of records waiting in the store. */
+    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", "false");
+    if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
+    if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");
+    /* Transactional: a new owner must not read a position an older owner's
+     * transaction is still committing; librdkafka 2.0.2 asks the broker for
+     * stable offsets (KIP-447) only for read_committed consumers. */
+    if (!err && s->mode == CS_COMMIT_TRANSACTIONAL) err = cs__conf_set(conf, c->who, "isolation.level", "read_committed");
+    if (err) {
+        rd_kafka_conf_destroy(conf);
+        return err;
+    }
+    c->rdk_bound_bytes = conf_size(conf, "queued.max.messages.kbytes") * 1024;
+    c->rdk_bound_records = conf_size(conf, "queued.min.messages");
+    rd_kafka_conf_set_opaque(conf, c);
+    rd_kafka_conf_set_rebalance_cb(conf, cs__rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb(conf, cs__commit_on_offset_commit);
+    rd_kafka_conf_set_error_cb(conf, cs__consumer_on_error);
+    rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    *out = conf;
+    return CS_OK;
+}

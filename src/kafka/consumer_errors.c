@@ -1,0 +1,194 @@
+/* consumer_errors.c — what librdkafka reports to a consumer that is not a
+ * record: subscribed topics that go away (and a log that restarted), client
+ * errors (error_cb), error records, fatal errors, and the out-of-memory stop
+ * of the fetch path. Fetch thread (error callbacks run inside its poll), or
+ * the closing thread after the fetch thread exited. It calls only
+ * fetch_parts.c of the consumer's files. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "consumer_internal.h"
+
+/* ---- a subscribed topic that goes away ---------------------------------------
+ * A topic deleted under a subscription is bad input from outside the service:
+ * librdkafka reports it (a consume error "Subscribed topic not available: T",
+ * or "T [p]: desired partition is no longer available" through error_cb), the
+ * group rebalances the topic's partitions away, and the subscription keeps
+ * consuming its other topics. cstream keeps running: the topic may come back
+ * (recreated, or ACLs fixed), and then its partitions are assigned again and
+ * read from the start (Kafka deleted the group's offsets with the topic). What
+ * it adds is one ERROR line that names the topic, per loss, the
+ * cstream_topic_unavailable gauge for alerting, and care that an old topic's
+ * positions never land on a new one (mark_topic_partitions). */
+
+bool cs__topic_error(rd_kafka_resp_err_t err) {
+    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
+           err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
+}
+
+/* The index of the subscribed topic that `text` is about (a topic name, or
+ * librdkafka's reason, which starts with the topic name), or -1. */
+int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact) {
+    for (size_t i = 0; text && i < c->sub->n_topics; i++) {
+        const char *t = c->sub->topics[i];
+        size_t n = strlen(t);
+        if (exact ? !strcmp(text, t) : (!strncmp(text, t, n) && (text[n] == ' ' || text[n] == ':' || !text[n])))
+            return (int)i;
+    }
+    return -1;
+}
+
+/* The topic's partitions still assigned to this member: their log may have
+ * restarted. librdkafka keeps them in the assignment until the group
+ * rebalances, about a second later, and a topic created again before that is
+ * read from its start (librdkafka resets the old position, now out of range).
+ * Until a record shows whether the log restarted, their positions are not
+ * committed: an old topic's position must not land on a new topic. Nothing
+ * is discarded yet, since the report may be wrong (a broker briefly missing
+ * the topic) and then queued records must still run. Fetch thread (error
+ * callbacks run inside its poll). */
+static void mark_topic_partitions(cs_consumer *c, const char *topic) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    for (int i = 0; i < assigned->cnt; i++) {
+        if (strcmp(assigned->elems[i].topic, topic)) continue;
+        cs_part *part = cs__consumer_part(c, topic, assigned->elems[i].partition);
+        if (!part) continue;
+        atomic_store(&part->log_unknown, true);
+    }
+    rd_kafka_topic_partition_list_destroy(assigned);
+    cs__fetch_mark_old_log(c, topic);
+}
+
+/* Dispatch, for a partition whose log may have restarted: a record below the
+ * ones already fetched proves it did, so the partition starts over (a new
+ * epoch: what is in flight of the old topic becomes stale, its positions mean
+ * nothing here; an empty tracker, which would otherwise take the new topic's
+ * first offsets for re-deliveries and drop them, as measured before this
+ * existed: records 0-4 of a recreated topic lost). A record above them: the
+ * same log, nothing to do. Either way commits resume. Under Auto there is no
+ * tracker to reset, only the line to log. Fetch thread. */
+void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
+    atomic_store(&part->log_unknown, false);
+    int64_t next = cs__pipeline_next_offset(c->pipe, topic, part->partition);
+    if (next < 0 || offset >= next) return;
+    CS_LOG_WARN("partition log restarted (topic deleted and created again): read from its new start "
+                "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
+                c->sub->name, topic, (int)part->partition, (long long)offset, (long long)next);
+    if (!c->tracked) return; /* Auto tracks no offsets: nothing to forget */
+    /* A new epoch, as a Transactional rewind makes: the old topic's
+     * deliveries still running or pending stay on the in-flight list (their
+     * settlements are stale; a revoke or the stop waits for them). Releasing
+     * them here would free payloads their handlers are reading. */
+    cs__pipeline_assign(c->pipe, part);
+}
+
+void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason) {
+    atomic_store(&c->topic_vanished, true);
+    if (atomic_exchange(&c->topic_unavailable[i], true)) return; /* said so already */
+    atomic_fetch_add(&c->n_unavailable, 1);
+    mark_topic_partitions(c, c->sub->topics[i]);
+    CS_LOG_ERR("subscribed topic not available (deleted, or not visible to this client): nothing is committed "
+               "for it until it is back, the subscription keeps running and consumes it again then "
+               "subscription=%s group=%s topic=%s error=%s reason=\"%s\"",
+               c->sub->name, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->topics[i],
+               rd_kafka_err2name(err), reason);
+}
+
+/* Fetch thread: a partition of the topic was assigned again, or a record of
+ * it arrived (a topic recreated before the group rebalanced stays assigned). */
+void cs__topic_available(cs_consumer *c, const char *topic) {
+    if (atomic_load_explicit(&c->n_unavailable, memory_order_relaxed) == 0) return;
+    int i = cs__subscribed_topic_in(c, topic, true);
+    if (i < 0 || !atomic_exchange(&c->topic_unavailable[i], false)) return;
+    atomic_fetch_sub(&c->n_unavailable, 1);
+    CS_LOG_INFO("subscribed topic available again subscription=%s topic=%s", c->sub->name, topic);
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* Stops the app for the consumer's fatal error `orig`. Fenced (static
+ * membership): another consumer joined the group with this one's
+ * group.instance.id — a second process with the same instance id — and the
+ * broker gave it this member's place and partitions; this one can neither
+ * commit nor rejoin (librdkafka 2.0.2 makes it a fatal error), and the close
+ * commits nothing (close_after_fatal in consumer.c). */
+void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why) {
+    if (orig == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID && c->sub->static_id) {
+        cs__app_fatal(c->app,
+                      "%s: fenced (FENCED_INSTANCE_ID): another consumer joined group %s with the same "
+                      "group.instance.id %s, so another process runs with instance id %s; this consumer stops and "
+                      "commits nothing (give every running instance its own instance id); librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
+                      c->sub->k->instance_id, why);
+        return;
+    }
+    cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
+}
+
+void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+    cs_consumer *c = opaque;
+    int gone = cs__topic_error(err) ? cs__subscribed_topic_in(c, reason, false) : -1;
+    if (gone >= 0) {
+        cs__topic_unavailable(c, gone, err, reason);
+        return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+        char why[512];
+        rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof why);
+        cs__consumer_fatal_error(c, orig, why);
+        return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->brokers_down, true);
+    uint64_t skipped = 0;
+    /* Refused credentials or TLS after a good start (a rotated password, a
+     * subscription's own sasl.* settings): librdkafka keeps retrying and
+     * nothing is fetched meanwhile, so it is an error, not weather. */
+    bool refused = err == RD_KAFKA_RESP_ERR__AUTHENTICATION || err == RD_KAFKA_RESP_ERR__SSL;
+    if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
+        cs__log(refused ? CS_LOG_ERROR : CS_LOG_WARN,
+                "kafka client error subscription=%s error=%s reason=\"%s\" similar_since_last=%llu", c->sub->name,
+                rd_kafka_err2name(err), reason, (unsigned long long)skipped);
+}
+
+/* A consumer's fatal error arrives as an error record (librdkafka 2.0.2 does
+ * not send it to error_cb for high-level consumers). */
+static bool report_if_fatal(cs_consumer *c) {
+    char why[512];
+    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(c->rk, why, sizeof why);
+    if (!orig) return false;
+    cs__consumer_fatal_error(c, orig, why);
+    return true;
+}
+
+void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return;
+    if (m->err == RD_KAFKA_RESP_ERR__FATAL && report_if_fatal(c)) return;
+    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
+    int gone = cs__topic_error(m->err) ? cs__subscribed_topic_in(c, topic, true) : -1;
+    if (gone >= 0) {
+        cs__topic_unavailable(c, gone, m->err, rd_kafka_message_errstr(m));
+        return;
+    }
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
+        CS_LOG_WARN("consume error subscription=%s topic=%s partition=%d offset=%lld error=%s reason=\"%s\"",
+                    c->sub->name, topic, (int)m->partition, (long long)m->offset, rd_kafka_err2name(m->err),
+                    rd_kafka_message_errstr(m));
+}
+
+/* The record at topic/partition@offset was not handed out: stop the app, and
+ * hand out nothing more, so that no later record can be settled and commit a
+ * position past it (it is read again after the restart). */
+void cs__fetch_out_of_memory(cs_consumer *c, const char *topic, int32_t partition, int64_t offset, const char *what) {
+    c->out_of_memory = true;
+    cs__app_fatal(c->app, "%s: out of memory %s at %s/%d@%lld; nothing after it is handed out or committed", c->who,
+                  what, topic, (int)partition, (long long)offset);
+}

@@ -1,0 +1,167 @@
+/* consumer_metrics.c — one subscription's consumer as numbers: its stats
+ * (cs_sub_stats_get) and its /metrics series, read from the counters the
+ * fetch path, the pipeline and the commits keep; the fetch path counts its
+ * per-topic events through cs__consumer_count_topic (fetch thread). Reading
+ * never changes the consumer and never waits on the network; it runs on the
+ * caller's thread (the scraping thread or a stats reader, with the
+ * subscription's stats lock held). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../core/broker.h"
+#include "../core/error.h"
+#include "consumer_internal.h"
+
+/* ---- counters and stats ----------------------------------------------------- */
+
+/* A per-topic counter of the fetch path (rare events: a lookup by name). */
+void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic) {
+    int i = cs__subscribed_topic_in(c, topic, true);
+    if (i >= 0) atomic_fetch_add_explicit(&counters[i], 1, memory_order_relaxed);
+}
+
+static uint64_t sum_topics(const cs_consumer *c, _Atomic uint64_t *counters) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < c->sub->n_topics; i++) n += atomic_load_explicit(&counters[i], memory_order_relaxed);
+    return n;
+}
+
+void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
+    cs__pipeline_stats(c->pipe, out);
+    out->fetch_buffer_peak = c->store ? cs__store_peak(c->store) : c->final_peak;
+    out->stuck_pauses = sum_topics(c, c->topic_stuck);
+    out->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
+    out->gaps = sum_topics(c, c->topic_gaps);
+    out->repeats = sum_topics(c, c->topic_repeats);
+}
+/* ---- /metrics -------------------------------------------------------------- */
+
+/* 1 while librdkafka reports the subscribed topic unavailable (deleted, or
+ * not visible to this client), else 0: one series per subscribed topic, so an
+ * alert can fire on `== 1`. */
+static void topic_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
+    for (size_t i = 0; i < c->sub->n_topics; i++) {
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", c->sub->topics[i], NULL};
+        cs__metric_int(m, "cstream_topic_unavailable", "gauge",
+                       "1 while the subscribed topic is reported unavailable (deleted, or not visible to this "
+                       "client); its partitions are not consumed until it comes back.",
+                       l, atomic_load(&c->topic_unavailable[i]) ? 1 : 0);
+    }
+}
+
+/* The fetch buffer (docs/fetch-path-design.md 3.8). */
+static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
+    const char *labels[] = {"subscription", sub, "group", group ? group : "", NULL};
+    cs_store *st = c->store;
+    cs__metric_int(m, "cstream_fetch_buffer_bytes", "gauge",
+                   "Bytes the fetch buffer holds: records fetched and not yet settled (whole chunks).", labels,
+                   st ? (int64_t)cs__store_used(st) : 0);
+    cs__metric_int(m, "cstream_fetch_buffer_records", "gauge", "Records the fetch buffer holds.", labels,
+                   st ? (int64_t)cs__store_records(st) : 0);
+    cs__metric_int(m, "cstream_fetch_buffer_limit_bytes", "gauge",
+                   "The fetch buffer's bound (cs_sub_fetch_buffer_bytes).", labels,
+                   (int64_t)c->sub->fetch_buffer_bytes);
+    cs__metric_int(m, "cstream_lane_waiting_records", "gauge",
+                   "Records handed out and waiting in the lanes for a worker (at most 4,096 per worker; the "
+                   "rest wait in the fetch buffer).",
+                   labels, (int64_t)cs__pipeline_lanes_waiting(c->pipe));
+    cs__metric_int(m, "cstream_fetch_wakeups_total", "counter",
+                   "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
+                   (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));
+    for (size_t i = 0; i < c->sub->n_topics; i++) {
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", c->sub->topics[i], NULL};
+        cs__metric_int(m, "cstream_partition_stuck_pauses_total", "counter",
+                       "Partitions of the topic paused because their records stopped settling and held more than "
+                       "their share of the fetch buffer.",
+                       l, (int64_t)atomic_load_explicit(&c->topic_stuck[i], memory_order_relaxed));
+        cs__metric_int(m, "cstream_fetch_offset_gaps_total", "counter",
+                       "Fetched offsets that skipped ahead of the next expected one (compaction, transaction "
+                       "markers, aborted records).",
+                       l, (int64_t)atomic_load_explicit(&c->topic_gaps[i], memory_order_relaxed));
+        cs__metric_int(m, "cstream_fetch_offset_repeats_total", "counter",
+                       "Fetched offsets already taken, dropped.", l,
+                       (int64_t)atomic_load_explicit(&c->topic_repeats[i], memory_order_relaxed));
+    }
+}
+
+typedef struct part_list {
+    cs_part_metrics *v;
+    size_t n, cap;
+} part_list;
+
+static void collect_part(void *arg, const cs_part_metrics *m) {
+    part_list *l = arg;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        cs_part_metrics *grown = realloc(l->v, cap * sizeof *grown);
+        if (!grown) return; /* out of memory: this scrape leaves the partition out */
+        l->v = grown;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *m;
+}
+
+/* Called with the subscription's stats lock held, so the consumer (its
+ * handle and pipeline) cannot be freed meanwhile; it may be closing (the
+ * stop holds no lock across the close). Never waits on the network:
+ * the high watermark is librdkafka's cached value from its last fetch
+ * response (rd_kafka_get_watermark_offsets, not the querying variant), and
+ * the committed position is what the last commit this member made reported
+ * (cs__part_commit_done), so a scrape costs no round trip to the broker. */
+void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
+    const char *labels[] = {"subscription", sub, "group", group ? group : "", NULL};
+    cs__metric_int(m, "cstream_inflight_records", "gauge",
+                   "Records cstream holds for the subscription: queued, running, or pending settlement.", labels,
+                   (int64_t)cs__pipeline_busy(c->pipe));
+    cs_histogram_snap h = {0};
+    cs__pipeline_handler_durations(c->pipe, &h);
+    cs__metric_histogram(m, "cstream_handler_duration_seconds",
+                         "Handler run time (one observation per call; a batch handler call is one).", labels, &h);
+
+    fetch_metrics(c, m, sub, group);
+    topic_metrics(c, m, sub, group);
+    part_list parts = {0};
+    cs__pipeline_each_part(c->pipe, collect_part, &parts);
+    /* Records and dead letters by topic: the partitions of a topic add up
+     * (the collector sums series with equal labels). */
+    static const char *const outcomes[] = {"ack", "drop", "retry", "retry_unsupported", "stale"};
+    for (size_t i = 0; i < parts.n; i++) {
+        const cs_part_metrics *p = &parts.v[i];
+        const uint64_t by_outcome[] = {p->acked, p->dropped, p->retried, p->retry_unsupported, p->stale};
+        for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++) {
+            const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic,
+                               "outcome", outcomes[o], NULL};
+            cs__metric_int(m, "cstream_records_total", "counter",
+                           "Settlements of records by topic and outcome (a retry counts each time; a record given "
+                           "up at max_attempts ends as a drop).",
+                           l, (int64_t)by_outcome[o]);
+        }
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic, NULL};
+        cs__metric_int(m, "cstream_dead_letters_total", "counter",
+                       "Records of the topic the dead-letter topic accepted.", l, (int64_t)p->dead_lettered);
+    }
+    for (size_t i = 0; i < parts.n; i++) {
+        const cs_part_metrics *p = &parts.v[i];
+        if (!p->assigned) continue; /* a revoked partition's numbers belong to its new owner */
+        char partition[16];
+        snprintf(partition, sizeof partition, "%d", (int)p->partition);
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic,
+                           "partition", partition, NULL};
+        if (p->committed < 0) continue; /* nothing committed by this member yet */
+        cs__metric_int(m, "cstream_committed_offset", "gauge",
+                       "Position this member last committed for the partition (the next offset to read).", l,
+                       p->committed);
+        int64_t low = -1, high = -1;
+        if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            high >= 0)
+            cs__metric_int(m, "cstream_lag_records", "gauge",
+                           "High watermark (from the last fetch) minus the committed position.", l,
+                           high > p->committed ? high - p->committed : 0);
+    }
+    free(parts.v);
+}
