@@ -119,7 +119,7 @@ struct cs_consumer {
      * destroy_handle). */
     _Atomic bool topic_vanished;
     /* Orders the commits' enqueues (tick, revoke, close, assignment marks,
-     * suspect-record commits). Lock order: level 3 (src/core/lock_order.h),
+     * suspect-record commits). Lock order: level 3 (src/lock_order.h),
      * before the registry and partition locks. Held only while commit states
      * are taken and enqueued, never while a result is awaited. */
     pthread_mutex_t commit_lock;
@@ -127,7 +127,7 @@ struct cs_consumer {
      * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
      * forwards that queue to its own and returns at the first yield it sees,
      * before the group is left (the destroy then waits forever). Lock order:
-     * level 6, a leaf (src/core/lock_order.h): taken under a partition lock
+     * level 6, a leaf (src/lock_order.h): taken under a partition lock
      * (settle wakes the fetch thread) and under a librdkafka queue lock
      * (on_partition_records); it only yields. */
     pthread_mutex_t wake_lock;

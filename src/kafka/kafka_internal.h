@@ -133,7 +133,7 @@ struct cs_sub {
     int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
-    /* Lock order: level 2 (src/core/lock_order.h), after cli.c's ops lock,
+    /* Lock order: level 2 (src/lock_order.h), after cli.c's ops lock,
      * before the consumer's commit_lock and the pipeline's locks. Guards
      * `consumer` and `final_stats` for readers on other threads (the
      * lifecycle thread is their only writer): cs_sub_stats_get,
@@ -174,7 +174,7 @@ struct cs_kafka {
     /* The producer while running. Publishers hold the read lock while they use
      * it; stop takes the write lock to retire it. Lock order: a leaf but for
      * the producer's own lock, taken under the read side to wait for queue
-     * space (at most the queue timeout; src/core/lock_order.h). */
+     * space (at most the queue timeout; src/lock_order.h). */
     pthread_rwlock_t producer_lock;
     cs_producer *producer;
 };
