@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../core/log.h"
 #include "../core/pipeline.h"
@@ -133,6 +134,14 @@ struct cs_consumer {
     pthread_mutex_t wake_lock;
     char who[256];
 };
+
+/* The pipeline's counters as a cs_sub_stats, the broker's own fields 0. */
+static inline void cs__sub_stats_of_pipeline(cs_pipeline *p, cs_sub_stats *out) {
+    cs_broker_sub_counters counters;
+    cs__pipeline_stats(p, &counters);
+    memset(out, 0, sizeof *out);
+    cs__sub_stats_set_counters(out, &counters);
+}
 
 /* ---- fetch.c ---------------------------------------------------------------- */
 /* The partition's core state (registered on first use). Fetch thread, or the

@@ -358,7 +358,13 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
         .dead_letter = s->dead_letter, .codec = s->codec, .type = s->type,
         .tracked = s->mode != CS_COMMIT_AUTO,
         .transactional = s->mode == CS_COMMIT_TRANSACTIONAL, .batch = s->batch_handler != NULL, .workers = s->workers,
-        .max_attempts = s->max_attempts, .sub = s};
+        .max_attempts = s->max_attempts};
+}
+
+static void kafka_sub_counters(void *impl, size_t i, cs_broker_sub_counters *out) {
+    cs_sub_stats st;
+    cs_sub_stats_get(((cs_kafka *)impl)->subs[i], &st);
+    cs__sub_stats_counters(&st, out);
 }
 
 /* /readyz. It reads k->subs[i]->consumer without the stats lock and probes
@@ -449,6 +455,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .topic = kafka_topic_op,
     .n_subs = kafka_n_subs,
     .describe_sub = kafka_describe_sub,
+    .sub_counters = kafka_sub_counters,
     .ready = kafka_ready,
     .publisher = kafka_publisher,
     .metrics = kafka_metrics,
