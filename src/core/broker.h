@@ -44,6 +44,8 @@ typedef struct cs_broker_sub_counters {
 /* ---- end operations surface ---------------------------------------------------- */
 
 typedef struct cs_metrics cs_metrics; /* metrics.h */
+struct cs_record;                     /* cstream/publish.h */
+struct cs_published;
 
 typedef struct cs_broker_ops {
     const char *kind;
@@ -67,10 +69,15 @@ typedef struct cs_broker_ops {
     /* While running: every subscription joined its group (its rebalance is
      * done, an empty assignment included) and its brokers answer. */
     int (*ready)(void *impl);
-    /* A new broker (not added to any app) with the same client properties (and,
-     * on the embedded cluster, the declared topics) but no subscriptions, on
-     * `servers` (NULL: this broker's). For one-shot tools such as `publish`. */
-    cs_kafka *(*publisher)(void *impl, const char *servers);
+    /* A new broker with the same client properties (and, on the embedded
+     * cluster, the declared topics) but no subscriptions, on `servers` (NULL:
+     * this broker's), added to `tool`, which owns it from then on. For
+     * one-shot tools such as `publish`. Returns it, or NULL with the reason in
+     * cs_errmsg and nothing added. */
+    void *(*add_publisher)(void *impl, cs_app *tool, const char *servers);
+    /* While `tool` runs: publishes rec through what add_publisher returned
+     * (cstream/publish.h's record and result). */
+    cs_err (*publish)(void *publisher, const struct cs_record *rec, struct cs_published *out);
     /* The HTTP thread, while the app runs: adds the broker's samples to /metrics
      * (metrics.h). Atomics and short locks only, never a network round trip. */
     void (*metrics)(void *impl, cs_metrics *m);

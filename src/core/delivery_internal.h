@@ -39,7 +39,7 @@ struct cs_delivery {
     cs_delivery *prev; /* in-flight list */
     bool listed;       /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 
-    /* the decoded value (cs_sub_decode); small values live in decoded_inline */
+    /* the decoded value (the subscription's codec); small values live in decoded_inline */
     void *decoded;
     const cs_type *decoded_type;
 

@@ -388,7 +388,7 @@ static cs_err copy_kvlist(cs_kvlist *to, const cs_kvlist *from) {
     return err;
 }
 
-static cs_kafka *kafka_publisher(void *impl, const char *servers) {
+static cs_kafka *new_publisher(void *impl, const char *servers) {
     cs_kafka *k = impl;
     cs_kafka *p = cs_kafka_new(servers ? servers : k->bootstrap);
     if (!p) return NULL;
@@ -405,6 +405,19 @@ static cs_kafka *kafka_publisher(void *impl, const char *servers) {
         return NULL;
     }
     return p;
+}
+
+static void *kafka_add_publisher(void *impl, cs_app *tool, const char *servers) {
+    cs_kafka *p = new_publisher(impl, servers);
+    if (p && cs_app_add_kafka(tool, p) != CS_OK) {
+        cs_kafka_destroy(p); /* the app owns it once added */
+        p = NULL;
+    }
+    return p;
+}
+
+static cs_err kafka_publish_op(void *publisher, const cs_record *rec, cs_published *out) {
+    return cs_publish(publisher, rec, out);
 }
 
 /* /metrics: the subscriptions' records, durations, positions and lag (each
@@ -457,7 +470,8 @@ static const cs_broker_ops kafka_broker_ops = {
     .describe_sub = kafka_describe_sub,
     .sub_counters = kafka_sub_counters,
     .ready = kafka_ready,
-    .publisher = kafka_publisher,
+    .add_publisher = kafka_add_publisher,
+    .publish = kafka_publish_op,
     .metrics = kafka_metrics,
 };
 
