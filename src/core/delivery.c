@@ -17,6 +17,13 @@ int64_t cs_delivery_timestamp(const cs_delivery *d) { return d->timestamp; }
 int cs_delivery_attempt(const cs_delivery *d) { return d->attempt; }
 const char *cs_delivery_traceparent(const cs_delivery *d) { return d && d->traceparent[0] ? d->traceparent : NULL; }
 
+const char *cs__inherited_traceparent(const cs_record *r) {
+    const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
+    for (size_t i = 0; tp && i < r->n_headers; i++)
+        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
+    return tp;
+}
+
 /* The last traceparent header wins, like cs_delivery_header_get; an invalid
  * one means no trace context (a valid earlier one is not used instead). */
 void cs__delivery_read_trace(cs_delivery *d) {

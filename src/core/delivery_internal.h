@@ -74,6 +74,10 @@ void cs__delivery_add_output(cs_delivery *d, cs_output *o);
 /* Reads d's traceparent header (d->part and d->msg set); called once at fetch. */
 void cs__delivery_read_trace(cs_delivery *d);
 
+/* The traceparent a record inherits from its parent delivery (cs_record
+ * .parent), unless it sets its own header; NULL if none. Any thread. */
+const char *cs__inherited_traceparent(const cs_record *r);
+
 /* A log line about d ends with CS_TRACE_FMT, given CS_TRACE_ARGS(d): " trace_id=<32 hex>", or nothing. */
 #define CS_TRACE_FMT "%s%s"
 #define CS_TRACE_ARGS(d) ((d)->trace_id[0] ? " trace_id=" : ""), (d)->trace_id

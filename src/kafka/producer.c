@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "../core/broker.h"
+#include "../core/delivery_internal.h"
 #include "../core/error.h"
 #include "../core/log.h"
 #include "../core/output.h"
