@@ -1,4 +1,5 @@
-/* delivery.c — the public accessors of cs_delivery and its release.
+/* delivery.c — the public accessors of cs_delivery and its release (and its
+ * discard: a delivery that will not run leaves its partition's held count).
  * Accessors read fields the fetch thread wrote before the hand-over (the lane
  * lock orders them), so they need no lock. */
 #include <stdarg.h>
@@ -8,7 +9,7 @@
 
 #include "delivery_internal.h"
 #include "error.h"
-#include "pipeline.h"
+#include "pipeline_internal.h"
 
 const char *cs_delivery_topic(const cs_delivery *d) { return d->topic; }
 int32_t cs_delivery_partition(const cs_delivery *d) { return d->partition; }
@@ -174,4 +175,14 @@ void cs__delivery_free(cs_delivery *d) {
     cs_part *part = d->part;
     if (!cs__delivery_pool_put(part->spares, d)) free(d);
     cs__part_unref(part);
+}
+
+/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
+void cs__discard(cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
+        cs__signal_drained(part);
+    pthread_mutex_unlock(&part->lock);
+    cs__delivery_free(d);
 }

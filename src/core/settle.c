@@ -18,16 +18,6 @@
 #include "error.h"
 #include "log.h"
 
-/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
-void cs__discard(cs_delivery *d) {
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
-        cs__signal_drained(part);
-    pthread_mutex_unlock(&part->lock);
-    cs__delivery_free(d);
-}
-
 static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->retry_warning, 5000, &skipped))
