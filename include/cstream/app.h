@@ -1,7 +1,7 @@
 /** @file
  * cstream/app.h — the application: name, version, hooks, lifecycle.
  *
- * An app owns its brokers (cs_app_add_kafka). Lifecycle:
+ * An app owns its brokers (cs_app_add_kafka, in cstream/kafka.h). Lifecycle:
  *
  *     cs_app_start  runs the start-up hook, then starts every broker (topics are
  *                   checked, consumers join their groups, fetch loops run);
@@ -110,18 +110,6 @@ CS_API cs_err cs_app_on_startup(cs_app *app, cs_startup_fn fn, void *user);
  * @retval CS_ERR_ARG app is NULL.
  * @retval CS_ERR_STATE the app has already started. */
 CS_API cs_err cs_app_on_shutdown(cs_app *app, cs_shutdown_fn fn, void *user);
-/** The app takes ownership of k (do not destroy it yourself).
- *
- * On success the app frees k in cs_app_destroy; on failure k stays the
- * caller's (cs_kafka_destroy). Configuring thread, before cs_app_start.
- * @param app the app.
- * @param k the broker, from cs_kafka_new or cs_test_kafka_new.
- * @retval CS_OK the app owns k.
- * @retval CS_ERR_ARG app or k is NULL.
- * @retval CS_ERR_STATE k already belongs to an app, or the app has started.
- * @retval CS_ERR_NOMEM out of memory. */
-CS_API cs_err cs_app_add_kafka(cs_app *app, cs_kafka *k);
-
 /** Starts the app: runs the start-up hook, then starts every broker in the
  * order added (see the lifecycle above and docs/guide.md, "Lifecycle").
  *

@@ -74,6 +74,18 @@ CS_API cs_kafka *cs_kafka_new(const char *bootstrap_servers);
  * @param k the broker; NULL does nothing. */
 CS_API void cs_kafka_destroy(cs_kafka *k);
 
+/** The app takes ownership of k (do not destroy it yourself).
+ *
+ * On success the app frees k in cs_app_destroy; on failure k stays the
+ * caller's (cs_kafka_destroy). Configuring thread, before cs_app_start.
+ * @param app the app.
+ * @param k the broker, from cs_kafka_new or cs_test_kafka_new.
+ * @retval CS_OK the app owns k.
+ * @retval CS_ERR_ARG app or k is NULL.
+ * @retval CS_ERR_STATE k already belongs to an app, or the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_app_add_kafka(cs_app *app, cs_kafka *k);
+
 /** The consumer group of every subscription that sets none (cs_sub_group).
  *
  * Start-up fails with CS_ERR_GROUP for a subscription without either.

@@ -7,8 +7,8 @@
 
 /* ---- operations surface (cs_app_main, /metrics, /readyz, AsyncAPI) ---------- */
 #include <stddef.h>
+#include <stdint.h>
 #include "cstream/codec.h"
-#include "cstream/kafka.h"
 
 /* What the operations surface knows of one subscription. Strings and arrays
  * are borrowed from the broker (valid until it is destroyed). */
@@ -19,18 +19,33 @@ typedef struct cs_broker_sub_desc {
     const char *group;           /* its group, else the broker's default group (may be NULL) */
     const char *reply_topic;     /* NULL: none */
     const char *dead_letter;     /* NULL: none */
-    const cs_codec *codec;       /* cs_sub_decode, or NULL */
+    const cs_codec *codec;       /* the subscription's codec, or NULL */
     const cs_type *type;
     int tracked;                 /* CS_COMMIT_TRACKED or CS_COMMIT_TRANSACTIONAL */
     int transactional;           /* CS_COMMIT_TRANSACTIONAL */
     int batch;                   /* a batch handler */
     int workers;
     int max_attempts;
-    cs_sub *sub;                 /* for cs_sub_stats_get */
 } cs_broker_sub_desc;
+
+/* A subscription's counters as the core keeps them: the pipeline fills them
+ * (cs__pipeline_stats), the broker reports them (sub_counters below) and its
+ * public stats begin with them; /metrics writes one counter family per
+ * member. All monotonic. X(member) once per member, in this order. */
+#define CS__BROKER_SUB_COUNTERS(X)                                                                                    \
+    X(delivered) X(acked) X(dropped) X(retried) X(retry_unsupported) X(stale) X(slow_handlers) X(commits)            \
+        X(commit_failures) X(pauses) X(decode_failures) X(dead_lettered) X(exhausted) X(transactions) X(aborts)     \
+            X(outputs)
+typedef struct cs_broker_sub_counters {
+#define CS__COUNTER_MEMBER(m) uint64_t m;
+    CS__BROKER_SUB_COUNTERS(CS__COUNTER_MEMBER)
+#undef CS__COUNTER_MEMBER
+} cs_broker_sub_counters;
 /* ---- end operations surface ---------------------------------------------------- */
 
 typedef struct cs_metrics cs_metrics; /* metrics.h */
+struct cs_record;                     /* cstream/publish.h */
+struct cs_published;
 
 typedef struct cs_broker_ops {
     const char *kind;
@@ -44,17 +59,25 @@ typedef struct cs_broker_ops {
     /* Before start: replaces the bootstrap servers (NULL or "": the embedded cluster). */
     cs_err (*set_bootstrap)(void *impl, const char *servers);
     const char *(*bootstrap)(void *impl);   /* NULL before start on the embedded cluster */
-    size_t (*n_topics)(void *impl);         /* declared topics (cs_kafka_topic) */
+    size_t (*n_topics)(void *impl);         /* the topics the service declared */
     const char *(*topic)(void *impl, size_t i, int *partitions);
     size_t (*n_subs)(void *impl);
     void (*describe_sub)(void *impl, size_t i, cs_broker_sub_desc *out);
+    /* Any thread while the app exists (/metrics): subscription i's counters,
+     * read under short locks only (after a stop, the final ones). */
+    void (*sub_counters)(void *impl, size_t i, cs_broker_sub_counters *out);
     /* While running: every subscription joined its group (its rebalance is
      * done, an empty assignment included) and its brokers answer. */
     int (*ready)(void *impl);
-    /* A new broker (not added to any app) with the same client properties (and,
-     * on the embedded cluster, the declared topics) but no subscriptions, on
-     * `servers` (NULL: this broker's). For one-shot tools such as `publish`. */
-    cs_kafka *(*publisher)(void *impl, const char *servers);
+    /* A new broker with the same client properties (and, on the embedded
+     * cluster, the declared topics) but no subscriptions, on `servers` (NULL:
+     * this broker's), added to `tool`, which owns it from then on. For
+     * one-shot tools such as `publish`. Returns it, or NULL with the reason in
+     * cs_errmsg and nothing added. */
+    void *(*add_publisher)(void *impl, cs_app *tool, const char *servers);
+    /* While `tool` runs: publishes rec through what add_publisher returned
+     * (cstream/publish.h's record and result). */
+    cs_err (*publish)(void *publisher, const struct cs_record *rec, struct cs_published *out);
     /* The HTTP thread, while the app runs: adds the broker's samples to /metrics
      * (metrics.h). Atomics and short locks only, never a network round trip. */
     void (*metrics)(void *impl, cs_metrics *m);

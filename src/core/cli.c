@@ -185,7 +185,7 @@ static int apply_logging(const options *o, const char *prog) {
     return 0;
 }
 
-/* Brokers: flag, else CSTREAM_BROKERS, else what the code gave cs_kafka_new. */
+/* Brokers: flag, else CSTREAM_BROKERS, else what the code gave the broker. */
 static int apply_brokers(cs_app *app, const options *o, const char *prog) {
     const char *servers = flag_or_env(o->brokers, "CSTREAM_BROKERS");
     if (!servers) return 0;
@@ -358,9 +358,9 @@ static char *read_all(FILE *f, size_t *len) {
     return buf;
 }
 
-static int publish_one(cs_kafka *k, cs_record *r, const char *prog) {
+static int publish_one(const cs_broker_ops *ops, void *publisher, cs_record *r, const char *prog) {
     cs_published where;
-    if (cs_publish(k, r, &where) != CS_OK) {
+    if (ops->publish(publisher, r, &where) != CS_OK) {
         fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
         return EXIT_FAILED;
     }
@@ -372,7 +372,7 @@ static int publish_one(cs_kafka *k, cs_record *r, const char *prog) {
 static int cmd_publish(cs_app *app, const options *o, const char *prog) {
     void *impl = NULL;
     const cs_broker_ops *ops = cs__app_n_brokers(app) ? cs__app_broker(app, 0, &impl) : NULL;
-    if (!ops || !ops->publisher) {
+    if (!ops || !ops->add_publisher || !ops->publish) {
         fprintf(stderr, "%s publish: the app has no Kafka broker\n", prog);
         return EXIT_FAILED;
     }
@@ -399,10 +399,9 @@ static int cmd_publish(cs_app *app, const options *o, const char *prog) {
     /* A broker of its own: the same client properties and declared topics,
      * no subscriptions (publishing must not join the service's groups). */
     cs_app *tool = cs_app_new(cs_app_name(app), cs_app_version(app));
-    cs_kafka *k = ops->publisher(impl, flag_or_env(o->brokers, "CSTREAM_BROKERS"));
+    void *k = tool ? ops->add_publisher(impl, tool, flag_or_env(o->brokers, "CSTREAM_BROKERS")) : NULL;
     int status = EXIT_FAILED;
-    bool added = tool && k && cs_app_add_kafka(tool, k) == CS_OK;
-    if (!added) cs_kafka_destroy(k); /* the app owns it once added */
+    bool added = k != NULL; /* the app owns it once added */
     if (!added || !headers || !names) {
         fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
     } else if (cs_app_start(tool) != CS_OK) {
@@ -414,7 +413,7 @@ static int cmd_publish(cs_app *app, const options *o, const char *prog) {
         if (!o->lines) {
             r.value = input;
             r.value_len = len;
-            status = publish_one(k, &r, prog);
+            status = publish_one(ops, k, &r, prog);
         } else {
             for (char *line = input; status == EXIT_OK && line < input + len;) {
                 char *nl = memchr(line, '\n', (size_t)(input + len - line));
@@ -422,7 +421,7 @@ static int cmd_publish(cs_app *app, const options *o, const char *prog) {
                 if (ll && line[ll - 1] == '\r') ll--;
                 r.value = line;
                 r.value_len = ll;
-                status = publish_one(k, &r, prog);
+                status = publish_one(ops, k, &r, prog);
                 line = nl ? nl + 1 : input + len;
             }
         }

@@ -1,4 +1,5 @@
-/* delivery.c — the public accessors of cs_delivery and its release.
+/* delivery.c — the public accessors of cs_delivery and its release (and its
+ * discard: a delivery that will not run leaves its partition's held count).
  * Accessors read fields the fetch thread wrote before the hand-over (the lane
  * lock orders them), so they need no lock. */
 #include <stdarg.h>
@@ -8,7 +9,7 @@
 
 #include "delivery_internal.h"
 #include "error.h"
-#include "pipeline.h"
+#include "pipeline_internal.h"
 
 const char *cs_delivery_topic(const cs_delivery *d) { return d->topic; }
 int32_t cs_delivery_partition(const cs_delivery *d) { return d->partition; }
@@ -16,6 +17,13 @@ int64_t cs_delivery_offset(const cs_delivery *d) { return d->offset; }
 int64_t cs_delivery_timestamp(const cs_delivery *d) { return d->timestamp; }
 int cs_delivery_attempt(const cs_delivery *d) { return d->attempt; }
 const char *cs_delivery_traceparent(const cs_delivery *d) { return d && d->traceparent[0] ? d->traceparent : NULL; }
+
+const char *cs__inherited_traceparent(const cs_record *r) {
+    const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
+    for (size_t i = 0; tp && i < r->n_headers; i++)
+        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
+    return tp;
+}
 
 /* The last traceparent header wins, like cs_delivery_header_get; an invalid
  * one means no trace context (a valid earlier one is not used instead). */
@@ -167,4 +175,14 @@ void cs__delivery_free(cs_delivery *d) {
     cs_part *part = d->part;
     if (!cs__delivery_pool_put(part->spares, d)) free(d);
     cs__part_unref(part);
+}
+
+/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
+void cs__discard(cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
+        cs__signal_drained(part);
+    pthread_mutex_unlock(&part->lock);
+    cs__delivery_free(d);
 }

@@ -39,7 +39,7 @@ struct cs_delivery {
     cs_delivery *prev; /* in-flight list */
     bool listed;       /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 
-    /* the decoded value (cs_sub_decode); small values live in decoded_inline */
+    /* the decoded value (the subscription's codec); small values live in decoded_inline */
     void *decoded;
     const cs_type *decoded_type;
 
@@ -73,6 +73,10 @@ void cs__delivery_add_output(cs_delivery *d, cs_output *o);
 
 /* Reads d's traceparent header (d->part and d->msg set); called once at fetch. */
 void cs__delivery_read_trace(cs_delivery *d);
+
+/* The traceparent a record inherits from its parent delivery (cs_record
+ * .parent), unless it sets its own header; NULL if none. Any thread. */
+const char *cs__inherited_traceparent(const cs_record *r);
 
 /* A log line about d ends with CS_TRACE_FMT, given CS_TRACE_ARGS(d): " trace_id=<32 hex>", or nothing. */
 #define CS_TRACE_FMT "%s%s"

@@ -1,11 +1,13 @@
 /* metrics.c — the app's metrics in the Prometheus text format
- * (cs_app_metrics): cstream_up, one counter family per cs_sub_stats member
- * (one series per subscription labelled subscription and group), then what
+ * (cs_app_metrics): cstream_up, one counter family per member of a
+ * subscription's counters (broker.h's cs_broker_sub_counters; one series per
+ * subscription labelled subscription and group), then what
  * each broker adds (records by topic and outcome, handler durations, in-flight
  * records, committed offsets and lag, publishes; see docs/guide.md). Reads
- * only atomics, the configuration and short-lived locks (a subscription's
- * stats_lock keeps its consumer from being freed meanwhile; no stop holds it
- * across a close), so any thread may call it while the app exists. Also the
+ * only atomics, the configuration and short-lived locks (the broker's ops
+ * take a lock that keeps a subscription's state from being freed meanwhile;
+ * no stop holds it across a close), so any thread may call it while the app
+ * exists. Also the
  * lock-free duration histograms (metrics.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
@@ -47,7 +49,7 @@ typedef struct counter {
     size_t offset;
 } counter;
 
-#define C(m, h) {"cstream_subscription_" #m "_total", h, offsetof(cs_sub_stats, m)}
+#define C(m, h) {"cstream_subscription_" #m "_total", h, offsetof(cs_broker_sub_counters, m)}
 static const counter counters[] = {
     C(delivered, "Records handed to a handler, once per attempt (each batch element counts)."),
     C(acked, "Records acked."),
@@ -246,12 +248,12 @@ cs_err cs_app_metrics(cs_app *app, char **out) {
         for (size_t k = 0; k < cs__app_n_brokers(app); k++) {
             void *impl;
             const cs_broker_ops *ops = cs__app_broker(app, k, &impl);
-            if (!ops->n_subs || !ops->describe_sub) continue;
+            if (!ops->n_subs || !ops->describe_sub || !ops->sub_counters) continue;
             for (size_t i = 0; i < ops->n_subs(impl); i++) {
                 cs_broker_sub_desc s;
                 ops->describe_sub(impl, i, &s);
-                cs_sub_stats st;
-                cs_sub_stats_get(s.sub, &st);
+                cs_broker_sub_counters st;
+                ops->sub_counters(impl, i, &st);
                 uint64_t v;
                 memcpy(&v, (const char *)&st + counters[c].offset, sizeof v);
                 const char *labels[] = {"subscription", s.name, "group", s.group ? s.group : "", NULL};

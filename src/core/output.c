@@ -16,16 +16,9 @@ static const void *put(char **at, const void *src, size_t n) {
     return dst;
 }
 
-const char *cs__inherited_traceparent(const cs_record *r) {
-    const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
-    for (size_t i = 0; tp && i < r->n_headers; i++)
-        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
-    return tp;
-}
-
-cs_output *cs__output_new(const cs_record *r, int64_t source_offset) {
-    /* The parent is resolved now: the output outlives its delivery. */
-    const char *traceparent = cs__inherited_traceparent(r);
+cs_output *cs__output_new(const cs_record *r, const char *traceparent, int64_t source_offset) {
+    /* The parent is resolved now (traceparent is the caller's reading of it):
+     * the output outlives its delivery. */
     size_t n_headers = r->n_headers + (traceparent ? 1 : 0);
     size_t topic_len = strlen(r->topic) + 1;
     size_t bytes = topic_len + (r->key ? r->key_len : 0) + (r->value ? r->value_len : 0);

@@ -23,13 +23,11 @@ typedef struct cs_output {
     cs_record rec;         /* every pointer points into this allocation */
 } cs_output;
 
-/* A deep copy of r (topic, key, value, headers). A parent delivery's
- * traceparent becomes a header of the copy (unless r has its own), and the
+/* A deep copy of r (topic, key, value, headers). `traceparent`, the one r
+ * inherits from its parent delivery (cs__inherited_traceparent, in
+ * delivery_internal.h; NULL: none), becomes a header of the copy, and the
  * copy has no parent. NULL on out of memory. */
-cs_output *cs__output_new(const cs_record *r, int64_t source_offset);
-/* The traceparent a record inherits from its parent delivery (cs_record
- * .parent), unless it sets its own header; NULL if none. Any thread. */
-const char *cs__inherited_traceparent(const cs_record *r);
+cs_output *cs__output_new(const cs_record *r, const char *traceparent, int64_t source_offset);
 /* Frees a list. */
 void cs__output_free_all(cs_output *o);
 

@@ -16,8 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "broker.h"
 #include "cstream/delivery.h"
-#include "cstream/kafka.h"
 #include "delivery_internal.h"
 #include "metrics.h"
 #include "output.h"
@@ -158,7 +158,8 @@ void cs__pipeline_crash(cs_pipeline *p);
 int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition);
 /* Queued + running + pending across all partitions (for "idle"). */
 size_t cs__pipeline_busy(cs_pipeline *p);
-void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out);
+/* Any thread: the counters of the pipeline's lanes and partitions. */
+void cs__pipeline_stats(cs_pipeline *p, cs_broker_sub_counters *out);
 
 /* /metrics: one partition as the pipeline sees it (topic borrowed from the
  * partition, valid while the pipeline lives). */

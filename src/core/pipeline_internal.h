@@ -2,9 +2,10 @@
  * the pipeline: pipeline.c (creation, partition registry, stop), lanes.c
  * (dispatch and the lane queues), worker.c (the worker threads), settle.c
  * (settlement, replies, dead letters), delay.c (retry_after's delay heap and
- * its timer thread), partition.c (a partition's epochs and commit state) and
- * pipeline_stats.c (counters and readings). Nothing outside src/core/
- * includes it: the rest of cstream sees pipeline.h.
+ * its timer thread), partition.c (a partition's epochs and commit state),
+ * pipeline_stats.c (counters and readings) and delivery.c (a delivery
+ * discarded: below settle.c and delay.c, which both discard). Nothing
+ * outside src/core/ includes it: the rest of cstream sees pipeline.h.
  *
  * Owns: the lanes (a queue and a worker thread each), the partition registry
  * and the counters. Threads: the fetch thread dispatches and manages
@@ -190,12 +191,15 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome);
 /* Settles d after its reply, if it has one, or gives it up at its last
  * attempt (worker.c, after a handler returned). */
 cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome);
-/* A delivery that will not run (worker.c's admission, delay.c when stopping). */
-void cs__discard(cs_delivery *d);
 /* The outlet of d, read under its partition's lock (worker.c gives up records). */
 outlet cs__outlet_of(cs_delivery *d);
 /* Gives up a record at its last attempt or one that does not decode (worker.c). */
 cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why);
+
+/* ---- delivery.c ---------------------------------------------------------- */
+/* A delivery that will not run (worker.c's admission, delay.c when stopping):
+ * it leaves its partition's held count and is freed. */
+void cs__discard(cs_delivery *d);
 
 /* ---- delay.c ------------------------------------------------------------- */
 /* The delay timer thread (started by cs__pipeline_new; arg: the pipeline). */

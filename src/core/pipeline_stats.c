@@ -1,5 +1,5 @@
 /* pipeline_stats.c — what the pipeline reports: the counters of its lanes and
- * partitions (cs_sub_stats, /metrics), handler durations, what it holds and
+ * partitions (cs_broker_sub_counters, /metrics), handler durations, what it holds and
  * the next offset of a partition.
  *
  * Threads: any (readers); the counters are atomics bumped by the fetch
@@ -39,7 +39,7 @@ size_t cs__pipeline_busy(cs_pipeline *p) {
     return busy;
 }
 
-void cs__pipeline_stats(cs_pipeline *p, cs_sub_stats *out) {
+void cs__pipeline_stats(cs_pipeline *p, cs_broker_sub_counters *out) {
     memset(out, 0, sizeof *out);
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];

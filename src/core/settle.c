@@ -18,16 +18,6 @@
 #include "error.h"
 #include "log.h"
 
-/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
-void cs__discard(cs_delivery *d) {
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
-        cs__signal_drained(part);
-    pthread_mutex_unlock(&part->lock);
-    cs__delivery_free(d);
-}
-
 static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->retry_warning, 5000, &skipped))
@@ -233,7 +223,7 @@ static bool stage_reply(cs_delivery *d, const outlet *o) {
                    .key = d->reply_key_null ? NULL : d->reply_buf, .key_len = d->reply_key_len,
                    .value = d->reply_value_null ? NULL : d->reply_buf + d->reply_key_len,
                    .value_len = d->reply_value_len, .parent = d}; /* the reply carries d's traceparent */
-    cs_output *out = cs__output_new(&r, d->offset);
+    cs_output *out = cs__output_new(&r, cs__inherited_traceparent(&r), d->offset);
     if (!out) return false;
     out->source_attempt = (uint32_t)d->attempt;
     cs__delivery_add_output(d, out);
@@ -286,7 +276,7 @@ cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
     if (topic_ok && !topic_ok(topic_arg, rec->topic)) return CS_ERR_ARG;
     cs_record copy = *rec;
     if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
-    cs_output *out = cs__output_new(&copy, d->offset);
+    cs_output *out = cs__output_new(&copy, cs__inherited_traceparent(&copy), d->offset);
     if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
     out->source_attempt = (uint32_t)d->attempt;
     cs__delivery_add_output(d, out);

@@ -8,7 +8,7 @@
  * Owner: the consumer holds one reference, every chunk holding records one
  * more, so that deliveries settled after the consumer closed still find it;
  * the last reference frees it. Lock: free_lock is a leaf (lock order: level
- * 6, src/core/lock_order.h), held only to push or pop a spare chunk; the
+ * 6, src/lock_order.h), held only to push or pop a spare chunk; the
  * wake hook runs after it is released. */
 #ifndef CS_CORE_STORE_H
 #define CS_CORE_STORE_H

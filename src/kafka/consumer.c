@@ -32,7 +32,7 @@ enum { DESTROY_WAIT_MS = 3000 };
 typedef struct destroyer {
     rd_kafka_t *rk;
     int flags;
-    pthread_mutex_t lock; /* a leaf (src/core/lock_order.h) */
+    pthread_mutex_t lock; /* a leaf (src/lock_order.h) */
     pthread_cond_t done_cv;
     bool done;
     int refs; /* the helper and the waiter: the last one frees */

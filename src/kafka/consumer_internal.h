@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../core/log.h"
 #include "../core/pipeline.h"
@@ -124,7 +125,7 @@ struct cs_consumer {
      * destroy_handle). */
     _Atomic bool topic_vanished;
     /* Orders the commits' enqueues (tick, revoke, close, assignment marks,
-     * suspect-record commits). Lock order: level 3 (src/core/lock_order.h),
+     * suspect-record commits). Lock order: level 3 (src/lock_order.h),
      * before the registry and partition locks. Held only while commit states
      * are taken and enqueued, never while a result is awaited. */
     pthread_mutex_t commit_lock;
@@ -132,7 +133,7 @@ struct cs_consumer {
      * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
      * forwards that queue to its own and returns at the first yield it sees,
      * before the group is left (the destroy then waits forever). Lock order:
-     * level 6, a leaf (src/core/lock_order.h): taken under a partition lock
+     * level 6, a leaf (src/lock_order.h): taken under a partition lock
      * (settle wakes the fetch thread) and under a librdkafka queue lock
      * (on_partition_records); it only yields. */
     pthread_mutex_t wake_lock;
@@ -157,6 +158,14 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
  *   consumer_metrics.c
  *   consumer_errors.c
  *   fetch_parts.c */
+
+/* The pipeline's counters as a cs_sub_stats, the broker's own fields 0. */
+static inline void cs__sub_stats_of_pipeline(cs_pipeline *p, cs_sub_stats *out) {
+    cs_broker_sub_counters counters;
+    cs__pipeline_stats(p, &counters);
+    memset(out, 0, sizeof *out);
+    cs__sub_stats_set_counters(out, &counters);
+}
 
 /* ---- fetch_parts.c ---------------------------------------------------------- */
 /* The partition's core state (registered on first use). Fetch thread, or the

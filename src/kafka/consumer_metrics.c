@@ -32,7 +32,7 @@ static uint64_t sum_topics(const cs_consumer *c, _Atomic uint64_t *counters) {
 }
 
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
-    cs__pipeline_stats(c->pipe, out);
+    cs__sub_stats_of_pipeline(c->pipe, out);
     out->fetch_buffer_peak = c->store ? cs__store_peak(c->store) : c->final_peak;
     out->stuck_pauses = sum_topics(c, c->topic_stuck);
     out->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);

@@ -343,7 +343,13 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
         .dead_letter = s->dead_letter, .codec = s->codec, .type = s->type,
         .tracked = s->mode != CS_COMMIT_AUTO,
         .transactional = s->mode == CS_COMMIT_TRANSACTIONAL, .batch = s->batch_handler != NULL, .workers = s->workers,
-        .max_attempts = s->max_attempts, .sub = s};
+        .max_attempts = s->max_attempts};
+}
+
+static void kafka_sub_counters(void *impl, size_t i, cs_broker_sub_counters *out) {
+    cs_sub_stats st;
+    cs_sub_stats_get(((cs_kafka *)impl)->subs[i], &st);
+    cs__sub_stats_counters(&st, out);
 }
 
 /* /readyz. It reads k->subs[i]->consumer without the stats lock and probes
@@ -367,7 +373,7 @@ static cs_err copy_kvlist(cs_kvlist *to, const cs_kvlist *from) {
     return err;
 }
 
-static cs_kafka *kafka_publisher(void *impl, const char *servers) {
+static cs_kafka *new_publisher(void *impl, const char *servers) {
     cs_kafka *k = impl;
     cs_kafka *p = cs_kafka_new(servers ? servers : k->bootstrap);
     if (!p) return NULL;
@@ -384,6 +390,19 @@ static cs_kafka *kafka_publisher(void *impl, const char *servers) {
         return NULL;
     }
     return p;
+}
+
+static void *kafka_add_publisher(void *impl, cs_app *tool, const char *servers) {
+    cs_kafka *p = new_publisher(impl, servers);
+    if (p && cs_app_add_kafka(tool, p) != CS_OK) {
+        cs_kafka_destroy(p); /* the app owns it once added */
+        p = NULL;
+    }
+    return p;
+}
+
+static cs_err kafka_publish_op(void *publisher, const cs_record *rec, cs_published *out) {
+    return cs_publish(publisher, rec, out);
 }
 
 /* /metrics: the subscriptions' records, durations, positions and lag (each
@@ -434,8 +453,10 @@ static const cs_broker_ops kafka_broker_ops = {
     .topic = kafka_topic_op,
     .n_subs = kafka_n_subs,
     .describe_sub = kafka_describe_sub,
+    .sub_counters = kafka_sub_counters,
     .ready = kafka_ready,
-    .publisher = kafka_publisher,
+    .add_publisher = kafka_add_publisher,
+    .publish = kafka_publish_op,
     .metrics = kafka_metrics,
 };
 

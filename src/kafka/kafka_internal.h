@@ -10,6 +10,7 @@
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
+#include "../core/broker.h"
 #include "../core/log.h"
 #include "../core/metrics.h"
 
@@ -133,7 +134,7 @@ struct cs_sub {
     int reply_queue_timeout_ms;
     cs_consumer *consumer; /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
-    /* Lock order: level 2 (src/core/lock_order.h), after cli.c's ops lock,
+    /* Lock order: level 2 (src/lock_order.h), after cli.c's ops lock,
      * before the consumer's commit_lock and the pipeline's locks. Guards
      * `consumer` and `final_stats` for readers on other threads (the
      * lifecycle thread is their only writer): cs_sub_stats_get,
@@ -174,7 +175,7 @@ struct cs_kafka {
     /* The producer while running. Publishers hold the read lock while they use
      * it; stop takes the write lock to retire it. Lock order: a leaf but for
      * the producer's own lock, taken under the read side to wait for queue
-     * space (at most the queue timeout; src/core/lock_order.h). */
+     * space (at most the queue timeout; src/lock_order.h). */
     pthread_rwlock_t producer_lock;
     cs_producer *producer;
 };
@@ -249,6 +250,18 @@ int cs__consumer_idle(cs_consumer *c);
 /* Joined its group (empty assignment included), no fatal error, a broker answers. */
 int cs__consumer_ready(cs_consumer *c, int probe_ms);
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out);
+/* cs_sub_stats begins with the core's counters (core/broker.h,
+ * cs_broker_sub_counters): these copy them across, member by member. */
+static inline void cs__sub_stats_set_counters(cs_sub_stats *out, const cs_broker_sub_counters *c) {
+#define CS__COPY(m) out->m = c->m;
+    CS__BROKER_SUB_COUNTERS(CS__COPY)
+#undef CS__COPY
+}
+static inline void cs__sub_stats_counters(const cs_sub_stats *st, cs_broker_sub_counters *out) {
+#define CS__COPY(m) out->m = st->m;
+    CS__BROKER_SUB_COUNTERS(CS__COPY)
+#undef CS__COPY
+}
 /* Commit ticks completed so far (see cs_test_sub_commit_ticks). */
 uint64_t cs__consumer_commit_ticks(cs_consumer *c);
 /* /metrics (the scraping thread, with the subscription's stats lock held). */

@@ -8,7 +8,7 @@
  * used: it has no timeout and deadlocks on the thread that serves reports.
  * Lock: `lock` guards completions and the space condition; it is never held
  * across a call into librdkafka. A leaf, taken under the broker's producer
- * read lock (src/core/lock_order.h). */
+ * read lock (src/lock_order.h). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "../core/broker.h"
+#include "../core/delivery_internal.h"
 #include "../core/error.h"
 #include "../core/log.h"
 #include "../core/output.h"

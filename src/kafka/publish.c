@@ -106,7 +106,7 @@ cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *r
     if (!h) return NULL;
     cs_dlq_numbers nums;
     cs_record r = dead_letter_record(s, d, reason, h, cap, &nums);
-    cs_output *o = cs__output_new(&r, cs_delivery_offset(d));
+    cs_output *o = cs__output_new(&r, cs__inherited_traceparent(&r), cs_delivery_offset(d));
     free(h);
     /* Staged, not sent: the window's transaction writes it if it commits, and
      * an aborted window stages it again (docs/retries.md). */

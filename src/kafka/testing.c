@@ -24,7 +24,7 @@ struct cs_test_cluster {
     cs_embedded *embedded; /* NULL when CSTREAM_BROKERS names the cluster */
     char *brokers;
     /* Serialises the test producer; held across a synchronous produce (a
-     * blocking poll): tests only, a leaf (src/core/lock_order.h). */
+     * blocking poll): tests only, a leaf (src/lock_order.h). */
     pthread_mutex_t lock;
     rd_kafka_t *producer;
 };

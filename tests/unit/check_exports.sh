@@ -4,7 +4,7 @@
 # variable declared in the public headers (include/cstream.h and
 # include/cstream/*.h), and nothing else (no cs__* internals, no tracker).
 # Two allowances: a ThreadSanitizer build also exports the C11-threads
-# functions src/core/tsan_c11_threads.c replaces (thrd_*, mtx_*, cnd_*),
+# functions src/kafka/tsan_c11_threads.c replaces (thrd_*, mtx_*, cnd_*),
 # since libc's are looked up by name; and the toolchain's own names (_init,
 # _fini, ...) start with "_". Fails listing both differences.
 set -euo pipefail

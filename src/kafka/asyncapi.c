@@ -16,8 +16,8 @@
 
 #include "cstream/main.h"
 
-#include "broker.h"
-#include "error.h"
+#include "../core/broker.h"
+#include "../core/error.h"
 
 #define KAFKA_BINDING_VERSION "0.5.0"
 

@@ -55,6 +55,6 @@
  * ops and talks to no broker synchronously; of cstream's locks it takes only
  * wake_lock (on_partition_records), which no commit_lock holder holds across
  * the call, so the wait ends, but it is not bounded by anything of ours. */
-#ifndef CS_CORE_LOCK_ORDER_H
-#define CS_CORE_LOCK_ORDER_H
+#ifndef CS_LOCK_ORDER_H
+#define CS_LOCK_ORDER_H
 #endif
