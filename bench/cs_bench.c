@@ -254,7 +254,7 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         fprintf(stderr, "contender %s: no worker count\n", contender);
         return 2;
     }
-    if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) || cs_sub_commit(s, mode) ||
+    if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) || cs_sub_commit_mode(s, mode) ||
         cs_sub_workers(s, workers) || (by_key && cs_sub_lanes(s, CS_LANES_BY_KEY))) {
         fprintf(stderr, "subscribe: %s\n", cs_errmsg());
         return 2;

@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     cs_kafka *k = cs_kafka_new(brokers);
     cs_sub *s = cs_kafka_subscribe(k, in, echo_timestamp, NULL);
     if (cs_kafka_default_group(k, in) || cs_kafka_config(k, "fetch.wait.max.ms", "5") ||
-        (txn && cs_kafka_instance_id(k, in)) || cs_sub_commit(s, txn ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED) ||
+        (txn && cs_kafka_instance_id(k, in)) || cs_sub_commit_mode(s, txn ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED) ||
         cs_sub_workers(s, 4) || cs_sub_reply(s, out, 5000) || cs_app_add_kafka(app, k) || cs_app_start(app)) {
         fprintf(stderr, "service: %s\n", cs_errmsg());
         return 2;

@@ -35,7 +35,7 @@ int main(void) {
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     cs_sub *s = err ? NULL : cs_kafka_subscribe(k, "greetings", greet, NULL);
     if (!err && !s) err = CS_ERR_ARG; /* cs_errmsg() says why */
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRACKED);
     if (!err) err = cs_app_start(app);
 
     for (int i = 0; !err && i < RECORDS; i++) {

@@ -65,7 +65,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err) err = cs_sub_decode(views, &cs_codec_json, &page_view_type);
     cs_sub *payouts = err ? NULL : cs_kafka_subscribe(k, n->payouts, pay_out, opt->clients);
     if (!err && !payouts) err = CS_ERR_ARG;
-    if (!err) err = cs_sub_commit(payouts, CS_COMMIT_TRACKED); /* group: the default */
+    if (!err) err = cs_sub_commit_mode(payouts, CS_COMMIT_TRACKED); /* group: the default */
     if (!err) err = cs_sub_workers(payouts, 4);
     if (!err) err = cs_sub_lanes(payouts, CS_LANES_BY_KEY); /* per-payout order, payouts in parallel */
     if (!err) err = cs_sub_max_attempts(payouts, 5);
@@ -76,7 +76,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     cs_sub *lines = err ? NULL : cs_kafka_subscribe_batch(k, n->statements, reconcile, 500, opt->clients);
     if (!err && !lines) err = CS_ERR_ARG;
     if (!err) err = cs_sub_group(lines, n->reconciliation);
-    if (!err) err = cs_sub_commit(lines, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(lines, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_decode(lines, &cs_codec_json, &statement_line_type);
     if (err) {
         cs_app_destroy(app);

@@ -53,7 +53,7 @@ typedef enum cs_outcome {
  *        CS_PENDING, until cs_delivery_settle).
  * @param user the pointer given to cs_kafka_subscribe.
  * @return the record's outcome: CS_ACK, CS_DROP, CS_RETRY (or
- *         cs_retry_after), or CS_PENDING. */
+ *         cs_delivery_retry_after), or CS_PENDING. */
 typedef cs_outcome (*cs_handler_fn)(cs_delivery *d, void *user);
 
 /** Handler for a batch: one delivery plus what was already queued behind it in
@@ -210,7 +210,7 @@ CS_API const char *cs_delivery_reason(const cs_delivery *d);
  * @param d the delivery.
  * @param delay_ms how long to wait; 0 or less means at once.
  * @return CS_RETRY, carrying the delay on d. */
-CS_API cs_outcome cs_retry_after(cs_delivery *d, int delay_ms);
+CS_API cs_outcome cs_delivery_retry_after(cs_delivery *d, int delay_ms);
 
 /** The decoded value of a subscription with cs_sub_decode (NULL otherwise);
  * it lives as long as the delivery.
@@ -242,7 +242,7 @@ CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, c
  * Any thread, once per pending delivery; d must not be used after it
  * returns CS_OK or CS_ERR_STALE.
  * @param d a delivery its handler returned CS_PENDING for.
- * @param outcome CS_ACK, CS_DROP or CS_RETRY (cs_retry_after's result too).
+ * @param outcome CS_ACK, CS_DROP or CS_RETRY (cs_delivery_retry_after's result too).
  * @retval CS_OK settled (a retry comes back; a reply is published if set).
  * @retval CS_ERR_STALE ignored, see above; d is released.
  * @retval CS_ERR_ARG d is NULL or outcome is none of the three; nothing

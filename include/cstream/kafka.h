@@ -34,7 +34,7 @@ extern "C" {
  * cs_kafka_subscribe*, owned and freed by its broker. */
 typedef struct cs_sub cs_sub;
 
-/** How settlements become committed positions (cs_sub_commit; default Auto). */
+/** How settlements become committed positions (cs_sub_commit_mode; default Auto). */
 typedef enum cs_commit_mode {
     /** librdkafka's own commits: the position is stored when the record is
      * handed out and committed on a timer. ack/drop do nothing; retry is
@@ -304,7 +304,7 @@ CS_API cs_err cs_sub_start_at(cs_sub *s, cs_start where);
  * @retval CS_OK set.
  * @retval CS_ERR_ARG s is NULL or mode is not a cs_commit_mode.
  * @retval CS_ERR_STATE the app has started. */
-CS_API cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode);
+CS_API cs_err cs_sub_commit_mode(cs_sub *s, cs_commit_mode mode);
 /** Handler threads (default 1). Records of one partition go to one lane, in order.
  * @param s the subscription.
  * @param n worker threads, 1 to 1024 (one lane each).

@@ -112,21 +112,21 @@ CS_API cs_err cs_test_cluster_new_embedded(int brokers, cs_test_cluster **out);
  * @retval CS_ERR_UNSUPPORTED not the embedded cluster.
  * @retval CS_ERR_ARG api_key out of range, or errors NULL with n > 0.
  * @retval CS_ERR_NOMEM out of memory. */
-CS_API cs_err cs_test_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors);
+CS_API cs_err cs_test_cluster_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors);
 /** Forgets the errors still pushed for api_key.
  * @param c the cluster.
  * @param api_key the Kafka API key.
  * @retval CS_OK cleared.
  * @retval CS_ERR_UNSUPPORTED not the embedded cluster. */
-CS_API cs_err cs_test_clear_request_errors(cs_test_cluster *c, int api_key);
+CS_API cs_err cs_test_cluster_clear_request_errors(cs_test_cluster *c, int api_key);
 /** The same for the requests one broker receives: its next n requests of
  * `api_key` fail with errors[0], errors[1], ... An error 0 answers the request
  * normally, so a stack of zeros counts requests (a probe). Unlike the
  * cluster-wide errors these can be counted (below), which lets a test show
  * that the fault it injected took effect. Once a broker has had errors pushed
- * for api_key, the cluster-wide errors of cs_test_push_request_errors no
+ * for api_key, the cluster-wide errors of cs_test_cluster_push_request_errors no
  * longer reach it for that key (librdkafka 2.0.2's mock looks at the broker's
- * stack first, even when it is empty); cs_test_clear_request_errors does not
+ * stack first, even when it is empty); cs_test_cluster_clear_request_errors does not
  * clear a broker's stack.
  * @param c the cluster.
  * @param broker the broker id.
@@ -182,7 +182,7 @@ CS_API cs_err cs_test_partition_set_leader(cs_test_cluster *c, const char *topic
  * @retval CS_OK done.
  * @retval CS_ERR_UNSUPPORTED not the embedded cluster.
  * @retval CS_ERR_KAFKA the mock refused (e.g. no such broker). */
-CS_API cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int broker);
+CS_API cs_err cs_test_group_set_coordinator(cs_test_cluster *c, const char *group, int broker);
 
 /** Creates a topic on either cluster (mock API or Admin API, replication
  * factor 1); on a real cluster a topic that exists already counts as created,

@@ -62,7 +62,7 @@ void *cs__delay_main(void *arg) {
         int64_t wait = p->delayed[0]->retry_at_ms - cs__now_ms();
         if (wait > 0) {
             struct timespec ts;
-            cs__deadline_after(&ts, wait); /* the due time is monotonic too (cs_retry_after) */
+            cs__deadline_after(&ts, wait); /* the due time is monotonic too (cs_delivery_retry_after) */
             pthread_cond_timedwait(&p->delay_cv, &p->delay_lock, &ts);
             continue;
         }
@@ -76,7 +76,7 @@ void *cs__delay_main(void *arg) {
     return NULL;
 }
 
-cs_outcome cs_retry_after(cs_delivery *d, int delay_ms) {
+cs_outcome cs_delivery_retry_after(cs_delivery *d, int delay_ms) {
     d->retry_at_ms = cs__now_ms() + (delay_ms > 0 ? delay_ms : 0);
     return CS_RETRY;
 }

@@ -32,7 +32,7 @@ struct cs_delivery {
     int attempt;       /* handler runs so far */
     int lane;
     bool alone;        /* a retried record: it runs in a batch of its own */
-    int64_t retry_at_ms; /* cs_retry_after: when it may run again (0: at once) */
+    int64_t retry_at_ms; /* cs_delivery_retry_after: when it may run again (0: at once) */
     char *reason;        /* cs_delivery_set_reason, for this attempt */
     bool decode_failed;  /* counted in decode_failures already */
     cs_delivery *next; /* lane queue or in-flight list */

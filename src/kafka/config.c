@@ -64,10 +64,10 @@ static const struct owned_property {
     const char *key, *why;
 } owned_properties[] = {
     {"enable.auto.commit", "the subscription's commit mode decides how positions are committed "
-                           "(cs_sub_commit: CS_COMMIT_AUTO lets librdkafka commit, CS_COMMIT_TRACKED commits "
+                           "(cs_sub_commit_mode: CS_COMMIT_AUTO lets librdkafka commit, CS_COMMIT_TRACKED commits "
                            "explicitly)"},
     {"enable.auto.offset.store", "the subscription's commit mode decides when positions are stored "
-                                 "(cs_sub_commit)"},
+                                 "(cs_sub_commit_mode)"},
     {"group.id", "set the group with cs_sub_group() or cs_kafka_default_group()"},
     {"group.instance.id", "every consumer gets one derived from the instance id (cs_kafka_instance_id or "
                           "CSTREAM_INSTANCE_ID), unique per subscription and stable across restarts"},

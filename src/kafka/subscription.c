@@ -143,11 +143,11 @@ cs_err cs_sub_start_at(cs_sub *s, cs_start where) {
     return CS_OK;
 }
 
-cs_err cs_sub_commit(cs_sub *s, cs_commit_mode mode) {
-    cs_err err = sub_configurable(s, "cs_sub_commit");
+cs_err cs_sub_commit_mode(cs_sub *s, cs_commit_mode mode) {
+    cs_err err = sub_configurable(s, "cs_sub_commit_mode");
     if (err) return err;
     if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED && mode != CS_COMMIT_TRANSACTIONAL)
-        return cs__fail(CS_ERR_ARG, "cs_sub_commit(%s): unknown commit mode %d", s->name, (int)mode);
+        return cs__fail(CS_ERR_ARG, "cs_sub_commit_mode(%s): unknown commit mode %d", s->name, (int)mode);
     s->mode = mode;
     return CS_OK;
 }

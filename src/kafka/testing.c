@@ -128,23 +128,23 @@ static cs_err mock_of(cs_test_cluster *c, const char *what, rd_kafka_mock_cluste
     return CS_OK;
 }
 
-cs_err cs_test_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors) {
+cs_err cs_test_cluster_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors) {
     rd_kafka_mock_cluster_t *mc = NULL;
-    cs_err err = mock_of(c, "cs_test_push_request_errors", &mc);
+    cs_err err = mock_of(c, "cs_test_cluster_push_request_errors", &mc);
     if (err) return err;
     if (api_key < 0 || api_key > INT16_MAX || (n && !errors))
-        return cs__fail(CS_ERR_ARG, "cs_test_push_request_errors: api key %d, %zu errors", api_key, n);
+        return cs__fail(CS_ERR_ARG, "cs_test_cluster_push_request_errors: api key %d, %zu errors", api_key, n);
     rd_kafka_resp_err_t *codes = calloc(n ? n : 1, sizeof *codes);
-    if (!codes) return cs__fail(CS_ERR_NOMEM, "cs_test_push_request_errors: out of memory");
+    if (!codes) return cs__fail(CS_ERR_NOMEM, "cs_test_cluster_push_request_errors: out of memory");
     for (size_t i = 0; i < n; i++) codes[i] = (rd_kafka_resp_err_t)errors[i];
     rd_kafka_mock_push_request_errors_array(mc, (int16_t)api_key, n, codes);
     free(codes);
     return CS_OK;
 }
 
-cs_err cs_test_clear_request_errors(cs_test_cluster *c, int api_key) {
+cs_err cs_test_cluster_clear_request_errors(cs_test_cluster *c, int api_key) {
     rd_kafka_mock_cluster_t *mc = NULL;
-    cs_err err = mock_of(c, "cs_test_clear_request_errors", &mc);
+    cs_err err = mock_of(c, "cs_test_cluster_clear_request_errors", &mc);
     if (err) return err;
     rd_kafka_mock_clear_request_errors(mc, (int16_t)api_key);
     return CS_OK;
@@ -213,11 +213,11 @@ cs_err cs_test_partition_set_leader(cs_test_cluster *c, const char *topic, int32
                        "cs_test_partition_set_leader", topic);
 }
 
-cs_err cs_test_group_coordinator_set(cs_test_cluster *c, const char *group, int broker) {
+cs_err cs_test_group_set_coordinator(cs_test_cluster *c, const char *group, int broker) {
     rd_kafka_mock_cluster_t *mc = NULL;
-    cs_err err = mock_of(c, "cs_test_group_coordinator_set", &mc);
+    cs_err err = mock_of(c, "cs_test_group_set_coordinator", &mc);
     if (err) return err;
-    return mock_result(rd_kafka_mock_coordinator_set(mc, "group", group, broker), "cs_test_group_coordinator_set",
+    return mock_result(rd_kafka_mock_coordinator_set(mc, "group", group, broker), "cs_test_group_set_coordinator",
                        group);
 }
 

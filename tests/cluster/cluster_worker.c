@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!err) err = cs_sub_group(s, argv[4]);
-    if (!err) err = cs_sub_commit(s, transactional ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, transactional ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_workers(s, 4);
     if (!err) err = cs_sub_commit_interval_ms(s, commit_ms);
     if (!err) err = cs_sub_reply(s, argv[3], 5000);

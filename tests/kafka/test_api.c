@@ -19,7 +19,7 @@
  *   (embedded twins of what tests/real/test_bad_inputs.c and test_sasl.c use);
  * - cs_kafka_bootstrap: the servers the app really uses (its own embedded
  *   cluster's address after start, when it runs one);
- * - cs_test_clear_request_errors forgets pushed errors (embedded only). */
+ * - cs_test_cluster_clear_request_errors forgets pushed errors (embedded only). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -172,7 +172,7 @@ static cs_app *start_tracked(const char *topic, const char *group, seen *s, cs_s
     cs_sub *sub = cs_kafka_subscribe(k, topic, record, s);
     assert_non_null(sub);
     CST_OK(cs_sub_group(sub, group));
-    CST_OK(cs_sub_commit(sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(sub, 50));
     CST_OK(cs_sub_start_at(sub, where));
     CST_OK(cs_sub_workers(sub, workers));
@@ -300,7 +300,7 @@ static void delivery_reason_belongs_to_its_attempt(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, give_reason_once, &r);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
@@ -354,7 +354,7 @@ static cs_app *start_transactional(const char *topic, const char *group, held *h
     cs_sub *s = cs_kafka_subscribe(k, topic, hold_or_ack, h);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
     CST_OK(cs_sub_commit_interval_ms(s, interval_ms));
     CST_OK(cs_sub_reply(s, replies, 5000));
     if (window_records) CST_OK(cs_sub_window_records(s, window_records));
@@ -621,7 +621,7 @@ static void subscribe_topics_names_each_record_topic(void **state) {
     cs_sub *sub = cs_kafka_subscribe_topics(k, topics, 2, record, &s);
     assert_non_null(sub);
     CST_OK(cs_sub_group(sub, group));
-    CST_OK(cs_sub_commit(sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(sub, 50));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
@@ -682,7 +682,7 @@ static void bootstrap_is_the_cluster_in_use(void **state) {
     CST_OK(cs_kafka_topic(k, topic, 1)); /* created on the embedded cluster, checked on a real one */
     cs_sub *sub = cs_kafka_subscribe(k, topic, record, &s);
     CST_OK(cs_sub_group(sub, group));
-    CST_OK(cs_sub_commit(sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(sub, 50));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
@@ -699,7 +699,7 @@ static void bootstrap_is_the_cluster_in_use(void **state) {
     seen_free(&s);
 }
 
-/* ---- cs_test_clear_request_errors ------------------------------------------------------- */
+/* ---- cs_test_cluster_clear_request_errors ------------------------------------------------------- */
 
 /* Three Produce errors pushed, one used up by a publish that fails with it,
  * the rest cleared: the next publish succeeds. Without the clear it would
@@ -708,18 +708,18 @@ static void clear_request_errors_forgets_pushed_errors(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
         /* Documented: fault injection is the embedded cluster's alone. */
-        assert_int_equal(cs_test_clear_request_errors(cst_cluster, 0), CS_ERR_UNSUPPORTED);
-        cst_skip("embedded cluster only: cs_test_clear_request_errors clears errors pushed into the embedded cluster; a real "
+        assert_int_equal(cs_test_cluster_clear_request_errors(cst_cluster, 0), CS_ERR_UNSUPPORTED);
+        cst_skip("embedded cluster only: cs_test_cluster_clear_request_errors clears errors pushed into the embedded cluster; a real "
                "broker cannot be told to fail requests (it answered CS_ERR_UNSUPPORTED, as documented)");
     }
     char topic[128];
     cst_fresh("api-clear", 1, topic, NULL, sizeof topic);
     const int too_large[3] = {10, 10, 10}; /* MESSAGE_TOO_LARGE: not retried by the producer */
-    CST_OK(cs_test_push_request_errors(cst_cluster, 0 /* Produce */, 3, too_large));
+    CST_OK(cs_test_cluster_push_request_errors(cst_cluster, 0 /* Produce */, 3, too_large));
     cs_err err = cs_test_produce(cst_cluster, topic, 0, NULL, 0, "x", 1, NULL);
     if (err == CS_OK) fail_msg("the publish after pushing Produce errors succeeded: the push had no effect");
     printf("publish with an error pushed: %s: %s\n", cs_err_name(err), cs_errmsg());
-    CST_OK(cs_test_clear_request_errors(cst_cluster, 0));
+    CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, 0));
     int64_t off = -1;
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "y", 1, &off));
     assert_int_equal(off, 0); /* the failed one was never written */

@@ -70,7 +70,7 @@ static cs_app *start_batch_app(const char *topic, const char *group, cs_commit_m
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, mixed, max, bt);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_sub_commit_mode(s, mode));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
@@ -273,7 +273,7 @@ static cs_outcome forgetful(cs_delivery *const *b, size_t n, cs_outcome *outcome
         }
         if (off == pl->unset_offset && (pl->unset_always || cs_delivery_attempt(b[i]) == 1))
             continue; /* the bug under test */
-        outcomes[i] = off == pl->delay_offset ? cs_retry_after(b[i], 600000) : CS_ACK;
+        outcomes[i] = off == pl->delay_offset ? cs_delivery_retry_after(b[i], 600000) : CS_ACK;
     }
     return CS_EACH;
 }
@@ -297,7 +297,7 @@ static cs_app *start_whole_cases(whole_case *c, cs_commit_mode mode) {
         c[i].s = cs_kafka_subscribe_batch(k, c[i].topic, whole_batch, 10, &c[i].pl);
         assert_non_null(c[i].s);
         CST_OK(cs_sub_group(c[i].s, c[i].group));
-        CST_OK(cs_sub_commit(c[i].s, mode));
+        CST_OK(cs_sub_commit_mode(c[i].s, mode));
         CST_OK(cs_sub_commit_interval_ms(c[i].s, 20));
     }
     CST_OK(cs_app_add_kafka(app, k));
@@ -384,7 +384,7 @@ static cs_app *start_forgetful(const char *topic, const char *group, cs_commit_m
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, forgetful, 10, pl);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_sub_commit_mode(s, mode));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
@@ -501,7 +501,7 @@ static void unset_element_reaches_max_attempts(void **state) {
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, forgetful, 10, &pl);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_sub_max_attempts(s, 2));
     CST_OK(cs_app_add_kafka(app, k));
@@ -568,7 +568,7 @@ static void unset_element_transactional_holds_window(void **state) {
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, forgetful, 10, &pl);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_sub_stall_timeout_ms(s, 1000));
     CST_OK(cs_sub_reply(s, out, 5000));

@@ -79,10 +79,10 @@ static void owned_properties_are_refused_saying_why(void **state) {
     cs_kafka *k = offline_broker(&s);
     for (size_t i = 0; i < 2; i++) {
         for (size_t v = 0; v < 2; v++) {
-            EXPECT_ERR(CS_ERR_CONFIG, cs_kafka_config(k, owned[i], values[v]), owned[i], "owned", "cs_sub_commit");
-            EXPECT_ERR(CS_ERR_CONFIG, cs_sub_config(s, owned[i], values[v]), owned[i], "owned", "cs_sub_commit");
+            EXPECT_ERR(CS_ERR_CONFIG, cs_kafka_config(k, owned[i], values[v]), owned[i], "owned", "cs_sub_commit_mode");
+            EXPECT_ERR(CS_ERR_CONFIG, cs_sub_config(s, owned[i], values[v]), owned[i], "owned", "cs_sub_commit_mode");
             EXPECT_ERR(CS_ERR_CONFIG, cs_kafka_producer_config(k, owned[i], values[v]), owned[i], "owned",
-                       "cs_sub_commit");
+                       "cs_sub_commit_mode");
         }
     }
     cs_kafka_destroy(k);
@@ -318,7 +318,7 @@ static void configuring_after_start_is_refused(void **state) {
         EXPECT_ERR(CS_ERR_STATE, cs_kafka_topic(k, topic, 1));
         EXPECT_ERR(CS_ERR_STATE, cs_kafka_queue_timeout_ms(k, 100));
         EXPECT_ERR(CS_ERR_STATE, cs_sub_group(s, "other-group"));
-        EXPECT_ERR(CS_ERR_STATE, cs_sub_commit(s, CS_COMMIT_TRACKED));
+        EXPECT_ERR(CS_ERR_STATE, cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
         EXPECT_ERR(CS_ERR_STATE, cs_sub_start_at(s, CS_START_LATEST));
         EXPECT_ERR(CS_ERR_STATE, cs_sub_workers(s, 4));
         EXPECT_ERR(CS_ERR_STATE, cs_sub_max_open(s, 10));

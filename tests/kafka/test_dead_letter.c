@@ -37,7 +37,7 @@ static cs_app *start(const char *topic, const char *group, const char *dlq, int 
     if (message_timeout) CST_OK(cs_kafka_producer_config(k, "message.timeout.ms", message_timeout));
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, p);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_sub_max_attempts(s, max_attempts));
     if (dlq) CST_OK(cs_sub_dead_letter(s, dlq));
@@ -242,7 +242,7 @@ static void batch_caps_apply_per_element(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, batch_handle, 10, &p);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_max_attempts(s, 2));
     CST_OK(cs_sub_dead_letter(s, dlq));
     CST_OK(cs_app_add_kafka(app, k));

@@ -99,7 +99,7 @@ static char *run_capturing(how h, const char *topic, const char *group, const ch
     cs_err err = cs_sub_group(s, group);
     /* A refused dead letter fails in 0.5 s instead of the default 30. */
     if (!err && h == REFUSED_THEN_ACCEPTED) err = cs_kafka_producer_config(k, "message.timeout.ms", "500");
-    if (!err) err = cs_sub_commit(s, h == TRANSACTIONAL_RETRIES_RUN_OUT ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, h == TRANSACTIONAL_RETRIES_RUN_OUT ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED);
     if (!err && h == TRANSACTIONAL_RETRIES_RUN_OUT) err = cs_kafka_instance_id(k, group);
     if (!err && h == DOES_NOT_DECODE) err = cs_sub_decode(s, &cs_codec_json, &item_type);
     if (!err) err = cs_sub_max_attempts(s, max_attempts);

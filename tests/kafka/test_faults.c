@@ -115,7 +115,7 @@ static void service_init(service *s, const char *name, bool with_replies) {
     s->seen = cst_seen_new(PARTS, MAXOFF);
     s->replied = cst_seen_new(PARTS, MAXOFF);
     place_leaders(s->topic, 1, BROKERS);
-    CST_OK(cs_test_group_coordinator_set(cst_cluster, s->group, COORDINATOR));
+    CST_OK(cs_test_group_set_coordinator(cst_cluster, s->group, COORDINATOR));
     if (with_replies) {
         snprintf(s->replies, sizeof s->replies, "%s.replies", s->topic);
         CST_OK(cs_test_topic_create(cst_cluster, s->replies, PARTS));
@@ -130,7 +130,7 @@ static void service_start(service *s) {
     s->sub = cs_kafka_subscribe(k, s->topic, handle, s);
     assert_non_null(s->sub);
     CST_OK(cs_sub_group(s->sub, s->group));
-    CST_OK(cs_sub_commit(s->sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s->sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s->sub, 2));
     CST_OK(cs_sub_commit_interval_ms(s->sub, 50));
     /* Back within half a second of a broker's return: librdkafka's reconnect
@@ -441,12 +441,12 @@ static void coordinator_moves(void **state) {
      * commits alone would not show the move). */
     const int probe[] = {0};
     push_errors(2, API_HEARTBEAT, 1, probe);
-    CST_OK(cs_test_group_coordinator_set(cst_cluster, s.group, 2));
+    CST_OK(cs_test_group_set_coordinator(cst_cluster, s.group, 2));
     produce(&s, 100);
     expect_recovered(&s, "coordinator moved to 2");
     wait_errors_met(2, API_HEARTBEAT, "coordinator moved to 2");
     push_errors(3, API_HEARTBEAT, 1, probe);
-    CST_OK(cs_test_group_coordinator_set(cst_cluster, s.group, 3));
+    CST_OK(cs_test_group_set_coordinator(cst_cluster, s.group, 3));
     produce(&s, 100);
     expect_recovered(&s, "coordinator moved to 3");
     wait_errors_met(3, API_HEARTBEAT, "coordinator moved to 3");

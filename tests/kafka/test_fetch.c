@@ -193,7 +193,7 @@ static cs_outcome churn_handler(cs_delivery *d, void *user) {
         out = CS_RETRY;
         retried = true;
     } else if (m->sh->mode == CS_COMMIT_TRACKED && first && o % 89 == 7) {
-        out = cs_retry_after(d, 30);
+        out = cs_delivery_retry_after(d, 30);
         retried = true;
     }
     log_add(&m->sh->log, (event){.kind = EV_DELIVER, .member = m->id, .partition = p, .offset = o, .retried = retried});
@@ -210,7 +210,7 @@ static cs_app *start_member(const char *topic, const char *group, const char *st
     cs_sub *s = cs_kafka_subscribe(k, topic, churn_handler, m);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, m->sh->mode));
+    CST_OK(cs_sub_commit_mode(s, m->sh->mode));
     CST_OK(cs_sub_workers(s, 3));
     if (m->sh->mode == CS_COMMIT_TRACKED) CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
@@ -396,7 +396,7 @@ static cs_outcome txn_handler(cs_delivery *d, void *user) {
     bool stall = p == 0 && o == 40 && cst_seen_count(t->seen, p, o) == 0;
     log_add(&t->log, (event){.kind = EV_DELIVER, .member = 0, .partition = p, .offset = o, .retried = stall});
     cst_seen_add(t->seen, p, o);
-    return stall ? cs_retry_after(d, 3000) : CS_ACK;
+    return stall ? cs_delivery_retry_after(d, 3000) : CS_ACK;
 }
 
 static void txn_on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
@@ -438,7 +438,7 @@ static void transactional_continuity_through_a_rewind(void **state) {
     cs_sub *s = cs_kafka_subscribe(k, topic, txn_handler, &t);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
     CST_OK(cs_sub_workers(s, 2));
     CST_OK(cs_sub_stall_timeout_ms(s, 500));
     CST_OK(cs_sub_on_assign(s, txn_on_assign, &t));
@@ -478,7 +478,7 @@ static cs_outcome stuck_handler(cs_delivery *d, void *user) {
     bool retry = p == 0 && atomic_load(&k->held);
     log_add(&k->log, (event){.kind = EV_DELIVER, .member = 0, .partition = p, .offset = o, .retried = retry});
     cst_seen_add(k->seen, p, o);
-    return retry ? cs_retry_after(d, 200) : CS_ACK;
+    return retry ? cs_delivery_retry_after(d, 200) : CS_ACK;
 }
 
 static void stuck_on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
@@ -522,7 +522,7 @@ static cs_app *start_stuck(const char *topic, const char *group, stuck *k, size_
     cs_sub *s = cs_kafka_subscribe(kf, topic, stuck_handler, k);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 2));
     if (max_open) CST_OK(cs_sub_max_open(s, max_open));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
@@ -723,7 +723,7 @@ static cs_app *start_tracked(const char *name, const char *topic, const char *gr
     cs_sub *s = cs_kafka_subscribe(k, topic, fn, user);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     if (o.workers) CST_OK(cs_sub_workers(s, o.workers));
     if (o.max_open) CST_OK(cs_sub_max_open(s, o.max_open));
     if (o.buffer) CST_OK(cs_sub_fetch_buffer_bytes(s, o.buffer));

@@ -56,7 +56,7 @@ static void consumer_gets_its_group_instance_id(void **state) {
     CST_OK(cs_kafka_instance_id(k, "pod/7:a")); /* '/' and ':' are outside Kafka's rule for a group.instance.id */
     cs_sub *s = cs_kafka_subscribe(k, topic, note, w.seen);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_app_add_kafka(app, k));
     cs_log_set_level(CS_LOG_INFO);
     cst_capture cap;

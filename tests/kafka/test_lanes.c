@@ -95,7 +95,7 @@ static void per_key_order_holds_with_8_lanes(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, keyed, o);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 8));
     CST_OK(cs_sub_lanes(s, CS_LANES_BY_KEY));
     CST_OK(cs_sub_max_open(s, 2000));
@@ -144,7 +144,7 @@ static cs_outcome delay_a(cs_delivery *d, void *user) {
         snprintf(dl->events[dl->n++], 16, "%.*s%d", (int)len, key, cs_delivery_attempt(d));
     }
     pthread_mutex_unlock(&dl->lock);
-    if (key && key[0] == 'A' && cs_delivery_attempt(d) == 1) return cs_retry_after(d, dl->delay_ms);
+    if (key && key[0] == 'A' && cs_delivery_attempt(d) == 1) return cs_delivery_retry_after(d, dl->delay_ms);
     return CS_ACK;
 }
 
@@ -167,7 +167,7 @@ static cs_app *start_delayed(const char *topic, const char *group, delayed *dl) 
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, delay_a, dl);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 2));
     CST_OK(cs_sub_lanes(s, CS_LANES_BY_KEY));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
@@ -238,7 +238,7 @@ static void retry_after_comes_back_after_its_delay(void **state) {
     pthread_mutex_unlock(&dl.lock);
     /* A lower bound only: the record may come back any time after its delay. */
     printf("A came back %lld ms after its first run (delay %d ms)\n", (long long)waited, dl.delay_ms);
-    if (waited < dl.delay_ms) fail_msg("A came back %lld ms after cs_retry_after(%d)", (long long)waited, dl.delay_ms);
+    if (waited < dl.delay_ms) fail_msg("A came back %lld ms after cs_delivery_retry_after(%d)", (long long)waited, dl.delay_ms);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 }

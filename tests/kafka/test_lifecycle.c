@@ -260,7 +260,7 @@ static void stop_while_records_arrive(void **state) {
     for (int round = 0; round < 6; round++) {
         fixture f;
         fixture_init(&f, "lc-feed", topic, group);
-        CST_OK(cs_sub_commit(f.sub, round % 2 ? CS_COMMIT_TRACKED : CS_COMMIT_AUTO));
+        CST_OK(cs_sub_commit_mode(f.sub, round % 2 ? CS_COMMIT_TRACKED : CS_COMMIT_AUTO));
         CST_OK(cs_app_start(f.app));
         if (!cst_wait(handled_many, &f, 30000)) fail_msg("round %d: records were not handled within 30 s", round);
         stopper st = {.app = f.app};

@@ -47,7 +47,7 @@ static void invalid_record_outcome_reaches_max_attempts(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, invalid_record, &c);
     cs_err err = s ? cs_sub_group(s, group) : CS_ERR_ARG;
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_commit_interval_ms(s, 20);
     if (!err) err = cs_sub_max_attempts(s, 3);
     if (!err) err = cs_app_add_kafka(app, k);
@@ -131,7 +131,7 @@ static cs_app *start_batch(const char *topic, const char *group, calls *c, int m
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, invalid_elements, 10, c);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     if (max_attempts) CST_OK(cs_sub_max_attempts(s, max_attempts));
     CST_OK(cs_app_add_kafka(app, k));

@@ -256,7 +256,7 @@ static void failed_reply_keeps_the_source_open(void **state) {
     CST_OK(cs_kafka_producer_config(k, "message.timeout.ms", "1500"));
     cs_sub *s = cs_kafka_subscribe(k, topic, reply_handler, &g);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_reply(s, done, 1000));
     CST_OK(cs_app_add_kafka(app, k));
@@ -303,7 +303,7 @@ static cs_app *reply_app(gated *g, cs_kafka **k_out, cs_sub **s_out, const char 
     CST_OK(cs_kafka_flush_timeout_ms(k, flush_ms));
     cs_sub *s = cs_kafka_subscribe(k, topic, reply_handler, g);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_sub_commit_mode(s, mode));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_drain_timeout_ms(s, drain_ms));
     CST_OK(cs_sub_reply(s, done, reply_queue_ms));
@@ -520,7 +520,7 @@ static void blocking_publish_waits_for_queue_space(void **state) {
     CST_OK(cs_kafka_queue_timeout_ms(k, 30000));
     cs_sub *s = cs_kafka_subscribe(k, topic, press_handler, &p);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
 
@@ -574,7 +574,7 @@ static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "payout", 6, NULL));
     static int refusals[REFUSALS];
     for (int i = 0; i < REFUSALS; i++) refusals[i] = NOT_ENOUGH_REPLICAS;
-    CST_OK(cs_test_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
+    CST_OK(cs_test_cluster_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
     gated g = {.lock = PTHREAD_MUTEX_INITIALIZER, .free = true};
     cst_gate_init(&g.go);
     cs_kafka *k;
@@ -586,7 +586,7 @@ static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     cs_app_destroy(app);
-    CST_OK(cs_test_clear_request_errors(cst_cluster, 0));
+    CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, 0));
     int64_t committed;
     CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
     assert_int_equal(unflushed, 1); /* the reply, purged */

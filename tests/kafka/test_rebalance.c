@@ -52,7 +52,7 @@ static cs_app *start_member(const char *topic, const char *group, const char *st
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, m);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 2));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_drain_timeout_ms(s, 1000));

@@ -51,7 +51,7 @@ static cs_err one_run(const char *protocol, char *why, size_t size) {
     CST_OK(cs_kafka_config(k, "sasl.password", secret));
     cs_sub *s = cs_kafka_subscribe(k, topic, reply_ok, NULL);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_reply(s, reply, 5000));
     CST_OK(cs_app_add_kafka(app, k));
     cs_err started = cs_app_start(app);

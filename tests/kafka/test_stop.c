@@ -112,7 +112,7 @@ static cs_app *start(const char *topic, const char *group, cs_commit_mode mode, 
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, f);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_sub_commit_mode(s, mode));
     CST_OK(cs_sub_max_open(s, MAX_OPEN));
     if (mode == CS_COMMIT_TRACKED) CST_OK(cs_sub_commit_interval_ms(s, 20));
     else CST_OK(cs_sub_config(s, "auto.commit.interval.ms", "600000")); /* only revoke and close commit */

@@ -82,7 +82,7 @@ static void start(fixture *f, const char *prefix) {
     f->sub = cs_kafka_subscribe(k, f->topic, handler, f);
     assert_non_null(f->sub);
     CST_OK(cs_sub_group(f->sub, f->group));
-    CST_OK(cs_sub_commit(f->sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(f->sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_on_revoke(f->sub, on_revoke, f));
     CST_OK(cs_app_add_kafka(f->app, k));
     CST_OK(cs_app_start(f->app));

@@ -214,7 +214,7 @@ static void carried(bool transactional) {
     svc.k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(svc.k, topic, handle, &svc);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, transactional ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, transactional ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED));
     if (transactional) {
         CST_OK(cs_kafka_instance_id(svc.k, group));
         CST_OK(cs_kafka_topic(svc.k, pub, 1));
@@ -316,7 +316,7 @@ static void log_lines_carry_the_trace_id(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, always_retry, NULL);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_max_attempts(s, 1)); /* no dead-letter topic: dropped with a warning */
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));

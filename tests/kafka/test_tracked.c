@@ -75,7 +75,7 @@ static cs_app *start(const char *topic, const char *group, fixture *f, int worke
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, f);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, workers));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_drain_timeout_ms(s, 1000));
@@ -296,7 +296,7 @@ static void out_of_order_acks_never_pass_an_open_record(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, ooo_handle, o);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 4));
     CST_OK(cs_sub_commit_interval_ms(s, 10));
     CST_OK(cs_app_add_kafka(app, k));
@@ -439,7 +439,7 @@ static void handler_past_its_time_limit_is_reported(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, slow_handler, &sl);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_handler_time_limit_ms(s, 100));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_app_add_kafka(app, k));

@@ -61,7 +61,7 @@ static cs_outcome transform(cs_delivery *d, void *user) {
     int32_t p = cs_delivery_partition(d);
     int64_t o = cs_delivery_offset(d);
     cst_seen_add(f->runs, p, o);
-    if (p == 0 && o == f->stall_offset && cs_delivery_attempt(d) == 1) return cs_retry_after(d, f->stall_delay_ms);
+    if (p == 0 && o == f->stall_offset && cs_delivery_attempt(d) == 1) return cs_delivery_retry_after(d, f->stall_delay_ms);
     if (p == 0 && o == f->failing_offset) {
         cs_delivery_set_reason(d, "always fails");
         return CS_RETRY;
@@ -117,7 +117,7 @@ static cs_app *start_transform_dlq(fixture *f, const char *topic, const char *gr
     cs_sub *s = cs_kafka_subscribe(k, topic, transform, f);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
     CST_OK(cs_sub_workers(s, 3));
     CST_OK(cs_sub_reply(s, f->out, 5000));
     if (stall_ms) CST_OK(cs_sub_stall_timeout_ms(s, stall_ms));
@@ -188,7 +188,7 @@ static void no_instance_id_is_a_clear_error(void **state) {
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, transform, NULL);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
     CST_OK(cs_app_add_kafka(app, k));
     assert_int_equal(cs_app_start(app), CS_ERR_ARG);
     printf("start refused: %s\n", cs_errmsg());
@@ -401,7 +401,7 @@ static void delivery_publish_is_checked(void **state) {
         CST_OK(cs_kafka_topic(k, out, 1));
         cs_sub *s = cs_kafka_subscribe(k, topic, publish_elsewhere, ctx);
         CST_OK(cs_sub_group(s, group));
-        CST_OK(cs_sub_commit(s, mode ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED));
+        CST_OK(cs_sub_commit_mode(s, mode ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED));
         CST_OK(cs_app_add_kafka(app, k));
         CST_OK(cs_app_start(app));
         CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
@@ -438,7 +438,7 @@ static void embedded_log(cs_commit_mode mode, char *log, size_t cap) {
     CST_OK(cs_kafka_instance_id(k, "one"));
     CST_OK(cs_kafka_default_group(k, "g"));
     cs_sub *s = cs_kafka_subscribe(k, "in", transform, NULL);
-    CST_OK(cs_sub_commit(s, mode));
+    CST_OK(cs_sub_commit_mode(s, mode));
     CST_OK(cs_app_add_kafka(app, k));
     cs_err started = cs_app_start(app);
     if (!started) cs_app_stop(app);

@@ -67,7 +67,7 @@ static void hostile_input_is_counted_and_dropped(void **state) {
     CST_OK(cs_kafka_topic(k, topic, 1));
     cs_sub *sub = cs_kafka_subscribe(k, topic, handle, &s);
     CST_OK(cs_sub_group(sub, group));
-    CST_OK(cs_sub_commit(sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_decode(sub, &cs_codec_json, &item_type));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));

@@ -122,7 +122,7 @@ static cs_sub *subscribe(cs_kafka *k, const char *const *topics, size_t n, const
     cs_sub *sub = cs_kafka_subscribe_topics(k, topics, n, handle, s);
     assert_non_null(sub);
     CST_OK(cs_sub_group(sub, group));
-    CST_OK(cs_sub_commit(sub, mode));
+    CST_OK(cs_sub_commit_mode(sub, mode));
     if (mode == CS_COMMIT_TRACKED) CST_OK(cs_sub_commit_interval_ms(sub, 50));
     CST_OK(cs_sub_drain_timeout_ms(sub, 2000));
     if (strcmp(REFRESH_MS, "default")) CST_OK(cs_sub_config(sub, "topic.metadata.refresh.interval.ms", REFRESH_MS));

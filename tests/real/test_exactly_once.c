@@ -385,7 +385,7 @@ static cs_app *start_oversize(run *r, oversize *o, const char *dlq, cs_sub **out
     CST_OK(cs_kafka_producer_config(k, "message.max.bytes", "4000000"));
     cs_sub *s = cs_kafka_subscribe(k, r->topic, oversize_once, o);
     CST_OK(cs_sub_group(s, r->group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
     CST_OK(cs_sub_reply(s, r->out, 5000));
     if (dlq) {
         CST_OK(cs_sub_max_attempts(s, 2));

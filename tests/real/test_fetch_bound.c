@@ -160,7 +160,7 @@ static void blocked_partition_others_flow_memory_bounded(void **state) {
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, &l);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     /* One worker, so one lane, per partition: partitions share lanes
      * round-robin (src/core/pipeline.c), and a handler blocked in a lane
      * holds every partition of that lane. With 4 workers partition 4 shares

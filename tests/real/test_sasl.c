@@ -165,7 +165,7 @@ static void right_credentials_consume_commit_and_publish(void **state) {
     cs_sub *s = cs_kafka_subscribe(k, topic, handle, &r);
     if (!s) CFG_OK(CS_ERR_ARG);
     CFG_OK(cs_sub_group(s, group));
-    CFG_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CFG_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CFG_OK(cs_sub_reply(s, reply, 5000));
     CFG_OK(cs_app_add_kafka(app, k));
     cs_err started = cs_app_start(app);
@@ -256,7 +256,7 @@ static cs_err refused_run(const char *mechanism, const char *password, const cha
     cs_sub *s = cs_kafka_subscribe(k, topic, never, NULL);
     if (!s) CFG_OK(CS_ERR_ARG);
     CFG_OK(cs_sub_group(s, group));
-    CFG_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CFG_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CFG_OK(cs_app_add_kafka(app, k));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -377,7 +377,7 @@ static void refusal_after_start_is_logged_as_an_error(void **state) {
     cs_sub *s = cs_kafka_subscribe(k, topic, never, NULL);
     if (!s) CFG_OK(CS_ERR_ARG);
     CFG_OK(cs_sub_group(s, group));
-    CFG_OK(cs_sub_commit(s, CS_COMMIT_TRACKED));
+    CFG_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CFG_OK(cs_sub_config(s, "sasl.password", wrong_password));
     CFG_OK(cs_app_add_kafka(app, k));
     cs_err started = cs_app_start(app);

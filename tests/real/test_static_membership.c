@@ -405,8 +405,8 @@ static void two_subscriptions_one_group(void **state) {
     assert_non_null(s2);
     CST_OK(cs_sub_group(s1, r.group));
     CST_OK(cs_sub_group(s2, r.group));
-    CST_OK(cs_sub_commit(s1, CS_COMMIT_TRACKED));
-    CST_OK(cs_sub_commit(s2, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s1, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_commit_mode(s2, CS_COMMIT_TRACKED));
     CST_OK(cs_app_add_kafka(app, k));
     cs_log_set_level(CS_LOG_INFO);
     cst_capture cap;

@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
     cs_sub *s = cs_kafka_subscribe(k, argv[1], handle, NULL);
     cs_err err = s ? CS_OK : CS_ERR_ARG;
     if (!err) err = cs_sub_group(s, argv[2]);
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_workers(s, atoi(argv[4]));
     if (!err) err = cs_app_add_kafka(app, k);
     pthread_t heap_reporter;

@@ -26,7 +26,7 @@ static cs_outcome handle(cs_delivery *d, void *user) {
     if (write(out_fd, line, (size_t)n) != n) return CS_RETRY;
     if (self_kill) raise(SIGKILL);
     cs_delivery_set_reason(d, "poison");
-    return cs_retry_after(d, 300);
+    return cs_delivery_retry_after(d, 300);
 }
 
 int main(int argc, char **argv) {
@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
     cs_err err = cs_kafka_config(k, "session.timeout.ms", "6000");
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_sub_group(s, argv[2]);
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_commit_interval_ms(s, 50);
     if (!err) err = cs_sub_max_attempts(s, 4);
     if (!err) err = cs_sub_dead_letter(s, argv[3]);

@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
     if (!err) err = cs_kafka_topic(k, invoices, 3);
     cs_sub *s = err ? NULL : cs_kafka_subscribe(k, orders, handle_order, NULL);
     if (!s) err = err ? err : CS_ERR_ARG;
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_decode(s, &cs_codec_json, &order_type);
     if (!err) err = cs_sub_reply(s, done, 5000);
     if (!err) err = cs_sub_dead_letter(s, dlq);

@@ -94,7 +94,7 @@ int main(int argc, char **argv) {
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_sub_group(s, argv[2]);
     bool auto_mode = argc == 6 && !strcmp(argv[5], "auto");
-    if (!err) err = cs_sub_commit(s, auto_mode ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED);
+    if (!err) err = cs_sub_commit_mode(s, auto_mode ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED);
     if (!err && auto_mode) err = cs_kafka_config(k, "auto.commit.interval.ms", "100");
     if (!err) err = cs_sub_workers(s, atoi(argv[4]));
     if (!err) err = cs_sub_commit_interval_ms(s, 100);

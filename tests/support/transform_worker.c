@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     if (!err) err = cs_kafka_instance_id(k, argv[6]);
     if (!err) err = cs_kafka_topic(k, out_topic, 1); /* declared: cs_delivery_publish may write to it */
     if (!err) err = cs_sub_group(s, argv[3]);
-    if (!err) err = cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL);
+    if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL);
     if (!err) err = cs_sub_workers(s, 4);
     if (!err) err = cs_sub_lanes(s, CS_LANES_BY_KEY);
     if (!err) err = cs_sub_reply(s, out_topic, 5000);

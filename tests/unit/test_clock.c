@@ -7,7 +7,7 @@
  *     deadline, neither stretched nor cut, while the source's realtime clock
  *     reads an hour ahead or behind the kernel's (as if NTP had stepped it
  *     right after a realtime deadline was taken);
- *   - a cs_retry_after delay through the real pipeline (its delay heap and
+ *   - a cs_delivery_retry_after delay through the real pipeline (its delay heap and
  *     timer thread) comes back on time under the same stepped realtime clock,
  *     and its timer thread waits instead of polling the clock.
  * The sources below read the kernel's CLOCK_MONOTONIC for the monotonic clock
@@ -170,7 +170,7 @@ static cs_outcome retry_once_after_delay(cs_delivery *d, void *user) {
     (void)user;
     if (atomic_fetch_add(&attempts, 1) == 0) {
         atomic_store(&retried_ms, kernel_ms());
-        cs_outcome o = cs_retry_after(d, DELAY_MS);
+        cs_outcome o = cs_delivery_retry_after(d, DELAY_MS);
         atomic_store(&reads_at_retry, atomic_load(&monotonic_reads));
         return o;
     }

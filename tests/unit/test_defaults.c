@@ -43,7 +43,7 @@ static row rows[] = {
     {"cs_kafka_flush_timeout_ms", NULL, {CS__DEFAULT_FLUSH_TIMEOUT_MS}, 1, true, CS__FLUSH_TIMEOUT_MIN_MS, NO_MAX},
     {"cs_sub_group", "the broker's cs_kafka_default_group", {0}, 0, false, 0, 0},
     {"cs_sub_start_at", NAME(CS__DEFAULT_START), {0}, 0, false, 0, 0},
-    {"cs_sub_commit", NAME(CS__DEFAULT_COMMIT), {0}, 0, false, 0, 0},
+    {"cs_sub_commit_mode", NAME(CS__DEFAULT_COMMIT), {0}, 0, false, 0, 0},
     {"cs_sub_workers", NULL, {CS__DEFAULT_WORKERS}, 1, true, CS__WORKERS_MIN, CS__WORKERS_MAX},
     {"cs_sub_lanes", NAME(CS__DEFAULT_LANES), {0}, 0, false, 0, 0},
     {"cs_sub_max_open", NULL, {CS__DEFAULT_MAX_OPEN_AUTO, CS__DEFAULT_MAX_OPEN_TRACKED}, 2, true, CS__MAX_OPEN_MIN,
@@ -226,10 +226,10 @@ static void fresh_objects_hold_defaults(void **state) {
 
     assert_int_equal(cs__sub_max_open(s), CS__DEFAULT_MAX_OPEN_AUTO);
     assert_int_equal(cs__sub_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS);
-    assert_int_equal(cs_sub_commit(s, CS_COMMIT_TRACKED), CS_OK);
+    assert_int_equal(cs_sub_commit_mode(s, CS_COMMIT_TRACKED), CS_OK);
     assert_int_equal(cs__sub_max_open(s), CS__DEFAULT_MAX_OPEN_TRACKED);
     assert_int_equal(cs__sub_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS);
-    assert_int_equal(cs_sub_commit(s, CS_COMMIT_TRANSACTIONAL), CS_OK);
+    assert_int_equal(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL), CS_OK);
     assert_int_equal(cs__sub_max_open(s), CS__DEFAULT_MAX_OPEN_TRACKED);
     assert_int_equal(cs__sub_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS);
     /* What the service sets wins over the mode's default. */
