@@ -40,21 +40,21 @@
 /* ---- shared consume state ----------------------------------------------- */
 
 static uint64_t g_n;
-static _Atomic uint64_t *g_seen;   /* bitmap of ids */
+static _Atomic uint64_t *g_seen; /* bitmap of ids */
 static _Atomic uint64_t g_distinct, g_dups, g_bad;
 static _Atomic double g_t0, g_t_last;
 static _Atomic uint64_t g_allocs0, g_allocs1;
 static uint64_t (*g_malloc_count)(void);
-static bool g_wait_acked;          /* cs-reply: the end is when every source is acked */
-static bool g_wait_outputs;        /* cs-txn-*: the end is when every output is committed */
-static long long g_pauses = -1;    /* cstream: partitions paused at max_open (cs_sub_stats), -1 raw */
+static bool g_wait_acked;                            /* cs-reply: the end is when every source is acked */
+static bool g_wait_outputs;                          /* cs-txn-*: the end is when every output is committed */
+static long long g_pauses = -1;                      /* cstream: partitions paused at max_open (cs_sub_stats), -1 raw */
 static long long g_wakeups = -1, g_buffer_peak = -1; /* cstream: fetch wake-ups, fetch buffer peak bytes */
 
 static void mark_first(void) {
     double zero = 0;
     double now = bench_now();
-    if (atomic_load_explicit(&g_t0, memory_order_relaxed) == 0 &&
-        atomic_compare_exchange_strong(&g_t0, &zero, now) && g_malloc_count)
+    if (atomic_load_explicit(&g_t0, memory_order_relaxed) == 0 && atomic_compare_exchange_strong(&g_t0, &zero, now) &&
+        g_malloc_count)
         atomic_store(&g_allocs0, g_malloc_count());
 }
 
@@ -144,7 +144,8 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
             rd_kafka_message_t *m = msgs[i];
             if (!m->err) {
                 rd_kafka_headers_t *h;
-                if (headers && rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR && rd_kafka_header_cnt(h) > 1000)
+                if (headers && rd_kafka_message_headers(m, &h) == RD_KAFKA_RESP_ERR_NO_ERROR &&
+                    rd_kafka_header_cnt(h) > 1000)
                     atomic_fetch_add(&g_bad, 1); /* uses the answer: the call cannot be optimised away */
                 handle_value(m->payload, m->len);
                 /* stores m->offset + 1 (next to read) for the auto-commit timer */
@@ -159,8 +160,8 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
             last_distinct = d;
             last_progress = bench_now();
         } else if (bench_now() - last_progress > idle_timeout_s) {
-            fprintf(stderr, "no progress for %.0f s at %llu of %llu records\n", idle_timeout_s,
-                    (unsigned long long)d, (unsigned long long)g_n);
+            fprintf(stderr, "no progress for %.0f s at %llu of %llu records\n", idle_timeout_s, (unsigned long long)d,
+                    (unsigned long long)g_n);
             break;
         }
     }
@@ -227,8 +228,7 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
     cs_log_set_level(CS_LOG_WARN);
     cs_app *app = cs_app_new("cs-bench", "0");
     cs_kafka *k = cs_kafka_new(brokers);
-    if (!app || !k || cs_kafka_default_group(k, group) ||
-        cs_kafka_config(k, "session.timeout.ms", "6000") ||
+    if (!app || !k || cs_kafka_default_group(k, group) || cs_kafka_config(k, "session.timeout.ms", "6000") ||
         cs_kafka_config(k, "partition.assignment.strategy", "range")) {
         fprintf(stderr, "setup: %s\n", cs_errmsg());
         return 2;
@@ -240,10 +240,11 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
     bool by_key = strncmp(contender, "cs-sleep-key-", 13) == 0;
     if (strcmp(contender, "cs-txn-reply-barrier") == 0) setenv("CSTREAM_TXN_BARRIER", "1", 1);
     cs_handler_fn fn = reply ? cs_handle_reply : sleepy ? cs_handle_sleep : cs_handle;
-    cs_sub *s = batch ? cs_kafka_subscribe_batch(k, topic, cs_handle_batch, 500, NULL) : cs_kafka_subscribe(k, topic, fn, NULL);
+    cs_sub *s =
+        batch ? cs_kafka_subscribe_batch(k, topic, cs_handle_batch, 500, NULL) : cs_kafka_subscribe(k, topic, fn, NULL);
     cs_commit_mode mode = strcmp(contender, "cs-auto") == 0 ? CS_COMMIT_AUTO
-                          : txn                              ? CS_COMMIT_TRANSACTIONAL
-                                                             : CS_COMMIT_TRACKED;
+                          : txn                             ? CS_COMMIT_TRANSACTIONAL
+                                                            : CS_COMMIT_TRACKED;
     if (txn && cs_kafka_instance_id(k, group)) {
         fprintf(stderr, "instance id: %s\n", cs_errmsg());
         return 2;
@@ -254,8 +255,8 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         fprintf(stderr, "contender %s: no worker count\n", contender);
         return 2;
     }
-    if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) || cs_sub_commit_mode(s, mode) ||
-        cs_sub_workers(s, workers) || (by_key && cs_sub_lanes(s, CS_LANES_BY_KEY))) {
+    if (!s || cs_sub_start_at(s, CS_START_EARLIEST) || cs_sub_decode(s, &cs_codec_json, &payment_type) ||
+        cs_sub_commit_mode(s, mode) || cs_sub_workers(s, workers) || (by_key && cs_sub_lanes(s, CS_LANES_BY_KEY))) {
         fprintf(stderr, "subscribe: %s\n", cs_errmsg());
         return 2;
     }
@@ -353,12 +354,9 @@ static int cmd_consume(int argc, char **argv) {
     *(void **)&g_malloc_count = dlsym(RTLD_DEFAULT, "bench_malloc_count");
     double start = bench_now();
     int rc;
-    if (strcmp(contender, "raw-batch") == 0)
-        rc = consume_raw(brokers, topic, group, true, false, idle);
-    else if (strcmp(contender, "raw-batch-headers") == 0)
-        rc = consume_raw(brokers, topic, group, true, true, idle);
-    else if (strcmp(contender, "raw-poll") == 0)
-        rc = consume_raw(brokers, topic, group, false, false, idle);
+    if (strcmp(contender, "raw-batch") == 0) rc = consume_raw(brokers, topic, group, true, false, idle);
+    else if (strcmp(contender, "raw-batch-headers") == 0) rc = consume_raw(brokers, topic, group, true, true, idle);
+    else if (strcmp(contender, "raw-poll") == 0) rc = consume_raw(brokers, topic, group, false, false, idle);
     else if (strncmp(contender, "cs-", 3) == 0)
         rc = consume_cstream(contender, brokers, topic, group, reply_topic, idle);
     else {
@@ -373,9 +371,8 @@ static int cmd_consume(int argc, char **argv) {
     printf("{\"contender\":\"%s\",\"records\":%llu,\"distinct\":%llu,\"duplicates\":%llu,\"bad\":%llu,"
            "\"seconds\":%.6f,\"records_per_s\":%.1f,\"allocs\":%lld,\"peak_rss_kb\":%ld,"
            "\"total_seconds\":%.3f,\"pauses\":%lld,\"wakeups\":%lld,\"fetch_buffer_peak\":%lld,\"valid\":%s}\n",
-           contender, (unsigned long long)g_n, (unsigned long long)distinct,
-           (unsigned long long)atomic_load(&g_dups), (unsigned long long)atomic_load(&g_bad), valid ? secs : 0,
-           valid && secs > 0 ? (double)g_n / secs : 0,
+           contender, (unsigned long long)g_n, (unsigned long long)distinct, (unsigned long long)atomic_load(&g_dups),
+           (unsigned long long)atomic_load(&g_bad), valid ? secs : 0, valid && secs > 0 ? (double)g_n / secs : 0,
            g_malloc_count && valid ? (long long)(atomic_load(&g_allocs1) - atomic_load(&g_allocs0)) : -1LL,
            bench_peak_rss_kb(), total, g_pauses, g_wakeups, g_buffer_peak, valid ? "true" : "false");
     return valid ? 0 : 3;
@@ -424,10 +421,10 @@ static int cmd_produce(int argc, char **argv) {
         int key_len = keys ? snprintf(key, sizeof key, "key-%llu", (unsigned long long)(i % keys)) : 0;
         int32_t partition = keys ? RD_KAFKA_PARTITION_UA : (int32_t)(i % (uint64_t)parts);
         for (;;) {
-            rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-                                                      RD_KAFKA_V_KEY(keys ? key : NULL, (size_t)key_len),
-                                                      RD_KAFKA_V_VALUE(buf, len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                                      RD_KAFKA_V_END);
+            rd_kafka_resp_err_t e =
+                rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                                  RD_KAFKA_V_KEY(keys ? key : NULL, (size_t)key_len), RD_KAFKA_V_VALUE(buf, len),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
             if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                 rd_kafka_poll(rk, 10);
                 continue;

@@ -43,7 +43,7 @@ static cs_outcome echo_timestamp(cs_delivery *d, void *user) {
 typedef struct measure {
     const char *brokers, *out;
     _Atomic bool stop;
-    _Atomic bool ready; /* the reader reached the end of every partition: it fetches live */
+    _Atomic bool ready;            /* the reader reached the end of every partition: it fetches live */
     _Atomic int64_t warm_until_ms; /* outputs of inputs stamped before this are not samples */
     _Atomic long outputs;
     int *samples;
@@ -113,8 +113,9 @@ int main(int argc, char **argv) {
     cs_kafka *k = cs_kafka_new(brokers);
     cs_sub *s = cs_kafka_subscribe(k, in, echo_timestamp, NULL);
     if (cs_kafka_default_group(k, in) || cs_kafka_config(k, "fetch.wait.max.ms", "5") ||
-        (txn && cs_kafka_instance_id(k, in)) || cs_sub_commit_mode(s, txn ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED) ||
-        cs_sub_workers(s, 4) || cs_sub_reply(s, out, 5000) || cs_app_add_kafka(app, k) || cs_app_start(app)) {
+        (txn && cs_kafka_instance_id(k, in)) ||
+        cs_sub_commit_mode(s, txn ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED) || cs_sub_workers(s, 4) ||
+        cs_sub_reply(s, out, 5000) || cs_app_add_kafka(app, k) || cs_app_start(app)) {
         fprintf(stderr, "service: %s\n", cs_errmsg());
         return 2;
     }
@@ -134,7 +135,8 @@ int main(int argc, char **argv) {
     rd_kafka_t *producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     rd_kafka_topic_t *in_topic = rd_kafka_topic_new(producer, in, NULL);
     const struct rd_kafka_metadata *md = NULL; /* leaders known before the clock starts */
-    if (rd_kafka_metadata(producer, 0, in_topic, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR) rd_kafka_metadata_destroy(md);
+    if (rd_kafka_metadata(producer, 0, in_topic, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
     rd_kafka_topic_destroy(in_topic);
     char buf[BENCH_VALUE_SIZE + 1];
     long total = (long)rate * seconds, sent = 0;
@@ -145,7 +147,8 @@ int main(int argc, char **argv) {
         for (; sent < due && sent < total; sent++) {
             size_t len = bench_make_value(buf, (uint64_t)sent);
             while (rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(in), RD_KAFKA_V_VALUE(buf, len),
-                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                     RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 rd_kafka_poll(producer, 1);
         }
         rd_kafka_poll(producer, 0);
@@ -163,7 +166,8 @@ int main(int argc, char **argv) {
     long n = atomic_load(&m.n) < MAX_SAMPLES ? atomic_load(&m.n) : MAX_SAMPLES;
     qsort(m.samples, (size_t)n, sizeof(int), cmp_int);
     long outputs = atomic_load(&m.outputs);
-    printf("{\"mode\":\"%s\",\"sent\":%ld,\"outputs\":%ld,\"samples\":%ld,\"rate\":%d,\"p50_ms\":%d,\"p90_ms\":%d,\"p99_ms\":%d,"
+    printf("{\"mode\":\"%s\",\"sent\":%ld,\"outputs\":%ld,\"samples\":%ld,\"rate\":%d,\"p50_ms\":%d,\"p90_ms\":%d,"
+           "\"p99_ms\":%d,"
            "\"max_ms\":%d,\"seconds\":%.1f}\n",
            mode, total, outputs, n, rate, n ? m.samples[n / 2] : -1, n ? m.samples[n * 9 / 10] : -1,
            n ? m.samples[n * 99 / 100] : -1, n ? m.samples[n - 1] : -1, sent_s);

@@ -38,7 +38,7 @@ static _Atomic uint64_t n_allocs;
 
 uint64_t bench_malloc_count(void) { return atomic_load_explicit(&n_allocs, memory_order_relaxed); }
 
-static int bt_fd = -1;        /* set once by bt_init, before any thread starts */
+static int bt_fd = -1; /* set once by bt_init, before any thread starts */
 static uint64_t bt_every = 97;
 static _Thread_local int in_bt;
 static atomic_flag bt_lock = ATOMIC_FLAG_INIT; /* one stack at a time in FILE */
@@ -69,12 +69,30 @@ static void count(void) {
 
 #define COUNT() count()
 
-void *malloc(size_t n) { COUNT(); return __libc_malloc(n); }
-void *calloc(size_t a, size_t b) { COUNT(); return __libc_calloc(a, b); }
-void *realloc(void *p, size_t n) { COUNT(); return __libc_realloc(p, n); }
-void *memalign(size_t al, size_t n) { COUNT(); return __libc_memalign(al, n); }
-void *aligned_alloc(size_t al, size_t n) { COUNT(); return __libc_memalign(al, n); }
-void *valloc(size_t n) { COUNT(); return __libc_valloc(n); }
+void *malloc(size_t n) {
+    COUNT();
+    return __libc_malloc(n);
+}
+void *calloc(size_t a, size_t b) {
+    COUNT();
+    return __libc_calloc(a, b);
+}
+void *realloc(void *p, size_t n) {
+    COUNT();
+    return __libc_realloc(p, n);
+}
+void *memalign(size_t al, size_t n) {
+    COUNT();
+    return __libc_memalign(al, n);
+}
+void *aligned_alloc(size_t al, size_t n) {
+    COUNT();
+    return __libc_memalign(al, n);
+}
+void *valloc(size_t n) {
+    COUNT();
+    return __libc_valloc(n);
+}
 int posix_memalign(void **out, size_t al, size_t n) {
     COUNT();
     void *p = __libc_memalign(al, n);

@@ -100,8 +100,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *reason = copy(&p, end, (size_t)(end - p), NULL);
 
     cs_part part = {.ops = &fake_ops, .topic = "payouts"};
-    cs_delivery d = {.topic = "payouts", .partition = (int32_t)(size % 7), .offset = (int64_t)size * 1000003,
-                     .timestamp = size % 2 ? -1 : 1700000000000, .attempt = (int)(size % 5), .msg = &rec,
+    cs_delivery d = {.topic = "payouts",
+                     .partition = (int32_t)(size % 7),
+                     .offset = (int64_t)size * 1000003,
+                     .timestamp = size % 2 ? -1 : 1700000000000,
+                     .attempt = (int)(size % 5),
+                     .msg = &rec,
                      .part = &part};
 
     check(cs_delivery_header_count(&d) == rec.n);
@@ -144,7 +148,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         j++;
     }
     static const char *const provenance[CS_DLQ_HEADERS] = {
-        "cstream.dlq.topic",  "cstream.dlq.partition", "cstream.dlq.offset", "cstream.dlq.timestamp",
+        "cstream.dlq.topic", "cstream.dlq.partition", "cstream.dlq.offset", "cstream.dlq.timestamp",
         "cstream.dlq.group", "cstream.dlq.attempts",  "cstream.dlq.reason"};
     char expect[CS_DLQ_HEADERS][64];
     snprintf(expect[1], sizeof expect[1], "%d", (int)d.partition);

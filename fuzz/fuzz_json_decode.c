@@ -51,19 +51,18 @@ typedef struct everything {
     size_t n_ports;
 } everything;
 
-#define EVERYTHING_FIELDS(req)                                                                            \
-    {                                                                                                     \
-        CS_FIELD_BOOL(everything, flag, req), CS_FIELD_I32(everything, i32, req),                        \
-            CS_FIELD_U32(everything, u32, req), CS_FIELD_I64(everything, i64, req),                      \
-            CS_FIELD_U64(everything, u64, req), CS_FIELD_F64(everything, f64, req),                      \
-            CS_FIELD_STRING(everything, text, req), CS_FIELD_CHARS(everything, code, req),               \
-            CS_FIELD_OBJECT(everything, price, &money_type, req),                                        \
-            CS_FIELD_ARRAY(everything, prices, n_prices, &money_type, req),                              \
-            CS_FIELD_ARRAY(everything, ints, n_ints, CS_KIND_I64, req),                                  \
-            CS_FIELD_ARRAY(everything, tags, n_tags, CS_KIND_STRING, req),                               \
-            CS_FIELD_ARRAY(everything, ratios, n_ratios, CS_KIND_F64, req),                              \
-            CS_FIELD_ARRAY_MAX(everything, bits, n_bits, CS_KIND_BOOL, 4, req),                          \
-            CS_FIELD_ARRAY(everything, ports, n_ports, CS_KIND_U32, req),                                \
+#define EVERYTHING_FIELDS(req)                                                                                         \
+    {                                                                                                                  \
+        CS_FIELD_BOOL(everything, flag, req), CS_FIELD_I32(everything, i32, req), CS_FIELD_U32(everything, u32, req),  \
+            CS_FIELD_I64(everything, i64, req), CS_FIELD_U64(everything, u64, req),                                    \
+            CS_FIELD_F64(everything, f64, req), CS_FIELD_STRING(everything, text, req),                                \
+            CS_FIELD_CHARS(everything, code, req), CS_FIELD_OBJECT(everything, price, &money_type, req),               \
+            CS_FIELD_ARRAY(everything, prices, n_prices, &money_type, req),                                            \
+            CS_FIELD_ARRAY(everything, ints, n_ints, CS_KIND_I64, req),                                                \
+            CS_FIELD_ARRAY(everything, tags, n_tags, CS_KIND_STRING, req),                                             \
+            CS_FIELD_ARRAY(everything, ratios, n_ratios, CS_KIND_F64, req),                                            \
+            CS_FIELD_ARRAY_MAX(everything, bits, n_bits, CS_KIND_BOOL, 4, req),                                        \
+            CS_FIELD_ARRAY(everything, ports, n_ports, CS_KIND_U32, req),                                              \
     }
 static const cs_field optional_fields[] = EVERYTHING_FIELDS(CS_OPTIONAL);
 static CS_TYPE(optional_type, everything, optional_fields);

@@ -236,8 +236,7 @@ static void pause_case(const char *bootstraps, const char *topic) {
     }
     printf("pause  partition 0 paused at 300 records for 0.5 s: p0 taken=%ld gaps=%ld repeats=%ld (taken while "
            "paused: %ld)  p1 taken=%ld gaps=%ld repeats=%ld (taken while p0 paused: %ld)\n",
-           t[0].taken, t[0].gaps, t[0].repeats, p0_while_paused, t[1].taken, t[1].gaps, t[1].repeats,
-           p1_while_paused);
+           t[0].taken, t[0].gaps, t[0].repeats, p0_while_paused, t[1].taken, t[1].gaps, t[1].repeats, p1_while_paused);
     rd_kafka_topic_partition_list_destroy(p0);
     rd_kafka_assign(c, NULL);
     rd_kafka_topic_destroy(rkt);

@@ -124,8 +124,9 @@ int main(int argc, char **argv) {
     memset(v, 'x', sizeof v);
     for (int i = 0; i < PER_PART; i++)
         for (int q = 0; q < PARTS; q++)
-            while (rd_kafka_producev(p, RD_KAFKA_V_TOPIC("take"), RD_KAFKA_V_PARTITION(q), RD_KAFKA_V_VALUE(v, sizeof v),
-                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END))
+            while (rd_kafka_producev(p, RD_KAFKA_V_TOPIC("take"), RD_KAFKA_V_PARTITION(q),
+                                     RD_KAFKA_V_VALUE(v, sizeof v), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                     RD_KAFKA_V_END))
                 rd_kafka_poll(p, 10);
     if (rd_kafka_flush(p, 30000)) die("flush");
     rd_kafka_destroy(p);

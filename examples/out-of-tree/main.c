@@ -27,7 +27,7 @@ int main(void) {
         fprintf(stderr, "greeter: %s\n", cs_errmsg());
         return 1;
     }
-    cs_kafka *k = cs_kafka_new(NULL); /* CSTREAM_BROKERS, else the embedded cluster */
+    cs_kafka *k = cs_kafka_new(NULL);      /* CSTREAM_BROKERS, else the embedded cluster */
     cs_err err = cs_app_add_kafka(app, k); /* the app owns k from here */
     if (!err) err = cs_kafka_default_group(k, "greeter");
     if (!err) err = cs_kafka_topic(k, "greetings", 2); /* created by the embedded cluster */
@@ -41,8 +41,12 @@ int main(void) {
     for (int i = 0; !err && i < RECORDS; i++) {
         char text[32];
         int len = snprintf(text, sizeof text, "hello %d", i);
-        cs_record r = {.topic = "greetings", .partition = -1, .key = text, .key_len = (size_t)len,
-                       .value = text, .value_len = (size_t)len};
+        cs_record r = {.topic = "greetings",
+                       .partition = -1,
+                       .key = text,
+                       .key_len = (size_t)len,
+                       .value = text,
+                       .value_len = (size_t)len};
         err = cs_publish(k, &r, NULL); /* returns once the cluster accepted it */
     }
     for (int waited = 0; !err && atomic_load(&handled) < RECORDS && waited < TIMEOUT_MS; waited += POLL_MS)

@@ -11,7 +11,7 @@
 typedef struct flaky {
     pthread_mutex_t lock;
     uint64_t calls;
-    uint64_t fail_every;                       /* 0: never fails */
+    uint64_t fail_every;                         /* 0: never fails */
     bool (*should_fail)(struct flaky *, void *); /* overrides fail_every when set */
     void *should_fail_arg;
 } flaky;
@@ -23,7 +23,7 @@ typedef struct counters_store {
 
 typedef struct bank {
     flaky flaky;
-    uint64_t paid; /* payouts paid (under flaky.lock); a repeated id is paid once */
+    uint64_t paid;     /* payouts paid (under flaky.lock); a repeated id is paid once */
     uint8_t *paid_ids; /* paid_ids[id] != 0 once paid; ids below BANK_MAX_IDS */
 } bank;
 #define BANK_MAX_IDS 1000000

@@ -35,7 +35,8 @@ static void seed(cs_kafka *k, const char *topic, const cs_type *type, const void
         return;
     }
     int kl = snprintf(keybuf, sizeof keybuf, "%llu", (unsigned long long)key);
-    cs_record r = {.topic = topic, .partition = -1, .key = keybuf, .key_len = (size_t)kl, .value = json, .value_len = len};
+    cs_record r = {
+        .topic = topic, .partition = -1, .key = keybuf, .key_len = (size_t)kl, .value = json, .value_len = len};
     if (cs_publish_async(k, &r, on_published, NULL) != CS_OK) fprintf(stderr, "payouts: %s\n", cs_errmsg());
     free(json);
 }
@@ -54,8 +55,7 @@ static bool all_settled(payouts_service *svc) {
     cs_sub_stats_get(svc->pay_out, &pay);
     cs_sub_stats_get(svc->count_view, &view);
     cs_sub_stats_get(svc->reconcile, &rec);
-    return pay.acked + pay.dropped >= PAYOUTS + 2 && view.delivered >= VIEWS &&
-           rec.acked + rec.dropped >= LINES;
+    return pay.acked + pay.dropped >= PAYOUTS + 2 && view.delivered >= VIEWS && rec.acked + rec.dropped >= LINES;
 }
 
 /* One line of progress while the service works (every half second). */
@@ -80,7 +80,8 @@ int main(void) {
         fprintf(stderr, "payouts: %s\n", cs_errmsg());
         return 1;
     }
-    printf("payouts: seeding %d payouts (every 50th of 0 cents, plus one that does not decode and one the bank always refuses), "
+    printf("payouts: seeding %d payouts (every 50th of 0 cents, plus one that does not decode and one the bank always "
+           "refuses), "
            "%d page views and "
            "%d statement lines on %s\n",
            PAYOUTS, VIEWS, LINES, cs_kafka_bootstrap(svc.kafka));
@@ -112,9 +113,8 @@ int main(void) {
     cs_sub_stats_get(svc.count_view, &view);
     cs_sub_stats_get(svc.reconcile, &rec);
     printf("\npay_out     payouts     Tracked, 4 workers, replies to %s\n", TOPIC_PAYOUTS_DONE);
-    printf("  paid %llu, dropped (0 cents) %llu, did not decode %llu, retried %llu\n",
-           (unsigned long long)pay.acked, (unsigned long long)(pay.dropped - pay.dead_lettered),
-           (unsigned long long)pay.decode_failures,
+    printf("  paid %llu, dropped (0 cents) %llu, did not decode %llu, retried %llu\n", (unsigned long long)pay.acked,
+           (unsigned long long)(pay.dropped - pay.dead_lettered), (unsigned long long)pay.decode_failures,
            (unsigned long long)pay.retried);
     printf("  dead-lettered to %s: %llu (the one the bank refused 5 times, and the one that does not decode)\n",
            TOPIC_PAYOUTS_DLQ, (unsigned long long)pay.dead_lettered);
@@ -129,8 +129,9 @@ int main(void) {
     printf("producer: unflushed records at stop %zu, publish failures %d\n", cs_kafka_unflushed_records(svc.kafka),
            (int)publish_failures);
 
-    int ok = pay.acked + pay.dropped == PAYOUTS + 2 && pay.decode_failures == 1 && pay.dead_lettered == 2 && view.delivered == VIEWS &&
-             view.acked + view.retry_unsupported == VIEWS && rec.acked + rec.dropped == LINES && !publish_failures;
+    int ok = pay.acked + pay.dropped == PAYOUTS + 2 && pay.decode_failures == 1 && pay.dead_lettered == 2 &&
+             view.delivered == VIEWS && view.acked + view.retry_unsupported == VIEWS &&
+             rec.acked + rec.dropped == LINES && !publish_failures;
     cs_app_destroy(svc.app);
     return ok ? 0 : 1;
 }

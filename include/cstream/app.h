@@ -184,7 +184,6 @@ CS_API cs_err cs_app_run(cs_app *app);
  * @return CS_ERR_HOOK, always. */
 CS_API cs_err cs_app_fail(cs_app *app, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-
 #ifdef __cplusplus
 }
 #endif

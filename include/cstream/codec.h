@@ -92,15 +92,15 @@ typedef struct cs_type cs_type;
 
 /** One member of a struct. Write these with the CS_FIELD_* macros. */
 typedef struct cs_field {
-    const char *name;       /**< JSON key */
-    cs_kind kind;           /**< the member's kind */
-    cs_presence presence;   /**< optional or required */
-    size_t offset;          /**< offsetof the member (ARRAY: of the pointer) */
-    size_t size;            /**< sizeof the member (ARRAY: of one element) */
-    const cs_type *type;    /**< OBJECT, ARRAY of OBJECT: the nested type */
-    cs_kind elem;           /**< ARRAY: the element kind */
-    size_t count_offset;    /**< ARRAY: offsetof the size_t count */
-    size_t max_items;       /**< ARRAY: 0 means CS_ARRAY_MAX_ITEMS */
+    const char *name;     /**< JSON key */
+    cs_kind kind;         /**< the member's kind */
+    cs_presence presence; /**< optional or required */
+    size_t offset;        /**< offsetof the member (ARRAY: of the pointer) */
+    size_t size;          /**< sizeof the member (ARRAY: of one element) */
+    const cs_type *type;  /**< OBJECT, ARRAY of OBJECT: the nested type */
+    cs_kind elem;         /**< ARRAY: the element kind */
+    size_t count_offset;  /**< ARRAY: offsetof the size_t count */
+    size_t max_items;     /**< ARRAY: 0 means CS_ARRAY_MAX_ITEMS */
 } cs_field;
 
 /** A struct described by its fields. Write it with CS_TYPE.
@@ -118,13 +118,10 @@ struct cs_type {
 
 #define CS__MEMBER(S, m) (((S *)0)->m)
 /* offsetof(S, m), or a compile error if m is not of type T. */
-#define CS__OFFSET_AS(S, m, T) _Generic(CS__MEMBER(S, m), T: offsetof(S, m))
+#define CS__OFFSET_AS(S, m, T) _Generic(CS__MEMBER(S, m), T : offsetof(S, m))
 
-#define CS__FIELD(S, m, k, T, req)                                                                \
-    {                                                                                             \
-        .name = #m, .kind = (k), .presence = (req), .offset = CS__OFFSET_AS(S, m, T),             \
-        .size = sizeof(CS__MEMBER(S, m))                                                          \
-    }
+#define CS__FIELD(S, m, k, T, req)                                                                                     \
+    { .name = #m, .kind = (k), .presence = (req), .offset = CS__OFFSET_AS(S, m, T), .size = sizeof(CS__MEMBER(S, m)) }
 
 /* Every CS_FIELD_* macro takes the struct type S, the member m (its name is
  * the JSON key) and CS_OPTIONAL or CS_REQUIRED, and expands to a cs_field
@@ -152,19 +149,20 @@ struct cs_type {
 #define CS_FIELD_STRING(S, m, req) CS__FIELD(S, m, CS_KIND_STRING, char *, req)
 /** char m[N]: a longer string is an error, not truncated.
  * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
-#define CS_FIELD_CHARS(S, m, req)                                                                 \
-    {                                                                                             \
-        .name = #m, .kind = CS_KIND_CHARS, .presence = (req),                                     \
-        .offset = _Generic(&CS__MEMBER(S, m), char(*)[sizeof(CS__MEMBER(S, m))]: offsetof(S, m)), \
-        .size = sizeof(CS__MEMBER(S, m))                                                          \
+#define CS_FIELD_CHARS(S, m, req)                                                                                      \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_CHARS, .presence = (req),                                                          \
+        .offset = _Generic(&CS__MEMBER(S, m), char(*)[sizeof(CS__MEMBER(S, m))]                                        \
+                           : offsetof(S, m)),                                                                          \
+        .size = sizeof(CS__MEMBER(S, m))                                                                               \
     }
 /** A nested struct held by value; `type` is a const cs_type * describing it.
  * @param S the struct type. @param m the member. @param type_ the member's
  * cs_type. @param req CS_OPTIONAL or CS_REQUIRED. */
-#define CS_FIELD_OBJECT(S, m, type_, req)                                                         \
-    {                                                                                             \
-        .name = #m, .kind = CS_KIND_OBJECT, .presence = (req), .offset = offsetof(S, m),          \
-        .size = sizeof(CS__MEMBER(S, m)), .type = (type_)                                         \
+#define CS_FIELD_OBJECT(S, m, type_, req)                                                                              \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_OBJECT, .presence = (req), .offset = offsetof(S, m),                               \
+        .size = sizeof(CS__MEMBER(S, m)), .type = (type_)                                                              \
     }
 /** An array: the pointer member `ptr` (named in JSON) and the size_t member
  * `count`. `elem` is a scalar kind (CS_KIND_I64, CS_KIND_STRING, ...) or a
@@ -178,14 +176,14 @@ struct cs_type {
  * @param S the struct type. @param ptr the pointer member. @param count the
  * size_t count member. @param elem_ the element kind or type. @param max the
  * most items. @param req CS_OPTIONAL or CS_REQUIRED. */
-#define CS_FIELD_ARRAY_MAX(S, ptr, count, elem_, max, req)                                        \
-    {                                                                                             \
+#define CS_FIELD_ARRAY_MAX(S, ptr, count, elem_, max, req)                                                             \
+    {                                                                                                                  \
         .name = #ptr, .kind = CS_KIND_ARRAY, .presence = (req), .offset = offsetof(S, ptr),       \
         .size = sizeof(*CS__MEMBER(S, ptr)),                                                      \
         .type = _Generic((elem_), const cs_type *: (elem_), cs_type *: (elem_), default: NULL),   \
         .elem = _Generic((elem_), const cs_type *: CS_KIND_OBJECT, cs_type *: CS_KIND_OBJECT,     \
                          default: (elem_)),                                                       \
-        .count_offset = CS__OFFSET_AS(S, count, size_t), .max_items = (max)                       \
+        .count_offset = CS__OFFSET_AS(S, count, size_t), .max_items = (max)                    \
     }
 
 /** Defines `const cs_type var` for struct S (title "S") from the array `fields`.
@@ -193,8 +191,7 @@ struct cs_type {
  * (an array of itself) needs a declaration first: `static const cs_type var;`.
  * @param var the variable's name. @param S the struct type. @param fields an
  * array (not a pointer) of cs_field. */
-#define CS_TYPE(var, S, fields)                                                                   \
-    const cs_type var = {#S, sizeof(S), (fields), sizeof(fields) / sizeof((fields)[0])}
+#define CS_TYPE(var, S, fields) const cs_type var = {#S, sizeof(S), (fields), sizeof(fields) / sizeof((fields)[0])}
 
 /* ---- values -------------------------------------------------------------- */
 
@@ -274,14 +271,12 @@ typedef struct cs_codec {
     const char *name;         /**< "json" */
     const char *content_type; /**< "application/json" */
     /** Decodes `data` into *out, like cs_json_decode. */
-    cs_err (*decode)(const struct cs_codec *c, const cs_type *type, const void *data, size_t len,
-                     void *out);
+    cs_err (*decode)(const struct cs_codec *c, const cs_type *type, const void *data, size_t len, void *out);
     /** Encodes *value into *out (malloc'ed) and *len, like cs_json_encode. */
-    cs_err (*encode)(const struct cs_codec *c, const cs_type *type, const void *value, char **out,
-                     size_t *len);
+    cs_err (*encode)(const struct cs_codec *c, const cs_type *type, const void *value, char **out, size_t *len);
     /** The schema of the type in this codec's schema language (JSON: JSON Schema). */
     cs_err (*schema)(const struct cs_codec *c, const cs_type *type, char **out);
-    void *impl;               /**< codec-specific state, e.g. a schema registry client */
+    void *impl; /**< codec-specific state, e.g. a schema registry client */
 } cs_codec;
 
 /** The built-in JSON codec: cs_json_decode, cs_json_encode and cs_json_schema

@@ -132,8 +132,7 @@ CS_API size_t cs_delivery_header_count(const cs_delivery *d);
  * @param len receives the value's length; may be NULL.
  * @retval CS_OK the header is in *name, *value and *len.
  * @retval CS_ERR_ARG idx is past the end; cs_errmsg() names the record. */
-CS_API cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
-                                 size_t *len);
+CS_API cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value, size_t *len);
 /** Last header named `name`; CS_ERR_ARG if there is none.
  * @param d the delivery.
  * @param name the header name to look for.
@@ -231,8 +230,7 @@ CS_API const void *cs_delivery_decoded(const cs_delivery *d);
  *         field).
  * @retval CS_ERR_ARG an argument is NULL.
  * @retval CS_ERR_NOMEM out of memory. */
-CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type,
-                                        const void *value);
+CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type, const void *value);
 
 /** Settles a delivery the handler returned CS_PENDING for (any thread).
  * CS_ERR_STALE if its partition was revoked or the subscription closed in the

@@ -253,7 +253,8 @@ CS_API cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn 
  * @return the subscription, or NULL: CS_ERR_ARG (NULL broker or handler,
  *         empty topic, max_batch out of range), CS_ERR_STATE or CS_ERR_NOMEM,
  *         in cs_errmsg(). */
-CS_API cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user);
+CS_API cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch,
+                                        void *user);
 /** Subscribes `handler` to several topics with one consumer (one group).
  *
  * Owned and configured like cs_kafka_subscribe's result; the subscription's
@@ -265,8 +266,8 @@ CS_API cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch
  * @param user passed to the handler; cstream never reads or frees it.
  * @return the subscription, or NULL: CS_ERR_ARG (NULL broker or handler, no
  *         topics, an empty one), CS_ERR_STATE or CS_ERR_NOMEM, in cs_errmsg(). */
-CS_API cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics,
-                                         cs_handler_fn handler, void *user);
+CS_API cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
+                                         void *user);
 
 /** Consumer group of this subscription (else the broker's default group).
  * @param s the subscription.
@@ -485,8 +486,7 @@ CS_API cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms);
  * @param partitions its partitions assigned or revoked, valid during the call.
  * @param n how many.
  * @param user the pointer given to cs_sub_on_assign or cs_sub_on_revoke. */
-typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n,
-                                 void *user);
+typedef void (*cs_partitions_fn)(cs_sub *s, const char *topic, const int32_t *partitions, size_t n, void *user);
 /** Sets the hook that runs when partitions are assigned (NULL removes it).
  * @param s the subscription.
  * @param fn the hook, see cs_partitions_fn.

@@ -51,7 +51,6 @@ extern "C" {
  *         failed, 2 on a usage error. */
 CS_API int cs_app_main(cs_app *app, int argc, char **argv);
 
-
 /** The app's AsyncAPI 3.0 document (JSON, or YAML when yaml != 0): a channel per
  * topic, a receive operation per subscribed topic, send operations for reply
  * and dead-letter topics and for declared topics nothing in the app consumes,

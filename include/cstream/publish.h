@@ -39,14 +39,14 @@ typedef struct cs_header {
 /** A record to publish. Everything it points to is read during the call
  * only: the publishing calls copy the bytes. */
 typedef struct cs_record {
-    const char *topic; /**< the topic (not NULL or empty) */
-    int32_t partition; /**< -1: the partitioner picks (by key) */
-    const void *key;   /**< NULL: null key */
-    size_t key_len;    /**< bytes of key */
-    const void *value; /**< NULL: null value (tombstone) */
-    size_t value_len;  /**< bytes of value */
+    const char *topic;        /**< the topic (not NULL or empty) */
+    int32_t partition;        /**< -1: the partitioner picks (by key) */
+    const void *key;          /**< NULL: null key */
+    size_t key_len;           /**< bytes of key */
+    const void *value;        /**< NULL: null value (tombstone) */
+    size_t value_len;         /**< bytes of value */
     const cs_header *headers; /**< n_headers headers, in order (NULL when none) */
-    size_t n_headers;  /**< entries in headers */
+    size_t n_headers;         /**< entries in headers */
     /** The delivery this record follows from (NULL: none). Its traceparent
      * (cs_delivery_traceparent), if it has one, is added as a `traceparent`
      * header, unless `headers` already has one (yours wins). The delivery must

@@ -137,7 +137,8 @@ CS_API cs_err cs_test_cluster_clear_request_errors(cs_test_cluster *c, int api_k
  * @retval CS_ERR_UNSUPPORTED not the embedded cluster.
  * @retval CS_ERR_ARG api_key out of range, or errors NULL with n > 0.
  * @retval CS_ERR_KAFKA the mock refused (e.g. no such broker). */
-CS_API cs_err cs_test_broker_push_request_errors(cs_test_cluster *c, int broker, int api_key, size_t n, const int *errors);
+CS_API cs_err cs_test_broker_push_request_errors(cs_test_cluster *c, int broker, int api_key, size_t n,
+                                                 const int *errors);
 /** How many errors pushed onto the broker's stack for api_key no request has
  * met yet (0 once every one was answered, or if none was pushed).
  * @param c the cluster.

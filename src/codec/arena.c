@@ -22,24 +22,16 @@ typedef union block_header {
     max_align_t align;
 } block_header;
 
-static size_t round_up(size_t n)
-{
-    return (n + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1);
-}
+static size_t round_up(size_t n) { return (n + ARENA_ALIGN - 1) & ~(ARENA_ALIGN - 1); }
 
-static bool arena_owns(const cs__codec_arena *a, const void *p)
-{
+static bool arena_owns(const cs__codec_arena *a, const void *p) {
     uintptr_t u = (uintptr_t)p, lo = (uintptr_t)a->mem;
     return u >= lo && u < lo + a->cap;
 }
 
-static block_header *header_of(void *p)
-{
-    return (block_header *)((unsigned char *)p - sizeof(block_header));
-}
+static block_header *header_of(void *p) { return (block_header *)((unsigned char *)p - sizeof(block_header)); }
 
-static void *arena_malloc(void *ctx, size_t size)
-{
+static void *arena_malloc(void *ctx, size_t size) {
     cs__codec_arena *a = ctx;
     size_t need = sizeof(block_header) + round_up(size);
     if (size <= a->cap && need <= a->cap - a->used) {
@@ -52,11 +44,9 @@ static void *arena_malloc(void *ctx, size_t size)
     return malloc(size);
 }
 
-static void arena_free(void *ctx, void *p)
-{
+static void arena_free(void *ctx, void *p) {
     cs__codec_arena *a = ctx;
-    if (p == NULL)
-        return;
+    if (p == NULL) return;
     if (!arena_owns(a, p)) {
         free(p);
         return;
@@ -69,13 +59,10 @@ static void arena_free(void *ctx, void *p)
     }
 }
 
-static void *arena_realloc(void *ctx, void *p, size_t size)
-{
+static void *arena_realloc(void *ctx, void *p, size_t size) {
     cs__codec_arena *a = ctx;
-    if (p == NULL)
-        return arena_malloc(a, size);
-    if (!arena_owns(a, p))
-        return realloc(p, size);
+    if (p == NULL) return arena_malloc(a, size);
+    if (!arena_owns(a, p)) return realloc(p, size);
 
     block_header *h = header_of(p);
     size_t at = (size_t)((unsigned char *)h - a->mem);
@@ -86,15 +73,13 @@ static void *arena_realloc(void *ctx, void *p, size_t size)
     }
     size_t old = h->size;
     void *moved = arena_malloc(a, size);
-    if (moved == NULL)
-        return NULL;
+    if (moved == NULL) return NULL;
     memcpy(moved, p, old < size ? old : size);
     arena_free(a, p);
     return moved;
 }
 
-void cs__codec_arena_init(cs__codec_arena *a, void *mem, size_t cap, yajl_alloc_funcs *funcs)
-{
+void cs__codec_arena_init(cs__codec_arena *a, void *mem, size_t cap, yajl_alloc_funcs *funcs) {
     a->mem = mem;
     a->cap = cap;
     a->used = 0;

@@ -6,22 +6,17 @@
  * Threads: any thread. */
 #include "codec_internal.h"
 
-static cs_err json_decode(const cs_codec *c, const cs_type *type, const void *data, size_t len,
-                          void *out)
-{
+static cs_err json_decode(const cs_codec *c, const cs_type *type, const void *data, size_t len, void *out) {
     (void)c;
     return cs_json_decode(type, data, len, out);
 }
 
-static cs_err json_encode(const cs_codec *c, const cs_type *type, const void *value, char **out,
-                          size_t *len)
-{
+static cs_err json_encode(const cs_codec *c, const cs_type *type, const void *value, char **out, size_t *len) {
     (void)c;
     return cs_json_encode(type, value, out, len);
 }
 
-static cs_err json_schema(const cs_codec *c, const cs_type *type, char **out)
-{
+static cs_err json_schema(const cs_codec *c, const cs_type *type, char **out) {
     (void)c;
     return cs_json_schema(type, out);
 }

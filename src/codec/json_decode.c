@@ -24,18 +24,18 @@
 #include "../core/error.h"
 
 #define SEEN_WORDS ((CS_TYPE_MAX_FIELDS + 63) / 64)
-#define KEY_SHOWN 64   /* bytes of an unknown key kept for messages */
-#define PATH_SHOWN 256 /* bytes of a field path shown in messages */
+#define KEY_SHOWN 64    /* bytes of an unknown key kept for messages */
+#define PATH_SHOWN 256  /* bytes of a field path shown in messages */
 #define NUMBER_SHOWN 40 /* characters of a number shown in messages */
 
 typedef struct frame {
     bool is_array;
-    const cs_type *type;      /* object: the struct's type */
-    const cs_field *field;    /* object: the field whose value comes next (NULL between
+    const cs_type *type;       /* object: the struct's type */
+    const cs_field *field;     /* object: the field whose value comes next (NULL between
                                  fields and for an unknown key); array: the array field */
-    unsigned char *base;      /* object: the struct; array: the struct holding pointer and count */
-    size_t capacity;          /* array: items allocated */
-    size_t hint;              /* object: the field the next key is compared with first */
+    unsigned char *base;       /* object: the struct; array: the struct holding pointer and count */
+    size_t capacity;           /* array: items allocated */
+    size_t hint;               /* object: the field the next key is compared with first */
     uint64_t seen[SEEN_WORDS]; /* object: fields whose key appeared */
 } frame;
 
@@ -46,10 +46,10 @@ typedef struct decoder {
     const cs_type *root;
     void *out;
     size_t n_frames;
-    unsigned depth;    /* open objects and arrays, skipped ones included */
-    unsigned skip;     /* > 0: this deep inside the value of an unknown key */
-    bool skip_next;    /* the next value belongs to an unknown key */
-    cs_err err;        /* set by the callback that cancelled the parse */
+    unsigned depth; /* open objects and arrays, skipped ones included */
+    unsigned skip;  /* > 0: this deep inside the value of an unknown key */
+    bool skip_next; /* the next value belongs to an unknown key */
+    cs_err err;     /* set by the callback that cancelled the parse */
     size_t unknown_len;
     char unknown_key[KEY_SHOWN];
     frame frames[CS_JSON_MAX_DEPTH];
@@ -65,27 +65,17 @@ typedef struct target {
 
 /* ---- small helpers ---- */
 
-static frame *top(decoder *d)
-{
-    return &d->frames[d->n_frames - 1];
-}
+static frame *top(decoder *d) { return &d->frames[d->n_frames - 1]; }
 
-static size_t *array_count(const frame *fr)
-{
-    return (size_t *)(fr->base + fr->field->count_offset);
-}
+static size_t *array_count(const frame *fr) { return (size_t *)(fr->base + fr->field->count_offset); }
 
-static void *load_pointer(const unsigned char *at)
-{
+static void *load_pointer(const unsigned char *at) {
     void *p;
     memcpy(&p, at, sizeof p);
     return p;
 }
 
-static void store_pointer(unsigned char *at, void *p)
-{
-    memcpy(at, &p, sizeof p);
-}
+static void store_pointer(unsigned char *at, void *p) { memcpy(at, &p, sizeof p); }
 
 /* A bounded piece of message text. */
 typedef struct text {
@@ -93,27 +83,22 @@ typedef struct text {
     size_t len;
 } text;
 
-static void text_add(text *t, const char *s, size_t n)
-{
+static void text_add(text *t, const char *s, size_t n) {
     size_t room = sizeof t->buf - 1 - t->len;
-    if (n > room)
-        n = room;
+    if (n > room) n = room;
     memcpy(t->buf + t->len, s, n);
     t->len += n;
     t->buf[t->len] = '\0';
 }
 
-static void text_add_name(text *t, const char *name, size_t n)
-{
-    if (t->len > 0)
-        text_add(t, ".", 1);
+static void text_add_name(text *t, const char *name, size_t n) {
+    if (t->len > 0) text_add(t, ".", 1);
     text_add(t, name, n);
 }
 
 /* The path of the value being read, e.g. items[2].amount_cents, over the
  * first n_frames frames. */
-static void render_path(const decoder *d, size_t n_frames, text *t)
-{
+static void render_path(const decoder *d, size_t n_frames, text *t) {
     t->len = 0;
     t->buf[0] = '\0';
     for (size_t i = 0; i < n_frames; i++) {
@@ -135,12 +120,10 @@ static void render_path(const decoder *d, size_t n_frames, text *t)
 
 /* Keeps the start of an unknown key for messages, quotes and control
  * characters replaced, cut at a character boundary. */
-static void remember_unknown_key(decoder *d, const unsigned char *key, size_t len)
-{
+static void remember_unknown_key(decoder *d, const unsigned char *key, size_t len) {
     bool utf8 = cs__codec_utf8_valid(key, len);
     size_t n = len < KEY_SHOWN - 1 ? len : KEY_SHOWN - 1;
-    while (utf8 && n < len && n > 0 && (key[n] & 0xC0) == 0x80)
-        n--;
+    while (utf8 && n < len && n > 0 && (key[n] & 0xC0) == 0x80) n--;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = key[i];
         bool plain = c >= 0x20 && c != '"' && c != '\\' && c != 0x7F && (c < 0x80 || utf8);
@@ -155,14 +138,12 @@ static void remember_unknown_key(decoder *d, const unsigned char *key, size_t le
 static int fail_at(decoder *d, size_t n_frames, const char *leaf, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-static int fail_at(decoder *d, size_t n_frames, const char *leaf, const char *fmt, ...)
-{
+static int fail_at(decoder *d, size_t n_frames, const char *leaf, const char *fmt, ...) {
     text path;
     char why[512];
     va_list ap;
     render_path(d, n_frames, &path);
-    if (leaf != NULL)
-        text_add_name(&path, leaf, strlen(leaf));
+    if (leaf != NULL) text_add_name(&path, leaf, strlen(leaf));
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
@@ -170,16 +151,14 @@ static int fail_at(decoder *d, size_t n_frames, const char *leaf, const char *fm
     return 0;
 }
 
-static int fail_no_memory(decoder *d)
-{
+static int fail_no_memory(decoder *d) {
     text path;
     render_path(d, d->n_frames, &path);
     d->err = cs__fail(CS_ERR_NOMEM, "out of memory decoding field \"%s\"", path.buf);
     return 0;
 }
 
-static int fail_expected(decoder *d, const target *t, const char *got)
-{
+static int fail_expected(decoder *d, const target *t, const char *got) {
     if (t->root) {
         d->err = cs__fail(CS_ERR_DECODE, "payload is not a JSON object (got %s)", got);
         return 0;
@@ -189,8 +168,7 @@ static int fail_expected(decoder *d, const target *t, const char *got)
 
 /* ---- where values go ---- */
 
-static target next_target(decoder *d)
-{
+static target next_target(decoder *d) {
     target t = {0};
     if (d->n_frames == 0) {
         t.root = true;
@@ -206,8 +184,7 @@ static target next_target(decoder *d)
 
 /* Appends a zeroed item to the innermost array; NULL (error set) past its
  * max_items or out of memory. */
-static void *append_item(decoder *d)
-{
+static void *append_item(decoder *d) {
     frame *fr = top(d);
     const cs_field *f = fr->field;
     size_t *count = array_count(fr);
@@ -219,8 +196,7 @@ static void *append_item(decoder *d)
     unsigned char *items = load_pointer(fr->base + f->offset);
     if (*count == fr->capacity) {
         size_t capacity = fr->capacity ? fr->capacity * 2 : 4;
-        if (capacity > max)
-            capacity = max;
+        if (capacity > max) capacity = max;
         if (capacity > SIZE_MAX / f->size) {
             fail_no_memory(d);
             return NULL;
@@ -241,24 +217,18 @@ static void *append_item(decoder *d)
 }
 
 /* The member or new array item the value is written to; NULL on failure. */
-static void *claim_slot(decoder *d, const target *t)
-{
-    if (t->element)
-        return append_item(d);
+static void *claim_slot(decoder *d, const target *t) {
+    if (t->element) return append_item(d);
     return top(d)->base + t->field->offset;
 }
 
 /* A value of the innermost object is complete: the next thing is a key. */
-static void value_done(decoder *d)
-{
-    if (d->n_frames > 0 && !top(d)->is_array)
-        top(d)->field = NULL;
+static void value_done(decoder *d) {
+    if (d->n_frames > 0 && !top(d)->is_array) top(d)->field = NULL;
 }
 
-static bool skip_scalar(decoder *d)
-{
-    if (d->skip > 0)
-        return true;
+static bool skip_scalar(decoder *d) {
+    if (d->skip > 0) return true;
     if (d->skip_next) {
         d->skip_next = false;
         return true;
@@ -268,11 +238,10 @@ static bool skip_scalar(decoder *d)
 
 /* Depth check and skipping shared by '{' and '['. Returns 1 to go on with
  * the container, 0 on failure, -1 when it is skipped. */
-static int open_container(decoder *d)
-{
+static int open_container(decoder *d) {
     if (d->depth >= CS_JSON_MAX_DEPTH) {
-        d->err = cs__fail(CS_ERR_DECODE, "payload nesting deeper than %d levels at byte %zu",
-                          CS_JSON_MAX_DEPTH, yajl_get_bytes_consumed(d->yajl));
+        d->err = cs__fail(CS_ERR_DECODE, "payload nesting deeper than %d levels at byte %zu", CS_JSON_MAX_DEPTH,
+                          yajl_get_bytes_consumed(d->yajl));
         return 0;
     }
     d->depth++;
@@ -289,8 +258,7 @@ static int open_container(decoder *d)
 }
 
 /* Returns true when the closing bracket ends a skipped container. */
-static bool close_container(decoder *d)
-{
+static bool close_container(decoder *d) {
     d->depth--;
     if (d->skip > 0) {
         d->skip--;
@@ -299,8 +267,7 @@ static bool close_container(decoder *d)
     return false;
 }
 
-static void push_object(decoder *d, const cs_type *type, unsigned char *base)
-{
+static void push_object(decoder *d, const cs_type *type, unsigned char *base) {
     frame *fr = &d->frames[d->n_frames++];
     fr->is_array = false;
     fr->type = type;
@@ -310,12 +277,10 @@ static void push_object(decoder *d, const cs_type *type, unsigned char *base)
     memset(fr->seen, 0, ((type->n_fields + 63) / 64) * sizeof fr->seen[0]);
 }
 
-static const cs_field *find_field(frame *fr, const unsigned char *key, size_t len)
-{
+static const cs_field *find_field(frame *fr, const unsigned char *key, size_t len) {
     const cs_type *t = fr->type;
     size_t n = t->n_fields;
-    if (len == 0)
-        return NULL; /* field names are never empty */
+    if (len == 0) return NULL; /* field names are never empty */
     /* Keys usually come in table order: start after the last match. */
     for (size_t k = 0, i = fr->hint; k < n; k++, i = i + 1 < n ? i + 1 : 0) {
         const char *name = t->fields[i].name;
@@ -329,8 +294,7 @@ static const cs_field *find_field(frame *fr, const unsigned char *key, size_t le
 
 /* ---- escaped surrogates ---- */
 
-static bool read_hex4(const unsigned char *p, unsigned *out)
-{
+static bool read_hex4(const unsigned char *p, unsigned *out) {
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
         unsigned char c = p[i];
@@ -338,8 +302,7 @@ static bool read_hex4(const unsigned char *p, unsigned *out)
                          : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
                          : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
                                                 : 16u;
-        if (digit > 15)
-            return false;
+        if (digit > 15) return false;
         v = v * 16 + digit;
     }
     *out = v;
@@ -348,20 +311,16 @@ static bool read_hex4(const unsigned char *p, unsigned *out)
 
 /* True if every \uD800-\uDBFF escape in raw[0..n) is followed by a
  * \uDC00-\uDFFF escape and no low one stands alone. */
-static bool surrogates_paired(const unsigned char *raw, size_t n)
-{
+static bool surrogates_paired(const unsigned char *raw, size_t n) {
     for (size_t i = 0; i + 1 < n; i++) {
-        if (raw[i] != '\\')
-            continue;
+        if (raw[i] != '\\') continue;
         if (raw[i + 1] != 'u' || i + 6 > n) {
             i++; /* a one-character escape */
             continue;
         }
         unsigned unit, low;
-        if (!read_hex4(raw + i + 2, &unit))
-            return false;
-        if (unit >= 0xDC00 && unit <= 0xDFFF)
-            return false;
+        if (!read_hex4(raw + i + 2, &unit)) return false;
+        if (unit >= 0xDC00 && unit <= 0xDFFF) return false;
         if (unit >= 0xD800 && unit <= 0xDBFF) {
             if (i + 12 > n || raw[i + 6] != '\\' || raw[i + 7] != 'u' || !read_hex4(raw + i + 8, &low) ||
                 low < 0xDC00 || low > 0xDFFF)
@@ -379,17 +338,13 @@ static bool surrogates_paired(const unsigned char *raw, size_t n)
  * us its own buffer, not a pointer into the payload) and that decoded to a
  * suspect byte, look at its escapes in the payload: the string token ends
  * where yajl stopped reading. */
-static bool escapes_are_valid(const decoder *d, const unsigned char *s, size_t len)
-{
+static bool escapes_are_valid(const decoder *d, const unsigned char *s, size_t len) {
     uintptr_t p = (uintptr_t)s, lo = (uintptr_t)d->json;
-    if (p >= lo && p < lo + d->len)
-        return true; /* no escapes: yajl passed a pointer into the payload */
+    if (p >= lo && p < lo + d->len) return true; /* no escapes: yajl passed a pointer into the payload */
     /* '?': a lone high surrogate; F0-F4: a pair (maybe a bogus one); ED: a lone low one */
     bool suspect = memchr(s, '?', len) != NULL;
-    for (size_t i = 0; i < len && !suspect; i++)
-        suspect = s[i] >= 0xF0 || s[i] == 0xED;
-    if (!suspect)
-        return true;
+    for (size_t i = 0; i < len && !suspect; i++) suspect = s[i] >= 0xF0 || s[i] == 0xED;
+    if (!suspect) return true;
     size_t end = yajl_get_bytes_consumed(d->yajl); /* just past the closing quote */
     if (end < 2 || end > d->len || d->json[end - 1] != '"')
         return true; /* not where we expect it: leave it to the UTF-8 check */
@@ -398,49 +353,38 @@ static bool escapes_are_valid(const decoder *d, const unsigned char *s, size_t l
     size_t start = end - 1;
     while (start > 0) {
         start--;
-        if (d->json[start] != '"')
-            continue;
+        if (d->json[start] != '"') continue;
         size_t backslashes = 0;
-        while (backslashes < start && d->json[start - 1 - backslashes] == '\\')
-            backslashes++;
-        if (backslashes % 2 == 0)
-            break;
+        while (backslashes < start && d->json[start - 1 - backslashes] == '\\') backslashes++;
+        if (backslashes % 2 == 0) break;
     }
     return surrogates_paired(d->json + start + 1, end - 1 - (start + 1));
 }
 
 /* ---- yajl callbacks ---- */
 
-static int on_null(void *ctx)
-{
+static int on_null(void *ctx) {
     decoder *d = ctx;
-    if (skip_scalar(d))
-        return 1;
+    if (skip_scalar(d)) return 1;
     target t = next_target(d);
-    if (t.root || t.element || t.field->presence == CS_REQUIRED)
-        return fail_expected(d, &t, "null");
+    if (t.root || t.element || t.field->presence == CS_REQUIRED) return fail_expected(d, &t, "null");
     value_done(d); /* optional: stays zeroed */
     return 1;
 }
 
-static int on_boolean(void *ctx, int value)
-{
+static int on_boolean(void *ctx, int value) {
     decoder *d = ctx;
-    if (skip_scalar(d))
-        return 1;
+    if (skip_scalar(d)) return 1;
     target t = next_target(d);
-    if (t.root || t.kind != CS_KIND_BOOL)
-        return fail_expected(d, &t, "a boolean");
+    if (t.root || t.kind != CS_KIND_BOOL) return fail_expected(d, &t, "a boolean");
     bool *slot = claim_slot(d, &t);
-    if (slot == NULL)
-        return 0;
+    if (slot == NULL) return 0;
     *slot = value != 0;
     value_done(d);
     return 1;
 }
 
-static const char *int_range(cs_kind kind)
-{
+static const char *int_range(cs_kind kind) {
     switch (kind) {
     case CS_KIND_I32: return "-2147483648..2147483647";
     case CS_KIND_U32: return "0..4294967295";
@@ -449,11 +393,9 @@ static const char *int_range(cs_kind kind)
     }
 }
 
-static int on_number(void *ctx, const char *s, size_t len)
-{
+static int on_number(void *ctx, const char *s, size_t len) {
     decoder *d = ctx;
-    if (skip_scalar(d))
-        return 1;
+    if (skip_scalar(d)) return 1;
     target t = next_target(d);
     int shown = len > NUMBER_SHOWN ? NUMBER_SHOWN : (int)len;
     const char *more = len > NUMBER_SHOWN ? "..." : "";
@@ -485,46 +427,35 @@ static int on_number(void *ctx, const char *s, size_t len)
         if (!cs__codec_parse_double(s, len, &v.f64))
             return fail_at(d, d->n_frames, NULL, "%.*s%s is out of range for a double", shown, s, more);
         break;
-    default:
-        return fail_expected(d, &t, "a number");
+    default: return fail_expected(d, &t, "a number");
     }
     void *slot = claim_slot(d, &t);
-    if (slot == NULL)
-        return 0;
+    if (slot == NULL) return 0;
     memcpy(slot, &v, cs__codec_kind_size(t.kind));
     value_done(d);
     return 1;
 }
 
-static int on_string(void *ctx, const unsigned char *s, size_t len)
-{
+static int on_string(void *ctx, const unsigned char *s, size_t len) {
     decoder *d = ctx;
-    if (skip_scalar(d))
-        return 1;
+    if (skip_scalar(d)) return 1;
     target t = next_target(d);
-    if (t.root || (t.kind != CS_KIND_STRING && t.kind != CS_KIND_CHARS))
-        return fail_expected(d, &t, "a string");
-    if (memchr(s, '\0', len) != NULL)
-        return fail_at(d, d->n_frames, NULL, "string contains a NUL character (\\u0000)");
-    if (!escapes_are_valid(d, s, len))
-        return fail_at(d, d->n_frames, NULL, "string has an unpaired surrogate escape");
-    if (!cs__codec_utf8_valid(s, len))
-        return fail_at(d, d->n_frames, NULL, "string is not valid UTF-8");
+    if (t.root || (t.kind != CS_KIND_STRING && t.kind != CS_KIND_CHARS)) return fail_expected(d, &t, "a string");
+    if (memchr(s, '\0', len) != NULL) return fail_at(d, d->n_frames, NULL, "string contains a NUL character (\\u0000)");
+    if (!escapes_are_valid(d, s, len)) return fail_at(d, d->n_frames, NULL, "string has an unpaired surrogate escape");
+    if (!cs__codec_utf8_valid(s, len)) return fail_at(d, d->n_frames, NULL, "string is not valid UTF-8");
 
     if (t.kind == CS_KIND_CHARS) {
         if (len >= t.field->size)
-            return fail_at(d, d->n_frames, NULL, "string of %zu bytes is longer than %zu", len,
-                           t.field->size - 1);
+            return fail_at(d, d->n_frames, NULL, "string of %zu bytes is longer than %zu", len, t.field->size - 1);
         char *chars = claim_slot(d, &t);
         memcpy(chars, s, len);
         chars[len] = '\0';
     } else {
         unsigned char *slot = claim_slot(d, &t);
-        if (slot == NULL)
-            return 0;
+        if (slot == NULL) return 0;
         char *copy = malloc(len + 1);
-        if (copy == NULL)
-            return fail_no_memory(d);
+        if (copy == NULL) return fail_no_memory(d);
         memcpy(copy, s, len);
         copy[len] = '\0';
         store_pointer(slot, copy);
@@ -533,31 +464,25 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
     return 1;
 }
 
-static int on_start_map(void *ctx)
-{
+static int on_start_map(void *ctx) {
     decoder *d = ctx;
     int go = open_container(d);
-    if (go <= 0)
-        return go < 0;
+    if (go <= 0) return go < 0;
     target t = next_target(d);
     if (t.root) {
         push_object(d, d->root, d->out);
         return 1;
     }
-    if (t.kind != CS_KIND_OBJECT)
-        return fail_expected(d, &t, "an object");
+    if (t.kind != CS_KIND_OBJECT) return fail_expected(d, &t, "an object");
     unsigned char *slot = claim_slot(d, &t);
-    if (slot == NULL)
-        return 0;
+    if (slot == NULL) return 0;
     push_object(d, t.field->type, slot);
     return 1;
 }
 
-static int on_map_key(void *ctx, const unsigned char *key, size_t len)
-{
+static int on_map_key(void *ctx, const unsigned char *key, size_t len) {
     decoder *d = ctx;
-    if (d->skip > 0)
-        return 1;
+    if (d->skip > 0) return 1;
     frame *fr = top(d);
     const cs_field *f = find_field(fr, key, len);
     if (f == NULL) {
@@ -567,18 +492,15 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
     }
     size_t i = (size_t)(f - fr->type->fields);
     uint64_t bit = (uint64_t)1 << (i % 64);
-    if (fr->seen[i / 64] & bit)
-        cs__codec_member_clear(f, fr->base); /* a repeated key: the last one wins */
+    if (fr->seen[i / 64] & bit) cs__codec_member_clear(f, fr->base); /* a repeated key: the last one wins */
     fr->seen[i / 64] |= bit;
     fr->field = f;
     return 1;
 }
 
-static int on_end_map(void *ctx)
-{
+static int on_end_map(void *ctx) {
     decoder *d = ctx;
-    if (close_container(d))
-        return 1;
+    if (close_container(d)) return 1;
     frame *fr = top(d);
     const cs_type *t = fr->type;
     for (size_t i = 0; i < t->n_fields; i++) {
@@ -591,15 +513,12 @@ static int on_end_map(void *ctx)
     return 1;
 }
 
-static int on_start_array(void *ctx)
-{
+static int on_start_array(void *ctx) {
     decoder *d = ctx;
     int go = open_container(d);
-    if (go <= 0)
-        return go < 0;
+    if (go <= 0) return go < 0;
     target t = next_target(d);
-    if (t.root || t.kind != CS_KIND_ARRAY)
-        return fail_expected(d, &t, "an array");
+    if (t.root || t.kind != CS_KIND_ARRAY) return fail_expected(d, &t, "an array");
     unsigned char *base = top(d)->base;
     frame *fr = &d->frames[d->n_frames++];
     fr->is_array = true;
@@ -610,11 +529,9 @@ static int on_start_array(void *ctx)
     return 1;
 }
 
-static int on_end_array(void *ctx)
-{
+static int on_end_array(void *ctx) {
     decoder *d = ctx;
-    if (close_container(d))
-        return 1;
+    if (close_container(d)) return 1;
     d->n_frames--;
     value_done(d);
     return 1;
@@ -634,24 +551,18 @@ static const yajl_callbacks callbacks = {
 
 /* ---- syntax errors ---- */
 
-static cs_err report_invalid_utf8(decoder *d)
-{
+static cs_err report_invalid_utf8(decoder *d) {
     text path;
     render_path(d, d->n_frames, &path);
-    bool in_value = d->skip > 0 || d->skip_next || d->n_frames == 0 || top(d)->is_array ||
-                    top(d)->field != NULL;
-    if (in_value && path.len > 0)
-        return cs__fail(CS_ERR_DECODE, "field \"%s\": string is not valid UTF-8", path.buf);
-    if (in_value)
-        return cs__fail(CS_ERR_DECODE, "payload: string is not valid UTF-8");
-    if (path.len > 0)
-        return cs__fail(CS_ERR_DECODE, "field \"%s\": a key is not valid UTF-8", path.buf);
+    bool in_value = d->skip > 0 || d->skip_next || d->n_frames == 0 || top(d)->is_array || top(d)->field != NULL;
+    if (in_value && path.len > 0) return cs__fail(CS_ERR_DECODE, "field \"%s\": string is not valid UTF-8", path.buf);
+    if (in_value) return cs__fail(CS_ERR_DECODE, "payload: string is not valid UTF-8");
+    if (path.len > 0) return cs__fail(CS_ERR_DECODE, "field \"%s\": a key is not valid UTF-8", path.buf);
     return cs__fail(CS_ERR_DECODE, "payload: a key is not valid UTF-8");
 }
 
 /* yajl rejected the text. `at_end`: it did so only when told the input was over. */
-static cs_err report_syntax_error(decoder *d, size_t len, bool at_end)
-{
+static cs_err report_syntax_error(decoder *d, size_t len, bool at_end) {
     unsigned char *message = yajl_get_error(d->yajl, 0, NULL, 0);
     const char *why = message ? (const char *)message : "unknown error";
     cs_err err;
@@ -662,23 +573,18 @@ static cs_err report_syntax_error(decoder *d, size_t len, bool at_end)
         int n = (int)strcspn(why, "\n");
         err = cs__fail(CS_ERR_DECODE, "payload is not valid JSON at byte %zu: %.*s", at, n, why);
     }
-    if (message)
-        yajl_free_error(d->yajl, message);
+    if (message) yajl_free_error(d->yajl, message);
     return err;
 }
 
 /* ---- the call ---- */
 
-cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out)
-{
-    if (type == NULL || out == NULL)
-        return cs__fail(CS_ERR_ARG, "cs_json_decode: type and out must not be NULL");
+cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out) {
+    if (type == NULL || out == NULL) return cs__fail(CS_ERR_ARG, "cs_json_decode: type and out must not be NULL");
     cs_err err = cs__codec_type_check_cached(type);
-    if (err)
-        return err;
+    if (err) return err;
     memset(out, 0, type->size);
-    if (json == NULL || len == 0)
-        return cs__fail(CS_ERR_DECODE, "payload is null (tombstone)");
+    if (json == NULL || len == 0) return cs__fail(CS_ERR_DECODE, "payload is null (tombstone)");
 
     decoder d;
     d.json = json;
@@ -698,8 +604,7 @@ cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *o
     yajl_alloc_funcs funcs;
     cs__codec_arena_init(&arena, arena_memory, sizeof arena_memory, &funcs);
     d.yajl = yajl_alloc(&callbacks, &funcs, &d);
-    if (d.yajl == NULL)
-        return cs__fail(CS_ERR_NOMEM, "out of memory starting the JSON parser");
+    if (d.yajl == NULL) return cs__fail(CS_ERR_NOMEM, "out of memory starting the JSON parser");
 
     bool at_end = false;
     yajl_status status = yajl_parse(d.yajl, json, len);
@@ -707,10 +612,8 @@ cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *o
         at_end = true;
         status = yajl_complete_parse(d.yajl);
     }
-    if (status == yajl_status_client_canceled)
-        err = d.err;
-    else if (status != yajl_status_ok)
-        err = report_syntax_error(&d, len, at_end);
+    if (status == yajl_status_client_canceled) err = d.err;
+    else if (status != yajl_status_ok) err = report_syntax_error(&d, len, at_end);
     yajl_free(d.yajl);
 
     if (err) {

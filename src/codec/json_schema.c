@@ -32,62 +32,48 @@ typedef struct schema_writer {
     cs_err err;
 } schema_writer;
 
-static void put_string(schema_writer *w, const char *s)
-{
+static void put_string(schema_writer *w, const char *s) {
     yajl_gen_string(w->gen, (const unsigned char *)s, strlen(s));
 }
 
-static void put_number(schema_writer *w, const char *digits)
-{
-    yajl_gen_number(w->gen, digits, strlen(digits));
-}
+static void put_number(schema_writer *w, const char *digits) { yajl_gen_number(w->gen, digits, strlen(digits)); }
 
-static void put_key_string(schema_writer *w, const char *key, const char *value)
-{
+static void put_key_string(schema_writer *w, const char *key, const char *value) {
     put_string(w, key);
     put_string(w, value);
 }
 
-static bool on_stack(const schema_writer *w, const cs_type *t)
-{
+static bool on_stack(const schema_writer *w, const cs_type *t) {
     for (size_t i = 0; i < w->depth; i++)
-        if (w->stack[i] == t)
-            return true;
+        if (w->stack[i] == t) return true;
     return false;
 }
 
 /* Adds t to $defs (once); fails if another type there has the same name. */
-static void add_def(schema_writer *w, const cs_type *t)
-{
+static void add_def(schema_writer *w, const cs_type *t) {
     for (size_t i = 0; i < w->n_defs; i++) {
-        if (w->defs[i] == t)
-            return;
+        if (w->defs[i] == t) return;
         if (strcmp(w->defs[i]->name, t->name) == 0 && !w->err)
             w->err = cs__fail(CS_ERR_ARG, "cs_json_schema: two recursive types are named \"%s\"", t->name);
     }
     if (w->n_defs == MAX_DEFS) {
-        if (!w->err)
-            w->err = cs__fail(CS_ERR_ARG, "cs_json_schema: more than %d recursive types", MAX_DEFS);
+        if (!w->err) w->err = cs__fail(CS_ERR_ARG, "cs_json_schema: more than %d recursive types", MAX_DEFS);
         return;
     }
     w->defs[w->n_defs++] = t;
 }
 
 /* "#/$defs/<name>" with the name escaped for a JSON pointer in a URI fragment. */
-static void put_def_ref(schema_writer *w, const char *name)
-{
+static void put_def_ref(schema_writer *w, const char *name) {
     char ref[512] = "#/$defs/";
     size_t len = strlen(ref);
     for (const unsigned char *c = (const unsigned char *)name; *c && len + 4 < sizeof ref; c++) {
-        if (*c == '~')
-            len += (size_t)snprintf(ref + len, sizeof ref - len, "~0");
-        else if (*c == '/')
-            len += (size_t)snprintf(ref + len, sizeof ref - len, "~1");
-        else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                 *c == '_' || *c == '-' || *c == '.')
+        if (*c == '~') len += (size_t)snprintf(ref + len, sizeof ref - len, "~0");
+        else if (*c == '/') len += (size_t)snprintf(ref + len, sizeof ref - len, "~1");
+        else if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' ||
+                 *c == '-' || *c == '.')
             ref[len++] = (char)*c;
-        else
-            len += (size_t)snprintf(ref + len, sizeof ref - len, "%%%02X", *c);
+        else len += (size_t)snprintf(ref + len, sizeof ref - len, "%%%02X", *c);
     }
     ref[len] = '\0';
     put_key_string(w, "$ref", ref);
@@ -96,8 +82,7 @@ static void put_def_ref(schema_writer *w, const char *name)
 static void write_members(schema_writer *w, const cs_type *t);
 
 /* A nested type: inline, or a reference if it is being written already. */
-static void write_object(schema_writer *w, const cs_type *t)
-{
+static void write_object(schema_writer *w, const cs_type *t) {
     yajl_gen_map_open(w->gen);
     if (t == w->root) {
         put_key_string(w, "$ref", "#");
@@ -110,8 +95,7 @@ static void write_object(schema_writer *w, const cs_type *t)
     yajl_gen_map_close(w->gen);
 }
 
-static void write_integer(schema_writer *w, const char *min, const char *max)
-{
+static void write_integer(schema_writer *w, const char *min, const char *max) {
     put_key_string(w, "type", "integer");
     put_string(w, "minimum");
     put_number(w, min);
@@ -120,8 +104,7 @@ static void write_integer(schema_writer *w, const char *min, const char *max)
 }
 
 /* The schema of one value of `kind`; f is its field (for items: the array field). */
-static void write_kind(schema_writer *w, cs_kind kind, const cs_field *f)
-{
+static void write_kind(schema_writer *w, cs_kind kind, const cs_field *f) {
     if (kind == CS_KIND_OBJECT) {
         write_object(w, f->type);
         return;
@@ -152,12 +135,10 @@ static void write_kind(schema_writer *w, cs_kind kind, const cs_field *f)
 }
 
 /* title, type, properties and required of t, inside an open map. */
-static void write_members(schema_writer *w, const cs_type *t)
-{
+static void write_members(schema_writer *w, const cs_type *t) {
     if (w->depth == CS_JSON_MAX_DEPTH) {
         if (!w->err)
-            w->err = cs__fail(CS_ERR_ARG, "cs_json_schema: types nested deeper than %d levels",
-                              CS_JSON_MAX_DEPTH);
+            w->err = cs__fail(CS_ERR_ARG, "cs_json_schema: types nested deeper than %d levels", CS_JSON_MAX_DEPTH);
         return;
     }
     w->stack[w->depth++] = t;
@@ -173,8 +154,7 @@ static void write_members(schema_writer *w, const cs_type *t)
 
     bool any_required = false;
     for (size_t i = 0; i < t->n_fields; i++) {
-        if (t->fields[i].presence != CS_REQUIRED)
-            continue;
+        if (t->fields[i].presence != CS_REQUIRED) continue;
         if (!any_required) {
             put_string(w, "required");
             yajl_gen_array_open(w->gen);
@@ -182,25 +162,20 @@ static void write_members(schema_writer *w, const cs_type *t)
         }
         put_string(w, t->fields[i].name);
     }
-    if (any_required)
-        yajl_gen_array_close(w->gen);
+    if (any_required) yajl_gen_array_close(w->gen);
     w->depth--;
 }
 
-cs_err cs_json_schema(const cs_type *type, char **schema_out)
-{
-    if (schema_out)
-        *schema_out = NULL;
+cs_err cs_json_schema(const cs_type *type, char **schema_out) {
+    if (schema_out) *schema_out = NULL;
     if (type == NULL || schema_out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_json_schema: type and schema_out must not be NULL");
     cs_err err = cs__codec_type_check_cached(type);
-    if (err)
-        return err;
+    if (err) return err;
 
     schema_writer w = {.root = type};
     w.gen = yajl_gen_alloc(NULL);
-    if (w.gen == NULL)
-        return cs__fail(CS_ERR_NOMEM, "out of memory writing the schema of %s", type->name);
+    if (w.gen == NULL) return cs__fail(CS_ERR_NOMEM, "out of memory writing the schema of %s", type->name);
 
     yajl_gen_map_open(w.gen);
     put_key_string(&w, "$schema", "https://json-schema.org/draft/2020-12/schema");
@@ -218,8 +193,7 @@ cs_err cs_json_schema(const cs_type *type, char **schema_out)
     }
     yajl_gen_status status = yajl_gen_map_close(w.gen);
     if (!w.err && status != yajl_gen_status_ok)
-        w.err = cs__fail(CS_ERR_ARG, "cs_json_schema: JSON generator failed (yajl_gen status %d)",
-                         (int)status);
+        w.err = cs__fail(CS_ERR_ARG, "cs_json_schema: JSON generator failed (yajl_gen status %d)", (int)status);
 
     const unsigned char *text;
     size_t len;

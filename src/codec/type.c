@@ -13,8 +13,7 @@
 
 #include "../core/error.h"
 
-size_t cs__codec_kind_size(cs_kind kind)
-{
+size_t cs__codec_kind_size(cs_kind kind) {
     switch (kind) {
     case CS_KIND_BOOL: return sizeof(bool);
     case CS_KIND_I32: return sizeof(int32_t);
@@ -30,8 +29,7 @@ size_t cs__codec_kind_size(cs_kind kind)
     return 0;
 }
 
-const char *cs__codec_kind_expectation(cs_kind kind)
-{
+const char *cs__codec_kind_expectation(cs_kind kind) {
     switch (kind) {
     case CS_KIND_BOOL: return "a boolean";
     case CS_KIND_I32:
@@ -47,8 +45,7 @@ const char *cs__codec_kind_expectation(cs_kind kind)
     return "a value";
 }
 
-const char *cs__codec_kind_c_name(cs_kind kind)
-{
+const char *cs__codec_kind_c_name(cs_kind kind) {
     switch (kind) {
     case CS_KIND_I32: return "int32";
     case CS_KIND_U32: return "uint32";
@@ -58,79 +55,55 @@ const char *cs__codec_kind_c_name(cs_kind kind)
     }
 }
 
-size_t cs__codec_array_max(const cs_field *f)
-{
-    return f->max_items ? f->max_items : CS_ARRAY_MAX_ITEMS;
-}
+size_t cs__codec_array_max(const cs_field *f) { return f->max_items ? f->max_items : CS_ARRAY_MAX_ITEMS; }
 
 /* ---- checking a table ---- */
 
-static bool kind_is_scalar(cs_kind k)
-{
-    return k >= CS_KIND_BOOL && k <= CS_KIND_F64;
-}
+static bool kind_is_scalar(cs_kind k) { return k >= CS_KIND_BOOL && k <= CS_KIND_F64; }
 
-static bool kind_is_element(cs_kind k)
-{
-    return kind_is_scalar(k) || k == CS_KIND_STRING || k == CS_KIND_OBJECT;
-}
+static bool kind_is_element(cs_kind k) { return kind_is_scalar(k) || k == CS_KIND_STRING || k == CS_KIND_OBJECT; }
 
-static cs_err bad_field(const cs_type *t, const cs_field *f, const char *why)
-{
+static cs_err bad_field(const cs_type *t, const cs_field *f, const char *why) {
     return cs__fail(CS_ERR_ARG, "invalid field table: type \"%s\" field \"%s\": %s", t->name,
                     f->name ? f->name : "(null)", why);
 }
 
 /* Whether member [offset, offset + size) lies inside the struct. */
-static bool fits(const cs_type *t, size_t offset, size_t size)
-{
-    return size <= t->size && offset <= t->size - size;
-}
+static bool fits(const cs_type *t, size_t offset, size_t size) { return size <= t->size && offset <= t->size - size; }
 
 static cs_err check_type(const cs_type *t, const cs_type **stack, size_t depth);
 
-static cs_err check_nested(const cs_type *t, const cs_field *f, const cs_type *inner,
-                           const cs_type **stack, size_t depth)
-{
-    if (inner == NULL)
-        return bad_field(t, f, "no nested type");
+static cs_err check_nested(const cs_type *t, const cs_field *f, const cs_type *inner, const cs_type **stack,
+                           size_t depth) {
+    if (inner == NULL) return bad_field(t, f, "no nested type");
     for (size_t i = 0; i < depth; i++)
-        if (stack[i] == inner)
-            return CS_OK; /* a type that contains itself (through an array): checked above */
-    if (depth + 1 >= CS_JSON_MAX_DEPTH)
-        return bad_field(t, f, "types nested deeper than 64 levels");
+        if (stack[i] == inner) return CS_OK; /* a type that contains itself (through an array): checked above */
+    if (depth + 1 >= CS_JSON_MAX_DEPTH) return bad_field(t, f, "types nested deeper than 64 levels");
     return check_type(inner, stack, depth + 1);
 }
 
-static cs_err check_field(const cs_type *t, const cs_field *f, const cs_type **stack, size_t depth)
-{
+static cs_err check_field(const cs_type *t, const cs_field *f, const cs_type **stack, size_t depth) {
     if (f->presence != CS_OPTIONAL && f->presence != CS_REQUIRED)
         return bad_field(t, f, "presence is neither CS_OPTIONAL nor CS_REQUIRED");
     if (kind_is_scalar(f->kind) || f->kind == CS_KIND_STRING) {
-        if (f->size != cs__codec_kind_size(f->kind))
-            return bad_field(t, f, "member size does not match its kind");
-        if (!fits(t, f->offset, f->size))
-            return bad_field(t, f, "member lies outside the struct");
+        if (f->size != cs__codec_kind_size(f->kind)) return bad_field(t, f, "member size does not match its kind");
+        if (!fits(t, f->offset, f->size)) return bad_field(t, f, "member lies outside the struct");
         return CS_OK;
     }
     switch (f->kind) {
     case CS_KIND_CHARS:
-        if (f->size == 0)
-            return bad_field(t, f, "char array of size 0");
-        if (!fits(t, f->offset, f->size))
-            return bad_field(t, f, "member lies outside the struct");
+        if (f->size == 0) return bad_field(t, f, "char array of size 0");
+        if (!fits(t, f->offset, f->size)) return bad_field(t, f, "member lies outside the struct");
         return CS_OK;
     case CS_KIND_OBJECT:
         if (f->type != NULL && f->size != f->type->size)
             return bad_field(t, f, "member size does not match the nested type's size");
-        if (!fits(t, f->offset, f->size))
-            return bad_field(t, f, "member lies outside the struct");
+        if (!fits(t, f->offset, f->size)) return bad_field(t, f, "member lies outside the struct");
         return check_nested(t, f, f->type, stack, depth);
     case CS_KIND_ARRAY:
         if (!fits(t, f->offset, sizeof(void *)) || !fits(t, f->count_offset, sizeof(size_t)))
             return bad_field(t, f, "pointer or count lies outside the struct");
-        if (!kind_is_element(f->elem))
-            return bad_field(t, f, "array elements must be scalars, strings or objects");
+        if (!kind_is_element(f->elem)) return bad_field(t, f, "array elements must be scalars, strings or objects");
         if (f->elem == CS_KIND_OBJECT) {
             if (f->type != NULL && f->size != f->type->size)
                 return bad_field(t, f, "element size does not match the element type's size");
@@ -139,42 +112,33 @@ static cs_err check_field(const cs_type *t, const cs_field *f, const cs_type **s
         if (f->size != cs__codec_kind_size(f->elem))
             return bad_field(t, f, "element size does not match the element kind");
         return CS_OK;
-    default:
-        return bad_field(t, f, "unknown kind");
+    default: return bad_field(t, f, "unknown kind");
     }
 }
 
-static cs_err check_type(const cs_type *t, const cs_type **stack, size_t depth)
-{
-    if (t->name == NULL || t->name[0] == '\0')
-        return cs__fail(CS_ERR_ARG, "invalid field table: a type has no name");
-    if (t->size == 0)
-        return cs__fail(CS_ERR_ARG, "invalid field table: type \"%s\" has size 0", t->name);
+static cs_err check_type(const cs_type *t, const cs_type **stack, size_t depth) {
+    if (t->name == NULL || t->name[0] == '\0') return cs__fail(CS_ERR_ARG, "invalid field table: a type has no name");
+    if (t->size == 0) return cs__fail(CS_ERR_ARG, "invalid field table: type \"%s\" has size 0", t->name);
     if (t->n_fields > CS_TYPE_MAX_FIELDS)
-        return cs__fail(CS_ERR_ARG, "invalid field table: type \"%s\" has %zu fields, at most %d",
-                        t->name, t->n_fields, CS_TYPE_MAX_FIELDS);
+        return cs__fail(CS_ERR_ARG, "invalid field table: type \"%s\" has %zu fields, at most %d", t->name, t->n_fields,
+                        CS_TYPE_MAX_FIELDS);
     if (t->n_fields > 0 && t->fields == NULL)
         return cs__fail(CS_ERR_ARG, "invalid field table: type \"%s\" has no field array", t->name);
     stack[depth] = t;
     for (size_t i = 0; i < t->n_fields; i++) {
         const cs_field *f = &t->fields[i];
-        if (f->name == NULL || f->name[0] == '\0')
-            return bad_field(t, f, "no name");
+        if (f->name == NULL || f->name[0] == '\0') return bad_field(t, f, "no name");
         for (size_t j = 0; j < i; j++)
-            if (strcmp(t->fields[j].name, f->name) == 0)
-                return bad_field(t, f, "named twice");
+            if (strcmp(t->fields[j].name, f->name) == 0) return bad_field(t, f, "named twice");
         cs_err err = check_field(t, f, stack, depth);
-        if (err)
-            return err;
+        if (err) return err;
     }
     return CS_OK;
 }
 
-cs_err cs_type_check(const cs_type *type)
-{
+cs_err cs_type_check(const cs_type *type) {
     const cs_type *stack[CS_JSON_MAX_DEPTH];
-    if (type == NULL)
-        return cs__fail(CS_ERR_ARG, "invalid field table: type is NULL");
+    if (type == NULL) return cs__fail(CS_ERR_ARG, "invalid field table: type is NULL");
     return check_type(type, stack, 0);
 }
 
@@ -185,34 +149,28 @@ cs_err cs_type_check(const cs_type *type)
 static _Thread_local const cs_type *checked[CHECKED_SLOTS];
 static _Thread_local unsigned checked_next;
 
-cs_err cs__codec_type_check_cached(const cs_type *type)
-{
+cs_err cs__codec_type_check_cached(const cs_type *type) {
     for (unsigned i = 0; i < CHECKED_SLOTS; i++)
-        if (checked[i] == type && type != NULL)
-            return CS_OK;
+        if (checked[i] == type && type != NULL) return CS_OK;
     cs_err err = cs_type_check(type);
-    if (err)
-        return err;
+    if (err) return err;
     checked[checked_next++ % CHECKED_SLOTS] = type;
     return CS_OK;
 }
 
 /* ---- freeing a value ---- */
 
-static void free_array(const cs_field *f, unsigned char *base)
-{
+static void free_array(const cs_field *f, unsigned char *base) {
     void *items;
     size_t *count = (size_t *)(base + f->count_offset);
     memcpy(&items, base + f->offset, sizeof items); /* the member is a T *, read as void * */
     if (items != NULL) {
         if (f->elem == CS_KIND_STRING) {
             char **strings = items;
-            for (size_t i = 0; i < *count; i++)
-                free(strings[i]);
+            for (size_t i = 0; i < *count; i++) free(strings[i]);
         } else if (f->elem == CS_KIND_OBJECT && f->type != NULL) {
             unsigned char *elems = items;
-            for (size_t i = 0; i < *count; i++)
-                cs_value_free(f->type, elems + i * f->type->size);
+            for (size_t i = 0; i < *count; i++) cs_value_free(f->type, elems + i * f->type->size);
         }
         free(items);
     }
@@ -221,8 +179,7 @@ static void free_array(const cs_field *f, unsigned char *base)
     *count = 0;
 }
 
-void cs__codec_member_clear(const cs_field *f, unsigned char *base)
-{
+void cs__codec_member_clear(const cs_field *f, unsigned char *base) {
     unsigned char *member = base + f->offset;
     switch (f->kind) {
     case CS_KIND_STRING: {
@@ -236,19 +193,13 @@ void cs__codec_member_clear(const cs_field *f, unsigned char *base)
         cs_value_free(f->type, member);
         memset(member, 0, f->size);
         break;
-    case CS_KIND_ARRAY:
-        free_array(f, base);
-        break;
-    default:
-        memset(member, 0, f->size);
-        break;
+    case CS_KIND_ARRAY: free_array(f, base); break;
+    default: memset(member, 0, f->size); break;
     }
 }
 
-void cs_value_free(const cs_type *type, void *value)
-{
-    if (type == NULL || value == NULL)
-        return;
+void cs_value_free(const cs_type *type, void *value) {
+    if (type == NULL || value == NULL) return;
     unsigned char *base = value;
     for (size_t i = 0; i < type->n_fields; i++) {
         const cs_field *f = &type->fields[i];
@@ -259,14 +210,9 @@ void cs_value_free(const cs_type *type, void *value)
             *s = NULL;
             break;
         }
-        case CS_KIND_OBJECT:
-            cs_value_free(f->type, base + f->offset);
-            break;
-        case CS_KIND_ARRAY:
-            free_array(f, base);
-            break;
-        default:
-            break;
+        case CS_KIND_OBJECT: cs_value_free(f->type, base + f->offset); break;
+        case CS_KIND_ARRAY: free_array(f, base); break;
+        default: break;
         }
     }
 }

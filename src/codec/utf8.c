@@ -13,8 +13,7 @@
 
 #define HIGH_BITS 0x8080808080808080ull
 
-bool cs__codec_utf8_valid(const unsigned char *s, size_t len)
-{
+bool cs__codec_utf8_valid(const unsigned char *s, size_t len) {
     size_t i = 0;
     while (i < len) {
         if (len - i >= 8) {
@@ -30,32 +29,25 @@ bool cs__codec_utf8_valid(const unsigned char *s, size_t len)
             i++;
             continue;
         }
-        size_t n;          /* continuation bytes */
+        size_t n;                           /* continuation bytes */
         unsigned char lo = 0x80, hi = 0xBF; /* allowed range of the first continuation byte */
         if (c >= 0xC2 && c <= 0xDF) {
             n = 1;
         } else if (c >= 0xE0 && c <= 0xEF) {
             n = 2;
-            if (c == 0xE0)
-                lo = 0xA0; /* overlong */
-            else if (c == 0xED)
-                hi = 0x9F; /* surrogates D800-DFFF */
+            if (c == 0xE0) lo = 0xA0;      /* overlong */
+            else if (c == 0xED) hi = 0x9F; /* surrogates D800-DFFF */
         } else if (c >= 0xF0 && c <= 0xF4) {
             n = 3;
-            if (c == 0xF0)
-                lo = 0x90; /* overlong */
-            else if (c == 0xF4)
-                hi = 0x8F; /* above U+10FFFF */
+            if (c == 0xF0) lo = 0x90;      /* overlong */
+            else if (c == 0xF4) hi = 0x8F; /* above U+10FFFF */
         } else {
             return false; /* continuation byte, C0, C1 or F5-FF as a lead */
         }
-        if (len - i <= n)
-            return false;
-        if (s[i + 1] < lo || s[i + 1] > hi)
-            return false;
+        if (len - i <= n) return false;
+        if (s[i + 1] < lo || s[i + 1] > hi) return false;
         for (size_t k = 2; k <= n; k++)
-            if ((s[i + k] & 0xC0) != 0x80)
-                return false;
+            if ((s[i + k] & 0xC0) != 0x80) return false;
         i += n + 1;
     }
     return true;

@@ -127,8 +127,8 @@ static void stop_brokers(cs_app *app) {
         broker_slot *b = &app->brokers[i];
         if (!b->started) continue;
         if (b->ops->stop(b->impl) != CS_OK)
-            CS_LOG_WARN("broker stop reported a problem app=%s broker=%s reason=\"%s\"", app->name,
-                        b->ops->kind, cs_errmsg());
+            CS_LOG_WARN("broker stop reported a problem app=%s broker=%s reason=\"%s\"", app->name, b->ops->kind,
+                        cs_errmsg());
         b->started = false;
     }
 }
@@ -171,8 +171,8 @@ cs_err cs_app_start(cs_app *app) {
 
 static cs_err fatal_status(cs_app *app) {
     pthread_mutex_lock(&app->lock);
-    cs_err err = app->fatal ? cs__fail(CS_ERR_FATAL, "app %s stopped by a fatal error: %s", app->name, app->fatal)
-                            : CS_OK;
+    cs_err err =
+        app->fatal ? cs__fail(CS_ERR_FATAL, "app %s stopped by a fatal error: %s", app->name, app->fatal) : CS_OK;
     pthread_mutex_unlock(&app->lock);
     return err;
 }

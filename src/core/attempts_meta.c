@@ -30,7 +30,8 @@ size_t cs__meta_encode(char *buf, size_t cap, bool clean, const int64_t *offsets
 static bool read_number(const char *text, size_t len, size_t *i, uint64_t *out) {
     size_t start = *i;
     uint64_t v = 0;
-    while (*i < len && text[*i] >= '0' && text[*i] <= '9' && *i - start < 19) v = v * 10 + (uint64_t)(text[(*i)++] - '0');
+    while (*i < len && text[*i] >= '0' && text[*i] <= '9' && *i - start < 19)
+        v = v * 10 + (uint64_t)(text[(*i)++] - '0');
     *out = v;
     return *i > start && !(*i < len && text[*i] >= '0' && text[*i] <= '9');
 }

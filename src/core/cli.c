@@ -120,8 +120,9 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
         } else if (publish && a[0] != '-' && !o->topic) o->topic = a;
         else {
             if (missing) fprintf(err, "%s: %s needs a value\n", prog, a);
-            else fprintf(err, "%s: unknown %s \"%s\" for %s\n", prog, a[0] == '-' ? "option" : "argument", a,
-                         o->command);
+            else
+                fprintf(err, "%s: unknown %s \"%s\" for %s\n", prog, a[0] == '-' ? "option" : "argument", a,
+                        o->command);
             usage(err, prog);
             return 2;
         }
@@ -407,8 +408,12 @@ static int cmd_publish(cs_app *app, const options *o, const char *prog) {
     } else if (cs_app_start(tool) != CS_OK) {
         fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
     } else {
-        cs_record r = {.topic = o->topic, .partition = partition, .key = o->key, .key_len = o->key ? strlen(o->key) : 0,
-                       .headers = headers, .n_headers = o->n_headers};
+        cs_record r = {.topic = o->topic,
+                       .partition = partition,
+                       .key = o->key,
+                       .key_len = o->key ? strlen(o->key) : 0,
+                       .headers = headers,
+                       .n_headers = o->n_headers};
         status = EXIT_OK;
         if (!o->lines) {
             r.value = input;

@@ -22,8 +22,7 @@ typedef struct cs__cli_options {
 
 /* 0: parsed; 1: --help or --version answered (on out); 2: usage error (on err).
  * *o is filled from argv; release it with cs__cli_options_free whatever the result. */
-int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, cs__cli_options *o, FILE *out,
-                  FILE *err);
+int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, cs__cli_options *o, FILE *out, FILE *err);
 void cs__cli_options_free(cs__cli_options *o);
 
 /* --partition: a decimal partition number 0..INT32_MAX, nothing else. 0 or -1. */

@@ -100,4 +100,3 @@ void cs__stop_delays(cs_pipeline *p) {
     }
     pthread_mutex_unlock(&p->delay_lock);
 }
-

@@ -57,18 +57,15 @@ const void *cs_delivery_value(const cs_delivery *d, size_t *len) {
     return d->value;
 }
 
-size_t cs_delivery_header_count(const cs_delivery *d) {
-    return d->msg ? d->part->ops->header_count(d->msg) : 0;
-}
+size_t cs_delivery_header_count(const cs_delivery *d) { return d->msg ? d->part->ops->header_count(d->msg) : 0; }
 
-cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value,
-                          size_t *len) {
+cs_err cs_delivery_header(const cs_delivery *d, size_t idx, const char **name, const void **value, size_t *len) {
     const char *n = NULL;
     const void *v = NULL;
     size_t l = 0;
     if (!d->msg || d->part->ops->header_at(d->msg, idx, &n, &v, &l) != 0)
-        return cs__fail(CS_ERR_ARG, "header %zu: record %s/%d@%lld has %zu headers", idx, d->topic,
-                        (int)d->partition, (long long)d->offset, cs_delivery_header_count(d));
+        return cs__fail(CS_ERR_ARG, "header %zu: record %s/%d@%lld has %zu headers", idx, d->topic, (int)d->partition,
+                        (long long)d->offset, cs_delivery_header_count(d));
     if (name) *name = n;
     if (value) *value = v;
     if (len) *len = v ? l : 0;
@@ -100,7 +97,9 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
     if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_reply: delivery is NULL");
     size_t kl = key ? key_len : 0, vl = value ? value_len : 0;
     char *buf = malloc(kl + vl + 1);
-    if (!buf) return cs__fail(CS_ERR_NOMEM, "cs_delivery_reply %s/%d@%lld: out of memory", d->topic, (int)d->partition, (long long)d->offset);
+    if (!buf)
+        return cs__fail(CS_ERR_NOMEM, "cs_delivery_reply %s/%d@%lld: out of memory", d->topic, (int)d->partition,
+                        (long long)d->offset);
     if (kl) memcpy(buf, key, kl);
     if (vl) memcpy(buf + kl, value, vl);
     free(d->reply_buf);
@@ -150,7 +149,9 @@ cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type) {
     if (d->decoded) return CS_OK; /* decoded on an earlier attempt */
     void *out = type->size <= sizeof d->decoded_inline ? (void *)d->decoded_inline.bytes : malloc(type->size);
-    if (!out) return cs__fail(CS_ERR_NOMEM, "decode %s/%d@%lld: out of memory", d->topic, (int)d->partition, (long long)d->offset);
+    if (!out)
+        return cs__fail(CS_ERR_NOMEM, "decode %s/%d@%lld: out of memory", d->topic, (int)d->partition,
+                        (long long)d->offset);
     cs_err err = codec->decode(codec, type, d->value, d->value ? d->value_len : 0, out);
     if (err) {
         if (out != d->decoded_inline.bytes) free(out);
@@ -181,8 +182,7 @@ void cs__delivery_free(cs_delivery *d) {
 void cs__discard(cs_delivery *d) {
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
-    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0)
-        cs__signal_drained(part);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0) cs__signal_drained(part);
     pthread_mutex_unlock(&part->lock);
     cs__delivery_free(d);
 }

@@ -27,17 +27,17 @@ struct cs_delivery {
 
     /* where it stands */
     cs_part *part;
-    uint64_t epoch;    /* part->epoch when fetched */
-    uint64_t seq;      /* tracker sequence number (Tracked) */
-    int attempt;       /* handler runs so far */
+    uint64_t epoch; /* part->epoch when fetched */
+    uint64_t seq;   /* tracker sequence number (Tracked) */
+    int attempt;    /* handler runs so far */
     int lane;
-    bool alone;        /* a retried record: it runs in a batch of its own */
+    bool alone;          /* a retried record: it runs in a batch of its own */
     int64_t retry_at_ms; /* cs_delivery_retry_after: when it may run again (0: at once) */
     char *reason;        /* cs_delivery_set_reason, for this attempt */
     bool decode_failed;  /* counted in decode_failures already */
-    cs_delivery *next; /* lane queue or in-flight list */
-    cs_delivery *prev; /* in-flight list */
-    bool listed;       /* on its partition's in-flight list (which may hold older epochs after a rewind) */
+    cs_delivery *next;   /* lane queue or in-flight list */
+    cs_delivery *prev;   /* in-flight list */
+    bool listed;         /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 
     /* the decoded value (the subscription's codec); small values live in decoded_inline */
     void *decoded;

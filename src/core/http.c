@@ -88,8 +88,8 @@ cs_err cs__http_start(const char *addr_port, cs_http_route_fn route, void *ctx, 
     h->ctx = ctx;
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, answer, h, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT,
-                                 (unsigned)10, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)64, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10,
+                                 MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!h->daemon) {
         free(h);

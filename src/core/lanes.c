@@ -217,4 +217,3 @@ bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d) {
     size_t consumed;
     return cs__pipeline_dispatch_run(p, part, &d, 1, &consumed);
 }
-

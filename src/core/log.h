@@ -16,9 +16,9 @@ void cs__log(cs_log_level level, const char *fmt, ...) __attribute__((format(pri
 #define CS_LOG_ERR(...) cs__log(CS_LOG_ERROR, __VA_ARGS__)
 #define CS_LOG_WARN(...) cs__log(CS_LOG_WARN, __VA_ARGS__)
 #define CS_LOG_INFO(...) cs__log(CS_LOG_INFO, __VA_ARGS__)
-#define CS_LOG_DEBUG(...)                                                                          \
-    do {                                                                                           \
-        if (cs__log_enabled(CS_LOG_DEBUG)) cs__log(CS_LOG_DEBUG, __VA_ARGS__);                      \
+#define CS_LOG_DEBUG(...)                                                                                              \
+    do {                                                                                                               \
+        if (cs__log_enabled(CS_LOG_DEBUG)) cs__log(CS_LOG_DEBUG, __VA_ARGS__);                                         \
     } while (0)
 
 /* Rate limit for a repeated warning: at most one line per interval; the lines

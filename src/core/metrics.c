@@ -28,7 +28,7 @@ const double cs__hist_bounds[CS_HIST_BUCKETS] = {0.0005, 0.001, 0.0025, 0.005, 0
                                                  0.1,    0.25,  0.5,    1,     2.5,  5,     10};
 /* The same bounds in nanoseconds, so that an observation compares integers. */
 static const uint64_t bounds_ns[CS_HIST_BUCKETS] = {
-    500000ULL,    1000000ULL,   2500000ULL,    5000000ULL,    10000000ULL,   25000000ULL,   50000000ULL,
+    500000ULL,    1000000ULL,   2500000ULL,   5000000ULL,    10000000ULL,   25000000ULL,   50000000ULL,
     100000000ULL, 250000000ULL, 500000000ULL, 1000000000ULL, 2500000000ULL, 5000000000ULL, 10000000000ULL};
 
 void cs__histogram_observe(cs_histogram *h, uint64_t ns) {
@@ -49,7 +49,8 @@ typedef struct counter {
     size_t offset;
 } counter;
 
-#define C(m, h) {"cstream_subscription_" #m "_total", h, offsetof(cs_broker_sub_counters, m)}
+#define C(m, h)                                                                                                        \
+    { "cstream_subscription_" #m "_total", h, offsetof(cs_broker_sub_counters, m) }
 static const counter counters[] = {
     C(delivered, "Records handed to a handler, once per attempt (each batch element counts)."),
     C(acked, "Records acked."),

@@ -16,11 +16,11 @@
 
 typedef struct cs_output {
     struct cs_output *next;
-    int64_t source_offset;   /* the offset of the record that produced it */
-    uint32_t source_attempt; /* the handler run that produced it (1 = first) */
+    int64_t source_offset;       /* the offset of the record that produced it */
+    uint32_t source_attempt;     /* the handler run that produced it (1 = first) */
     struct cs_part *source_part; /* its partition, set when a window hands it out (borrowed: partitions
                                     live as long as their subscription) */
-    cs_record rec;         /* every pointer points into this allocation */
+    cs_record rec;               /* every pointer points into this allocation */
 } cs_output;
 
 /* A deep copy of r (topic, key, value, headers). `traceparent`, the one r

@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,
-                      bool tracked, cs_delivery_pool *spares) {
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops, bool tracked,
+                      cs_delivery_pool *spares) {
     cs_part *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->topic = strdup(topic);

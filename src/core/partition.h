@@ -71,18 +71,18 @@ typedef struct cs_part {
     _Atomic bool log_unknown;
 
     pthread_mutex_t lock;
-    pthread_cond_t drained; /* signalled when n_inflight drops to 0 */
-    int drain_waiters;      /* threads in cs__pipeline_wait_settled: no broadcast per record without one */
-    cs_pipeline *pipe;      /* NULL once the subscription is gone */
-    uint64_t epoch;         /* bumped at every assign and every release */
-    bool assigned;          /* false: hand out nothing more (revoking or released) */
-    cs_tracker *tracker;    /* Tracked only */
-    size_t held;            /* queued + running + open (pending) records of this epoch */
-    size_t n_inflight;      /* handed to a handler and not settled (running or pending) */
-    cs_delivery *inflight;  /* list of those, for releasing pending payloads at close */
-    bool paused;            /* at max_open: the fetch thread takes none of its records until half */
-    bool dirty;             /* a settlement moved the tracker since the last commit */
-    int64_t last_committed; /* position the group holds, from the last commit result this epoch, -1 none */
+    pthread_cond_t drained;      /* signalled when n_inflight drops to 0 */
+    int drain_waiters;           /* threads in cs__pipeline_wait_settled: no broadcast per record without one */
+    cs_pipeline *pipe;           /* NULL once the subscription is gone */
+    uint64_t epoch;              /* bumped at every assign and every release */
+    bool assigned;               /* false: hand out nothing more (revoking or released) */
+    cs_tracker *tracker;         /* Tracked only */
+    size_t held;                 /* queued + running + open (pending) records of this epoch */
+    size_t n_inflight;           /* handed to a handler and not settled (running or pending) */
+    cs_delivery *inflight;       /* list of those, for releasing pending payloads at close */
+    bool paused;                 /* at max_open: the fetch thread takes none of its records until half */
+    bool dirty;                  /* a settlement moved the tracker since the last commit */
+    int64_t last_committed;      /* position the group holds, from the last commit result this epoch, -1 none */
     char last_meta[CS_META_MAX]; /* its attempts metadata */
     /* attempt counts of open records from the committed metadata (assign),
      * ascending; prior_next walks them as the offsets are fetched */
@@ -102,10 +102,9 @@ typedef struct cs_part {
     int64_t stall_since_ms; /* when it started to hold it */
 } cs_part;
 
-cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops,
-                      bool tracked, cs_delivery_pool *spares);
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops, bool tracked,
+                      cs_delivery_pool *spares);
 void cs__part_ref(cs_part *p);
 void cs__part_unref(cs_part *p);
-
 
 #endif

@@ -24,8 +24,8 @@
 #include "partition.h"
 
 typedef struct cs_pipeline_config {
-    const char *name; /* for log lines: the subscription's topics */
-    cs_handler_fn handler;  /* one of handler, batch_handler */
+    const char *name;      /* for log lines: the subscription's topics */
+    cs_handler_fn handler; /* one of handler, batch_handler */
     cs_batch_fn batch_handler;
     size_t max_batch;
     const cs_codec *codec; /* with type: decode before the handler runs */

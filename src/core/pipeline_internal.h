@@ -38,7 +38,7 @@ typedef struct lane {
     bool started;
     pthread_t thread;
     cs_pipeline *pipe;
-    cs_delivery **batch;  /* batch mode: the worker's batch and its outcomes */
+    cs_delivery **batch; /* batch mode: the worker's batch and its outcomes */
     cs_outcome *outcomes;
 
     /* the running handler, for the time-limit check (only used with a limit) */
@@ -66,7 +66,7 @@ struct cs_pipeline {
     pthread_mutex_t parts_lock;
     cs_part **parts;
     size_t n_parts, cap_parts;
-    cs_part *last_hit; /* fetch thread only */
+    cs_part *last_hit;        /* fetch thread only */
     cs_delivery_pool *spares; /* shared with its partitions */
 
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */

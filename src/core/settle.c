@@ -66,8 +66,9 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
         pthread_mutex_unlock(&part->lock);
         CS_LOG_DEBUG("stale settlement ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, d->topic,
                      (int)d->partition, (long long)d->offset, CS_TRACE_ARGS(d));
-        cs__fail(CS_ERR_STALE, "settlement of %s/%d@%lld ignored: the partition was revoked or the "
-                               "subscription closed since it was delivered",
+        cs__fail(CS_ERR_STALE,
+                 "settlement of %s/%d@%lld ignored: the partition was revoked or the "
+                 "subscription closed since it was delivered",
                  d->topic, (int)d->partition, (long long)d->offset);
         cs__delivery_free(d);
         return CS_ERR_STALE;
@@ -183,7 +184,7 @@ static bool attempts_exhausted(const outlet *o, const cs_delivery *d) {
  * topic, whose report settles it, else dropped with a warning. */
 cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why) {
     if (!o->current) return cs__settle(d, CS_RETRY); /* revoked or closing meanwhile: stale, read again */
-    if (o->make_dead_letter) { /* Transactional: the dead letter is an output of the window */
+    if (o->make_dead_letter) {                       /* Transactional: the dead letter is an output of the window */
         cs_output *dl = o->make_dead_letter(o->make_dead_letter_arg, d, why);
         if (!dl) {
             d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS;
@@ -219,10 +220,13 @@ void cs__delivery_dead_letter_done(cs_delivery *d, bool ok) {
  * when d settles. False on out of memory. */
 static bool stage_reply(cs_delivery *d, const outlet *o) {
     if (!o->reply_topic) return true;
-    cs_record r = {.topic = o->reply_topic, .partition = -1,
-                   .key = d->reply_key_null ? NULL : d->reply_buf, .key_len = d->reply_key_len,
+    cs_record r = {.topic = o->reply_topic,
+                   .partition = -1,
+                   .key = d->reply_key_null ? NULL : d->reply_buf,
+                   .key_len = d->reply_key_len,
                    .value = d->reply_value_null ? NULL : d->reply_buf + d->reply_key_len,
-                   .value_len = d->reply_value_len, .parent = d}; /* the reply carries d's traceparent */
+                   .value_len = d->reply_value_len,
+                   .parent = d}; /* the reply carries d's traceparent */
     cs_output *out = cs__output_new(&r, cs__inherited_traceparent(&r), d->offset);
     if (!out) return false;
     out->source_attempt = (uint32_t)d->attempt;
@@ -288,7 +292,7 @@ void cs__delivery_reply_done(cs_delivery *d, bool ok) { cs__settle(d, ok ? CS_AC
 cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome) {
     if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_settle: delivery is NULL");
     if (outcome != CS_ACK && outcome != CS_DROP && outcome != CS_RETRY)
-        return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry",
-                        d->topic, (int)d->partition, (long long)d->offset);
+        return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry", d->topic,
+                        (int)d->partition, (long long)d->offset);
     return cs__settle_or_reply(d, outcome);
 }

@@ -20,7 +20,7 @@ struct cs_chunk {
 struct cs_store {
     size_t budget, resume_mark, chunk_size, max_free;
     _Atomic size_t used, peak, records;
-    _Atomic int refs; /* the owner, and every chunk */
+    _Atomic int refs;          /* the owner, and every chunk */
     pthread_mutex_t free_lock; /* a leaf: one push or pop */
     cs_chunk *free;
     size_t n_free;

@@ -1,7 +1,6 @@
 /* trace.c — the traceparent check (see trace.h). Reads only its arguments. */
 #include "trace.h"
 
-
 static bool lower_hex(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
 /* n lowercase hex digits at s; *nonzero tells whether any of them is not '0'. */

@@ -170,9 +170,7 @@ static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, b
 }
 
 /* What a handler may leave as the outcome of one record. */
-static bool outcome_valid(cs_outcome o) {
-    return o == CS_ACK || o == CS_DROP || o == CS_RETRY || o == CS_PENDING;
-}
+static bool outcome_valid(cs_outcome o) { return o == CS_ACK || o == CS_DROP || o == CS_RETRY || o == CS_PENDING; }
 
 static void run_batch(lane *l, size_t n) {
     cs_pipeline *p = l->pipe;

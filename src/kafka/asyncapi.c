@@ -217,8 +217,8 @@ static void component_name(char *outbuf, size_t size, const char *name) {
     size_t i = 0;
     for (; name[i] && i + 1 < size; i++) {
         char c = name[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                  c == '-' || c == '_';
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '-' ||
+                  c == '_';
         outbuf[i] = ok ? c : '_';
     }
     outbuf[i] = '\0';
@@ -475,8 +475,10 @@ static cs_err build(cs_app *app, doc *d, node *root) {
                 channel_id(cid, sizeof cid, s.topics[t]);
                 snprintf(id, sizeof id, "receive.%s", cid);
                 snprintf(summary, sizeof summary, "%s handler, %s commits, %d worker%s%s", s.batch ? "Batch" : "Record",
-                         s.transactional ? "transactional (exactly-once)" : s.tracked ? "tracked (at-least-once)" : "auto", s.workers, s.workers == 1 ? "" : "s",
-                         s.max_attempts ? ", bounded attempts" : "");
+                         s.transactional ? "transactional (exactly-once)"
+                         : s.tracked     ? "tracked (at-least-once)"
+                                         : "auto",
+                         s.workers, s.workers == 1 ? "" : "s", s.max_attempts ? ", bounded attempts" : "");
                 node *op = operation(d, ops, id, "receive", s.topics[t], msg, summary);
                 kafka_op_bindings(d, op, s.group, name);
             }
@@ -493,7 +495,8 @@ static cs_err build(cs_app *app, doc *d, node *root) {
                 channel_id(cid, sizeof cid, sent[j]);
                 snprintf(id, sizeof id, "send.%s", cid);
                 snprintf(summary, sizeof summary, what[j], s.name);
-                if (!member(ops, id)) kafka_op_bindings(d, operation(d, ops, id, "send", sent[j], smsg, summary), NULL, name);
+                if (!member(ops, id))
+                    kafka_op_bindings(d, operation(d, ops, id, "send", sent[j], smsg, summary), NULL, name);
             }
         }
         /* Declared topics nothing here consumes, replies to or dead-letters to:
@@ -509,8 +512,9 @@ static cs_err build(cs_app *app, doc *d, node *root) {
             channel_id(cid, sizeof cid, topic);
             snprintf(id, sizeof id, "send.%s", cid);
             if (!member(ops, id))
-                kafka_op_bindings(d, operation(d, ops, id, "send", topic, rmsg, "Declared topic the service publishes to."),
-                                  NULL, name);
+                kafka_op_bindings(
+                    d, operation(d, ops, id, "send", topic, rmsg, "Declared topic the service publishes to."), NULL,
+                    name);
         }
     }
     return CS_OK;

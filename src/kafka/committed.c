@@ -36,7 +36,6 @@ cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, 
     return CS_OK;
 }
 
-
 cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset) {
     if (!k || !group || !topic || !offset) return cs__fail(CS_ERR_ARG, "cs_kafka_committed: missing argument");
     if (!k->bootstrap) return cs__fail(CS_ERR_STATE, "cs_kafka_committed: the embedded cluster is not running yet");

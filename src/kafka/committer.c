@@ -21,7 +21,8 @@ static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafk
         rd_kafka_resp_err_t perr = err ? err : e->err;
         cs_part *part = cs__consumer_part(c, e->topic, e->partition);
         char meta[CS_META_MAX];
-        snprintf(meta, sizeof meta, "%.*s", e->metadata ? (int)e->metadata_size : 0, e->metadata ? (const char *)e->metadata : "");
+        snprintf(meta, sizeof meta, "%.*s", e->metadata ? (int)e->metadata_size : 0,
+                 e->metadata ? (const char *)e->metadata : "");
         if (part) cs__part_commit_done(part, e->offset, meta, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
         CS_LOG_DEBUG("commit result subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
                      e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
@@ -54,7 +55,7 @@ static void on_tick_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_top
 
 /* librdkafka's own commits (Auto). */
 void cs__commit_on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
-                             void *opaque) {
+                                 void *opaque) {
     (void)rk;
     cs_consumer *c = opaque;
     if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || c->tracked) return;
@@ -222,8 +223,10 @@ static void close_window(cs_consumer *c, bool final) {
         int64_t began = cs__now_ms();
         cs_txn_result r = cs__txn_commit(c->txn, outputs, offsets, c->rk);
         CS_LOG_DEBUG("transaction %s subscription=%s partitions=%d outputs=%zu ms=%lld",
-                     r == CS_TXN_COMMITTED ? "committed" : r == CS_TXN_ABORTED ? "aborted" : "failed", c->sub->name,
-                     offsets->cnt, n_outputs, (long long)(cs__now_ms() - began));
+                     r == CS_TXN_COMMITTED ? "committed"
+                     : r == CS_TXN_ABORTED ? "aborted"
+                                           : "failed",
+                     c->sub->name, offsets->cnt, n_outputs, (long long)(cs__now_ms() - began));
         for (int i = 0; i < offsets->cnt; i++) {
             rd_kafka_topic_partition_t *e = &offsets->elems[i];
             cs_part *part = cs__consumer_part(c, e->topic, e->partition);
@@ -262,7 +265,6 @@ static void close_window(cs_consumer *c, bool final) {
     }
     rd_kafka_topic_partition_list_destroy(assigned);
 }
-
 
 /* The pipeline's hook for suspect records: commits `pos` with `meta` before
  * the record runs. Serialised with the timer's commits (commit_lock), so that

@@ -80,8 +80,8 @@ static const struct owned_property {
  * sasl.jaas.config): their values never go into an error message or a log
  * line. Matched by substring so that a misspelt or future key is covered too. */
 static bool secret_key(const char *key) {
-    static const char *const words[] = {"password", "secret", "jaas", "ssl.key", "ssl_key", "oauthbearer.config",
-                                        "token", "credential"};
+    static const char *const words[] = {"password",           "secret", "jaas",      "ssl.key", "ssl_key",
+                                        "oauthbearer.config", "token",  "credential"};
     for (size_t i = 0; i < sizeof words / sizeof *words; i++)
         if (strstr(key, words[i])) return true;
     return false;
@@ -91,13 +91,14 @@ cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, con
     char reason[512];
     if (rd_kafka_conf_set(conf, key, value, reason, sizeof reason) == RD_KAFKA_CONF_OK) return CS_OK;
     size_t n = strlen(reason);
-    while (n > 0 && (reason[n - 1] == '\n' || reason[n - 1] == ' ')) reason[--n] = '\0'; /* some reasons end in a newline */
+    while (n > 0 && (reason[n - 1] == '\n' || reason[n - 1] == ' '))
+        reason[--n] = '\0'; /* some reasons end in a newline */
     for (size_t i = 0; i < sizeof newer_properties / sizeof *newer_properties; i++) {
         const struct newer_property *n = &newer_properties[i];
         if (!strcmp(key, n->key))
             return cs__fail(CS_ERR_UNSUPPORTED,
-                            "%s: property %s needs librdkafka >= %s, this process runs librdkafka %s (%s); %s",
-                            who, key, n->since, rd_kafka_version_str(), reason, n->instead);
+                            "%s: property %s needs librdkafka >= %s, this process runs librdkafka %s (%s); %s", who,
+                            key, n->since, rd_kafka_version_str(), reason, n->instead);
     }
     if (secret_key(key)) {
         /* librdkafka's reason may quote the value ("Invalid value \"...\""). */

@@ -152,7 +152,7 @@ static void free_counters(cs_consumer *c) {
 
 static void consumer_free_flags(cs_consumer *c, int flags) {
     cs__txn_destroy(c->txn); /* the consumer has closed (or crashed): nothing commits any more */
-    cs__fetch_close_all(c); /* the record queue and topic handles go before the handle */
+    cs__fetch_close_all(c);  /* the record queue and topic handles go before the handle */
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
     /* c is the abandoned handle's opaque: keep it, and the pipeline its
@@ -252,7 +252,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .window_records = c->transactional ? s->window_records : 0,
         /* Measurement switch (bench/): stop-the-world window commits, to
          * compare with the default where handlers keep running meanwhile. */
-        .window_barrier = c->transactional && getenv("CSTREAM_TXN_BARRIER") && !strcmp(getenv("CSTREAM_TXN_BARRIER"), "1"),
+        .window_barrier =
+            c->transactional && getenv("CSTREAM_TXN_BARRIER") && !strcmp(getenv("CSTREAM_TXN_BARRIER"), "1"),
         .precommit = c->transactional ? NULL : cs__commit_precommit, /* plain commits would pass uncommitted outputs */
         .precommit_arg = c,
     };
@@ -277,8 +278,10 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->thread_started = true;
     CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d group.instance.id=%s", s->name,
                 s->group ? s->group : s->k->default_group,
-                c->transactional ? "transactional" : c->tracked ? "tracked" : "auto", s->workers,
-                s->static_id ? s->static_id : "-");
+                c->transactional ? "transactional"
+                : c->tracked     ? "tracked"
+                                 : "auto",
+                s->workers, s->static_id ? s->static_id : "-");
     *out = c;
     return CS_OK;
 }
@@ -381,7 +384,8 @@ int cs__consumer_idle(cs_consumer *c) {
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
     int idle = assigned->cnt > 0;
     for (int i = 0; idle && i < assigned->cnt; i++)
-        assigned->elems[i].offset = cs__pipeline_next_offset(c->pipe, assigned->elems[i].topic, assigned->elems[i].partition);
+        assigned->elems[i].offset =
+            cs__pipeline_next_offset(c->pipe, assigned->elems[i].topic, assigned->elems[i].partition);
     for (int i = 0; idle && i < assigned->cnt; i++) {
         rd_kafka_topic_partition_t *e = &assigned->elems[i];
         int64_t lo = 0, hi = 0;

@@ -23,7 +23,6 @@
  * fetch buffer would make librdkafka fetch a few records at a time. */
 #define RDK_QUEUED_MESSAGES_FLOOR ((size_t)1000)
 
-
 /* A numeric property as librdkafka holds it (0 if unreadable). */
 static size_t conf_size(rd_kafka_conf_t *conf, const char *key) {
     char buf[64];
@@ -144,12 +143,14 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     /* Auto too: the fetch thread stores the offset of the last record it
      * hands out (fetch_handout.c), never of records waiting in the store. */
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", "false");
-    if (!err) err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
+    if (!err)
+        err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
     if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");
     /* Transactional: a new owner must not read a position an older owner's
      * transaction is still committing; librdkafka 2.0.2 asks the broker for
      * stable offsets (KIP-447) only for read_committed consumers. */
-    if (!err && s->mode == CS_COMMIT_TRANSACTIONAL) err = cs__conf_set(conf, c->who, "isolation.level", "read_committed");
+    if (!err && s->mode == CS_COMMIT_TRANSACTIONAL)
+        err = cs__conf_set(conf, c->who, "isolation.level", "read_committed");
     if (err) {
         rd_kafka_conf_destroy(conf);
         return err;

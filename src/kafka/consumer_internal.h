@@ -40,8 +40,8 @@ typedef struct fetch_part {
     cs_chunk *open;         /* the store chunk its records are appended to */
     cs_stored *head, *tail; /* the backlog, in offset order */
     size_t backlog, backlog_bytes;
-    bool paused; /* cstream paused it in librdkafka (a stuck partition, the last resort) */
-    int64_t progress_ms; /* when it last handed out or settled a record (or was assigned or resumed) */
+    bool paused;           /* cstream paused it in librdkafka (a stuck partition, the last resort) */
+    int64_t progress_ms;   /* when it last handed out or settled a record (or was assigned or resumed) */
     uint64_t settled_seen; /* the partition's settlements at the last stuck check */
 } fetch_part;
 
@@ -54,17 +54,17 @@ struct cs_consumer {
      * one librdkafka pre-fetch bound for the whole consumer. Taken with
      * rd_kafka_consume_callback_queue only (fetch_take.c says why). */
     rd_kafka_queue_t *recq;
-    cs_store *store;         /* records taken and not settled, under the consumer-wide budget */
-    size_t final_peak;       /* the store's peak, once the store is released */
-    bool store_full;         /* taking stopped at the budget, until used <= the resume mark */
-    bool bound_seen;         /* librdkafka's queue may have reached its bound: wake the broker threads */
+    cs_store *store;   /* records taken and not settled, under the consumer-wide budget */
+    size_t final_peak; /* the store's peak, once the store is released */
+    bool store_full;   /* taking stopped at the budget, until used <= the resume mark */
+    bool bound_seen;   /* librdkafka's queue may have reached its bound: wake the broker threads */
     size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
-    bool take_fatal;         /* take_cb saw a fatal error */
+    bool take_fatal;                           /* take_cb saw a fatal error */
     size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
     fetch_part *parts;       /* assigned partitions */
     size_t n_parts, cap_parts;
-    size_t next_part;        /* where the next serving round starts (fairness) */
-    size_t last_part;        /* take_cb's guess: records come in runs of one partition */
+    size_t next_part; /* where the next serving round starts (fairness) */
+    size_t last_part; /* take_cb's guess: records come in runs of one partition */
     /* Records (and errors) taken so far, and how many had been queued in recq
      * or taken when a subscribed topic was reported gone: those are records of
      * the old log, which must not decide whether the log restarted (a count
@@ -83,7 +83,7 @@ struct cs_consumer {
     bool thread_started;
     _Atomic bool stop;
     _Atomic bool resume_wanted;
-    bool closing; /* the close path: revoke releases pending payloads */
+    bool closing;            /* the close path: revoke releases pending payloads */
     bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
     bool cooperative;        /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
@@ -93,10 +93,10 @@ struct cs_consumer {
     /* readiness (read by the HTTP thread through cs__consumer_ready) */
     _Atomic bool joined;       /* the last rebalance ended with an assignment, empty or not */
     _Atomic bool brokers_down; /* librdkafka reported all brokers down; cleared by a probe that answers */
-    bool tracked;       /* Tracked or Transactional: the pipeline tracks settlements */
-    bool transactional; /* positions commit in transactions (txn), never with plain commits */
+    bool tracked;              /* Tracked or Transactional: the pipeline tracks settlements */
+    bool transactional;        /* positions commit in transactions (txn), never with plain commits */
     cs_txn *txn;
-    int interval_ms;    /* commit interval, or window length */
+    int interval_ms;      /* commit interval, or window length */
     int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
     /* Transactional: sources whose outputs failed in the transaction being
      * committed (fetch thread only); counted as attempts after the rewind */

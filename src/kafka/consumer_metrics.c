@@ -83,8 +83,7 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                        "Fetched offsets that skipped ahead of the next expected one (compaction, transaction "
                        "markers, aborted records).",
                        l, (int64_t)atomic_load_explicit(&c->topic_gaps[i], memory_order_relaxed));
-        cs__metric_int(m, "cstream_fetch_offset_repeats_total", "counter",
-                       "Fetched offsets already taken, dropped.", l,
+        cs__metric_int(m, "cstream_fetch_offset_repeats_total", "counter", "Fetched offsets already taken, dropped.", l,
                        (int64_t)atomic_load_explicit(&c->topic_repeats[i], memory_order_relaxed));
     }
 }
@@ -134,8 +133,8 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
         const cs_part_metrics *p = &parts.v[i];
         const uint64_t by_outcome[] = {p->acked, p->dropped, p->retried, p->retry_unsupported, p->stale};
         for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++) {
-            const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic,
-                               "outcome", outcomes[o], NULL};
+            const char *l[] = {"subscription", sub,         "group", group ? group : "", "topic", p->topic,
+                               "outcome",      outcomes[o], NULL};
             cs__metric_int(m, "cstream_records_total", "counter",
                            "Settlements of records by topic and outcome (a retry counts each time; a record given "
                            "up at max_attempts ends as a drop).",
@@ -150,8 +149,8 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
         if (!p->assigned) continue; /* a revoked partition's numbers belong to its new owner */
         char partition[16];
         snprintf(partition, sizeof partition, "%d", (int)p->partition);
-        const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", p->topic,
-                           "partition", partition, NULL};
+        const char *l[] = {"subscription", sub,       "group", group ? group : "", "topic", p->topic,
+                           "partition",    partition, NULL};
         if (p->committed < 0) continue; /* nothing committed by this member yet */
         cs__metric_int(m, "cstream_committed_offset", "gauge",
                        "Position this member last committed for the partition (the next offset to read).", l,

@@ -62,7 +62,9 @@ cs_err cs__embedded_topic(cs_embedded *e, const char *topic, int partitions) {
 cs_err cs__embedded_set_down(cs_embedded *e, bool down) {
     rd_kafka_resp_err_t err =
         down ? rd_kafka_mock_broker_set_down(e->mock, 1) : rd_kafka_mock_broker_set_up(e->mock, 1);
-    if (err) return cs__fail(CS_ERR_KAFKA, "embedded Kafka: broker %s failed: %s", down ? "down" : "up", rd_kafka_err2str(err));
+    if (err)
+        return cs__fail(CS_ERR_KAFKA, "embedded Kafka: broker %s failed: %s", down ? "down" : "up",
+                        rd_kafka_err2str(err));
     return CS_OK;
 }
 

@@ -49,8 +49,8 @@ typedef struct run {
     cs_delivery *ds[ROUND_RECORDS];
     int64_t offsets[ROUND_RECORDS]; /* ds[i]->offset: d may settle and be freed once handed out */
     size_t n;
-    int64_t last;  /* the last offset handed out (or refused as a repeat), -1: none */
-    bool paused;   /* the partition reached max_open */
+    int64_t last; /* the last offset handed out (or refused as a repeat), -1: none */
+    bool paused;  /* the partition reached max_open */
 } run;
 
 /* Hands the run to the pipeline. */

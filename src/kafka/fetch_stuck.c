@@ -75,7 +75,9 @@ bool cs__fetch_out_capped(cs_consumer *c, const fetch_part *fp) {
 
 /* At max_open, or at its quarter of the buffer in flight: it gets no more
  * records. Last in a condition: cs__part_paused takes the partition lock. */
-static bool at_limit(cs_consumer *c, const fetch_part *fp) { return cs__fetch_out_capped(c, fp) || cs__part_paused(fp->part); }
+static bool at_limit(cs_consumer *c, const fetch_part *fp) {
+    return cs__fetch_out_capped(c, fp) || cs__part_paused(fp->part);
+}
 
 static uint64_t settled_count(const cs_part *p) {
     return atomic_load_explicit(&p->n_acked, memory_order_relaxed) +

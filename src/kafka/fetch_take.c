@@ -102,8 +102,7 @@ static cs_stored *store_record(cs_consumer *c, fetch_part *fp, const rd_kafka_me
     cs_stored_header inline_h[MAX_INLINE_HEADERS], *h = inline_h;
     if (n > MAX_INLINE_HEADERS && !(h = malloc(n * sizeof *h))) return NULL;
     for (size_t i = 0; i < n; i++)
-        if (rd_kafka_header_get_all(hdrs, i, &h[i].name, &h[i].value, &h[i].len) != RD_KAFKA_RESP_ERR_NO_ERROR)
-            n = i;
+        if (rd_kafka_header_get_all(hdrs, i, &h[i].name, &h[i].value, &h[i].len) != RD_KAFKA_RESP_ERR_NO_ERROR) n = i;
     cs_stored *r = cs__store_append(c->store, &fp->open, m->offset, ts, m->key, m->key_len, m->payload, m->len, h, n);
     if (h != inline_h) free(h);
     return r;

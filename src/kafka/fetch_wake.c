@@ -27,9 +27,8 @@
 void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
     rd_kafka_resp_err_t err = rd_kafka_seek(fp->rkt, fp->part->partition, fp->next, 0);
     if (err)
-        CS_LOG_DEBUG("wake-up seek failed subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
-                     c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)fp->next,
-                     rd_kafka_err2str(err));
+        CS_LOG_DEBUG("wake-up seek failed subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
+                     fp->part->topic, (int)fp->part->partition, (long long)fp->next, rd_kafka_err2str(err));
 }
 
 /* Seeks every partition cstream reads (not paused by it, with a known

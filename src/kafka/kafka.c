@@ -82,7 +82,8 @@ cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions) {
     cs_err err = cs__kafka_configurable(k, "cs_kafka_topic");
     if (err) return err;
     if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_kafka_topic: topic name is empty");
-    if (partitions < 1) return cs__fail(CS_ERR_ARG, "cs_kafka_topic(%s): partitions must be >= 1, got %d", topic, partitions);
+    if (partitions < 1)
+        return cs__fail(CS_ERR_ARG, "cs_kafka_topic(%s): partitions must be >= 1, got %d", topic, partitions);
     topic_decl *grown = realloc(k->topics, (k->n_topics + 1) * sizeof *grown);
     if (!grown) return cs__fail(CS_ERR_NOMEM, "cs_kafka_topic(%s): out of memory", topic);
     k->topics = grown;
@@ -337,13 +338,19 @@ static size_t kafka_n_subs(void *impl) { return ((cs_kafka *)impl)->n_subs; }
 static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
     cs_kafka *k = impl;
     cs_sub *s = k->subs[i];
-    *out = (cs_broker_sub_desc){
-        .name = s->name, .topics = s->topics, .n_topics = s->n_topics,
-        .group = s->group ? s->group : k->default_group, .reply_topic = s->reply_topic,
-        .dead_letter = s->dead_letter, .codec = s->codec, .type = s->type,
-        .tracked = s->mode != CS_COMMIT_AUTO,
-        .transactional = s->mode == CS_COMMIT_TRANSACTIONAL, .batch = s->batch_handler != NULL, .workers = s->workers,
-        .max_attempts = s->max_attempts};
+    *out = (cs_broker_sub_desc){.name = s->name,
+                                .topics = s->topics,
+                                .n_topics = s->n_topics,
+                                .group = s->group ? s->group : k->default_group,
+                                .reply_topic = s->reply_topic,
+                                .dead_letter = s->dead_letter,
+                                .codec = s->codec,
+                                .type = s->type,
+                                .tracked = s->mode != CS_COMMIT_AUTO,
+                                .transactional = s->mode == CS_COMMIT_TRANSACTIONAL,
+                                .batch = s->batch_handler != NULL,
+                                .workers = s->workers,
+                                .max_attempts = s->max_attempts};
 }
 
 static void kafka_sub_counters(void *impl, size_t i, cs_broker_sub_counters *out) {

@@ -45,7 +45,13 @@ cs_err cs__embedded_topic_error(cs_embedded *e, const char *topic, int kafka_err
 
 /* Publish metrics by kind of record, written by the producer (enqueue
  * refusals, delivery reports) without a lock, read by /metrics. */
-typedef enum cs_publish_kind { CS_PUB_PUBLISH, CS_PUB_ASYNC, CS_PUB_REPLY, CS_PUB_DEAD_LETTER, CS_PUB_KINDS } cs_publish_kind;
+typedef enum cs_publish_kind {
+    CS_PUB_PUBLISH,
+    CS_PUB_ASYNC,
+    CS_PUB_REPLY,
+    CS_PUB_DEAD_LETTER,
+    CS_PUB_KINDS
+} cs_publish_kind;
 typedef struct cs_publish_stats {
     _Atomic uint64_t errors[CS_PUB_KINDS];
     cs_histogram latency[CS_PUB_KINDS]; /* enqueue to delivery report, successful or not */
@@ -120,19 +126,19 @@ struct cs_sub {
     int workers;
     size_t max_open;
     size_t fetch_buffer_bytes; /* the consumer-wide store budget */
-    int commit_interval_ms; /* 0: the commit mode's default */
-    size_t window_records;  /* Transactional */
-    int stall_timeout_ms;   /* Transactional */
+    int commit_interval_ms;    /* 0: the commit mode's default */
+    size_t window_records;     /* Transactional */
+    int stall_timeout_ms;      /* Transactional */
     int drain_timeout_ms;
     int handler_time_limit_ms;
     cs_partitions_fn on_assign, on_revoke;
     void *on_assign_user, *on_revoke_user;
-    char *reply_topic; /* cs_sub_reply, or NULL */
-    char *dead_letter; /* cs_sub_dead_letter, or NULL */
+    char *reply_topic;            /* cs_sub_reply, or NULL */
+    char *dead_letter;            /* cs_sub_dead_letter, or NULL */
     cs_ratelimit dead_letter_log; /* the "sent to the dead-letter topic" lines, any thread */
     int max_attempts;
     int reply_queue_timeout_ms;
-    cs_consumer *consumer; /* while running */
+    cs_consumer *consumer;    /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */
     /* Lock order: level 2 (src/lock_order.h), after cli.c's ops lock,
      * before the consumer's commit_lock and the pipeline's locks. Guards
@@ -216,9 +222,9 @@ cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, si
 
 /* What the start-up check's client heard through error_cb. */
 typedef struct cs_conn_watch {
-    int refused;            /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
-    char refused_why[512];  /* librdkafka's reason for it (names the broker; holds no password) */
-    char last_why[512];     /* the last other client error, for a timeout's message */
+    int refused;           /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
+    char refused_why[512]; /* librdkafka's reason for it (names the broker; holds no password) */
+    char last_why[512];    /* the last other client error, for a timeout's message */
 } cs_conn_watch;
 /* Sets w as conf's opaque and the error_cb that fills it. */
 void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);

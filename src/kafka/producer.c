@@ -34,7 +34,7 @@ struct cs_producer {
     int queue_timeout_ms;
     cs_ratelimit reply_warning;
     cs_ratelimit refused_warning; /* authentication or TLS refused */
-    cs_publish_stats *stats; /* the broker's: it outlives the producer */
+    cs_publish_stats *stats;      /* the broker's: it outlives the producer */
 };
 
 /* What a delivery report completes; the per-message opaque. */
@@ -96,7 +96,9 @@ static void on_delivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaqu
         pthread_mutex_unlock(&o->lock); /* the publisher may free o from here on */
     } else if (o && o->kind == OUT_CALLBACK) {
         cs_published where = {m->partition, m->offset};
-        if (m->err) cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", rd_kafka_topic_name(m->rkt), rd_kafka_err2str(m->err));
+        if (m->err)
+            cs__fail(CS_ERR_KAFKA, "publish to %s: delivery failed: %s", rd_kafka_topic_name(m->rkt),
+                     rd_kafka_err2str(m->err));
         o->fn(m->err ? NULL : &where, m->err ? CS_ERR_KAFKA : CS_OK, o->opaque);
         free(o);
     } else if (o && o->kind == OUT_DEAD_LETTER) {
@@ -219,7 +221,6 @@ rd_kafka_headers_t *cs__headers_new(const cs_header *h, size_t n) {
     return hdrs;
 }
 
-
 static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outgoing *o) {
     rd_kafka_headers_t *hdrs = cs__headers_new(r->headers, r->n_headers);
     const char *traceparent = cs__inherited_traceparent(r);
@@ -228,9 +229,11 @@ static rd_kafka_resp_err_t produce_once(cs_producer *p, const cs_record *r, outg
         rd_kafka_header_add(hdrs, CS_TRACEPARENT_HEADER, -1, traceparent, CS_TRACEPARENT_LEN);
     }
     rd_kafka_resp_err_t err = rd_kafka_producev(
-        p->rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
-        RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0), RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(o), RD_KAFKA_V_END);
+        p->rk, RD_KAFKA_V_TOPIC(r->topic),
+        RD_KAFKA_V_PARTITION(r->partition < 0 ? RD_KAFKA_PARTITION_UA : r->partition),
+        RD_KAFKA_V_KEY(r->key, r->key ? r->key_len : 0),
+        RD_KAFKA_V_VALUE((void *)r->value, r->value ? r->value_len : 0), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(o), RD_KAFKA_V_END);
     if (err && hdrs) rd_kafka_headers_destroy(hdrs); /* on success librdkafka owns them */
     return err;
 }
@@ -255,8 +258,8 @@ static cs_err produce_waiting(cs_producer *p, const cs_record *r, outgoing *o, i
         int w = pthread_cond_timedwait(&p->space, &p->lock, &deadline);
         pthread_mutex_unlock(&p->lock);
         if (w != 0 && (err = produce_once(p, r, o)) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-            return cs__fail(CS_ERR_TIMEOUT, "publish to %s: local queue still full after queue_timeout %d ms",
-                            r->topic, queue_timeout_ms);
+            return cs__fail(CS_ERR_TIMEOUT, "publish to %s: local queue still full after queue_timeout %d ms", r->topic,
+                            queue_timeout_ms);
         if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL) break;
     }
     if (err) return cs__fail(CS_ERR_KAFKA, "publish to %s: %s", r->topic, rd_kafka_err2str(err));

@@ -19,8 +19,7 @@ static cs_err check_record(const cs_kafka *k, const cs_record *rec, const char *
     if (!k || !rec || !rec->topic || !*rec->topic)
         return cs__fail(CS_ERR_ARG, "%s: broker, record and topic are required", what);
     for (size_t i = 0; i < rec->n_headers; i++)
-        if (!rec->headers[i].name)
-            return cs__fail(CS_ERR_ARG, "%s(%s): header %zu has no name", what, rec->topic, i);
+        if (!rec->headers[i].name) return cs__fail(CS_ERR_ARG, "%s(%s): header %zu has no name", what, rec->topic, i);
     return CS_OK;
 }
 
@@ -50,8 +49,13 @@ int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, 
                          size_t value_len) {
     cs_sub *s = arg;
     cs_kafka *k = s->k;
-    cs_record r = {.topic = s->reply_topic, .partition = -1, .key = key, .key_len = key_len, .value = value,
-                   .value_len = value_len, .parent = d}; /* the reply carries d's traceparent */
+    cs_record r = {.topic = s->reply_topic,
+                   .partition = -1,
+                   .key = key,
+                   .key_len = key_len,
+                   .value = value,
+                   .value_len = value_len,
+                   .parent = d}; /* the reply carries d's traceparent */
     pthread_rwlock_rdlock(&k->producer_lock);
     cs_err err = k->producer ? cs__producer_reply(k->producer, &r, gate ? d : NULL, s->reply_queue_timeout_ms)
                              : cs__fail(CS_ERR_STATE, "reply to %s: the producer is closed", s->reply_topic);

@@ -47,8 +47,7 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         bool clean = false;
         if (!err && !e->err && e->offset >= 0)
             cs__meta_decode(e->metadata, e->metadata_size, &clean, offs, atts, CS_PRIOR_MAX, &n);
-        else
-            clean = false; /* no position (or not readable): the first records are suspect */
+        else clean = false; /* no position (or not readable): the first records are suspect */
         char meta[CS_META_MAX];
         cs__meta_encode(meta, sizeof meta, clean, offs, atts, n);
         /* Transactional: only transactions commit positions, so there is no
@@ -143,8 +142,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
         }
         if (!c->closing) cs__commit_positions(c, l, true); /* at close, the close committed already */
     } else {
-        CS_LOG_WARN("assignment lost: nothing is committed for the lost partitions subscription=%s",
-                    c->sub->name);
+        CS_LOG_WARN("assignment lost: nothing is committed for the lost partitions subscription=%s", c->sub->name);
     }
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);
@@ -169,8 +167,7 @@ static bool rebalance_cooperative(cs_consumer *c, rd_kafka_t *rk) {
     return c->cooperative;
 }
 
-void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l,
-                         void *opaque) {
+void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque) {
     cs_consumer *c = opaque;
     bool cooperative = rebalance_cooperative(c, rk);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {

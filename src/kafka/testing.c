@@ -109,7 +109,8 @@ int cs_test_cluster_is_embedded(const cs_test_cluster *c) { return c->embedded !
 
 cs_err cs_test_cluster_set_down(cs_test_cluster *c, int down) {
     if (!c->embedded)
-        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_cluster_set_down: only the embedded cluster can be taken down here");
+        return cs__fail(CS_ERR_UNSUPPORTED,
+                        "cs_test_cluster_set_down: only the embedded cluster can be taken down here");
     return cs__embedded_set_down(c->embedded, down != 0);
 }
 
@@ -122,8 +123,7 @@ cs_err cs_test_topic_set_error(cs_test_cluster *c, const char *topic, int kafka_
 /* ---- fault injection (embedded cluster only) ---- */
 
 static cs_err mock_of(cs_test_cluster *c, const char *what, rd_kafka_mock_cluster_t **mc) {
-    if (!c || !c->embedded)
-        return cs__fail(CS_ERR_UNSUPPORTED, "%s: only the embedded cluster injects faults", what);
+    if (!c || !c->embedded) return cs__fail(CS_ERR_UNSUPPORTED, "%s: only the embedded cluster injects faults", what);
     *mc = cs__embedded_mock(c->embedded);
     return CS_OK;
 }
@@ -209,8 +209,8 @@ cs_err cs_test_partition_set_leader(cs_test_cluster *c, const char *topic, int32
     rd_kafka_mock_cluster_t *mc = NULL;
     cs_err err = mock_of(c, "cs_test_partition_set_leader", &mc);
     if (err) return err;
-    return mock_result(rd_kafka_mock_partition_set_leader(mc, topic, partition, broker),
-                       "cs_test_partition_set_leader", topic);
+    return mock_result(rd_kafka_mock_partition_set_leader(mc, topic, partition, broker), "cs_test_partition_set_leader",
+                       topic);
 }
 
 cs_err cs_test_group_set_coordinator(cs_test_cluster *c, const char *group, int broker) {
@@ -264,8 +264,7 @@ static const rd_kafka_topic_result_t *admin_topic_result(rd_kafka_event_t *ev) {
     case RD_KAFKA_EVENT_DELETETOPICS_RESULT:
         res = rd_kafka_DeleteTopics_result_topics(rd_kafka_event_DeleteTopics_result(ev), &n);
         break;
-    default:
-        break;
+    default: break;
     }
     return n == 1 ? res[0] : NULL;
 }
@@ -329,8 +328,10 @@ static cs_err wait_topic_shows(cs_test_cluster *c, const char *topic, int partit
 
 cs_err cs_test_topic_add_partitions(cs_test_cluster *c, const char *topic, int partitions) {
     if (c->embedded)
-        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_add_partitions(%s): librdkafka 2.0.2's embedded cluster "
-                        "has no CreatePartitions", topic);
+        return cs__fail(CS_ERR_UNSUPPORTED,
+                        "cs_test_topic_add_partitions(%s): librdkafka 2.0.2's embedded cluster "
+                        "has no CreatePartitions",
+                        topic);
     char reason[512];
     rd_kafka_NewPartitions_t *np = rd_kafka_NewPartitions_new(topic, (size_t)partitions, reason, sizeof reason);
     if (!np) return cs__fail(CS_ERR_ARG, "cs_test_topic_add_partitions(%s): %s", topic, reason);
@@ -344,8 +345,10 @@ cs_err cs_test_topic_add_partitions(cs_test_cluster *c, const char *topic, int p
 
 cs_err cs_test_topic_delete(cs_test_cluster *c, const char *topic) {
     if (c->embedded)
-        return cs__fail(CS_ERR_UNSUPPORTED, "cs_test_topic_delete(%s): librdkafka 2.0.2's embedded cluster has no "
-                        "DeleteTopics", topic);
+        return cs__fail(CS_ERR_UNSUPPORTED,
+                        "cs_test_topic_delete(%s): librdkafka 2.0.2's embedded cluster has no "
+                        "DeleteTopics",
+                        topic);
     rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
     rd_kafka_queue_t *q;
     rd_kafka_AdminOptions_t *opt = admin_options(c, RD_KAFKA_ADMIN_OP_DELETETOPICS, &q);
@@ -374,8 +377,8 @@ cs_err cs_test_produce(cs_test_cluster *c, const char *topic, int32_t partition,
     pthread_mutex_lock(&c->lock);
     rd_kafka_resp_err_t err = rd_kafka_producev(
         c->producer, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition < 0 ? RD_KAFKA_PARTITION_UA : partition),
-        RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, value_len), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
+        RD_KAFKA_V_KEY(key, key_len), RD_KAFKA_V_VALUE((void *)value, value_len),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
     if (!err) {
         while (!r.done) rd_kafka_poll(c->producer, 100);
         err = r.err;
@@ -407,7 +410,8 @@ cs_err cs_test_produce_many(cs_test_cluster *c, const char *topic, const char *p
     int failures = atomic_load(&bulk_failures);
     pthread_mutex_unlock(&c->lock);
     if (ferr || failures)
-        return cs__fail(CS_ERR_KAFKA, "produce to %s: %d records failed, flush: %s", topic, failures, rd_kafka_err2str(ferr));
+        return cs__fail(CS_ERR_KAFKA, "produce to %s: %d records failed, flush: %s", topic, failures,
+                        rd_kafka_err2str(ferr));
     return CS_OK;
 }
 

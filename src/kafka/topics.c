@@ -29,8 +29,7 @@ static cs_err check_names(const struct rd_kafka_metadata *md, const char *who, c
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n) {
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, NULL, &md, 10000);
-    if (err)
-        return cs__fail(CS_ERR_KAFKA, "cannot read cluster metadata from %s: %s", who, rd_kafka_err2str(err));
+    if (err) return cs__fail(CS_ERR_KAFKA, "cannot read cluster metadata from %s: %s", who, rd_kafka_err2str(err));
     cs_err result = check_names(md, who, topics, n);
     rd_kafka_metadata_destroy(md);
     return result;

@@ -19,9 +19,9 @@
 struct cs_txn {
     rd_kafka_t *rk;
     cs_app *app;
-    char *id;   /* transactional.id */
-    char *who;  /* "subscription <name>" for messages */
-    bool dead;  /* a fatal error: nothing is ever committed again */
+    char *id;  /* transactional.id */
+    char *who; /* "subscription <name>" for messages */
+    bool dead; /* a fatal error: nothing is ever committed again */
     cs_ratelimit abort_warning;
     cs_txn_output_failed_fn output_failed;
     void *failed_arg;
@@ -237,12 +237,12 @@ cs_txn_result cs__txn_commit(cs_txn *t, const cs_output *outputs, const rd_kafka
      * refused the transaction can only abort, and librdkafka 2.0.2's commit
      * would keep flushing the records queued behind it (their sequence now
      * has a gap) until the transaction times out. */
-    for (int64_t until = cs__now_ms() + 30000; rd_kafka_outq_len(t->rk) > 0 && !t->delivery_failed &&
-                                               cs__now_ms() < until;)
+    for (int64_t until = cs__now_ms() + 30000;
+         rd_kafka_outq_len(t->rk) > 0 && !t->delivery_failed && cs__now_ms() < until;)
         rd_kafka_poll(t->rk, 5);
     if (t->delivery_failed)
-        return after_error(t, "deliver",
-                           rd_kafka_error_new(RD_KAFKA_RESP_ERR__FAIL, "an output was refused (see the warning above)"));
+        return after_error(
+            t, "deliver", rd_kafka_error_new(RD_KAFKA_RESP_ERR__FAIL, "an output was refused (see the warning above)"));
     e = rd_kafka_commit_transaction(t->rk, -1);
     for (int i = 0; e && rd_kafka_error_is_retriable(e) && !rd_kafka_error_txn_requires_abort(e) && i < 5; i++) {
         rd_kafka_error_destroy(e); /* resumable: the commit goes on in the background */

@@ -31,7 +31,9 @@ static void *run(void *p) {
 
 #pragma GCC visibility push(default)
 
-static int result(int rc) { return rc == 0 ? thrd_success : rc == ETIMEDOUT ? thrd_timedout : rc == EBUSY ? thrd_busy : thrd_error; }
+static int result(int rc) {
+    return rc == 0 ? thrd_success : rc == ETIMEDOUT ? thrd_timedout : rc == EBUSY ? thrd_busy : thrd_error;
+}
 
 int thrd_create(thrd_t *thr, thrd_start_t func, void *arg) {
     start *s = malloc(sizeof *s);

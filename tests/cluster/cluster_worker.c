@@ -56,8 +56,8 @@ static cs_outcome reply(cs_delivery *d, void *user) {
     /* About 1 ms of work: several records are in flight at any moment. */
     usleep((useconds_t)(o * 7919 % 2000));
     char value[96];
-    int vn = snprintf(value, sizeof value, "%d %lld %ld %ld %lld", p, o, (long)getpid(),
-                      atomic_fetch_add(&attempts, 1), now_ms());
+    int vn = snprintf(value, sizeof value, "%d %lld %ld %ld %lld", p, o, (long)getpid(), atomic_fetch_add(&attempts, 1),
+                      now_ms());
     size_t key_len = 0;
     const void *key = cs_delivery_key(d, &key_len);
     return cs_delivery_reply(d, key, key_len, value, (size_t)vn) == CS_OK ? CS_ACK : CS_RETRY;
@@ -65,9 +65,10 @@ static cs_outcome reply(cs_delivery *d, void *user) {
 
 int main(int argc, char **argv) {
     if (argc < 7) {
-        fprintf(stderr,
-                "usage: %s tracked|transactional TOPIC OUT_TOPIC GROUP RUNS_FILE ERR_FILE [static=ID] [assignor=NAME]\n",
-                argv[0]);
+        fprintf(
+            stderr,
+            "usage: %s tracked|transactional TOPIC OUT_TOPIC GROUP RUNS_FILE ERR_FILE [static=ID] [assignor=NAME]\n",
+            argv[0]);
         return 2;
     }
     cst_hold_stop_signals();

@@ -52,9 +52,9 @@ typedef struct proc {
 typedef struct event {
     char what[96];
     long long start, end; /* ms, CLOCK_REALTIME, like the workers' timestamps */
-    int lost_assignments;  /* "assignment lost" in the workers' logs from its start to the next event's */
-    int lost_base;         /* the count at its start */
-    long rehandled;        /* sources handled again from its start to the next event's */
+    int lost_assignments; /* "assignment lost" in the workers' logs from its start to the next event's */
+    int lost_base;        /* the count at its start */
+    long rehandled;       /* sources handled again from its start to the next event's */
 } event;
 
 typedef struct run {
@@ -109,10 +109,12 @@ static void create_topic(run *r, const char *topic) {
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
     if (!ev) fail_msg("topic %s: CreateTopics got no answer in 30 s", topic);
     size_t n = 0;
-    const rd_kafka_topic_result_t **res = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    const rd_kafka_topic_result_t **res =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
     if (rd_kafka_event_error(ev) || n != 1 || rd_kafka_topic_result_error(res[0]))
         fail_msg("topic %s: %s", topic,
-                 rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev) : rd_kafka_topic_result_error_string(res[0]));
+                 rd_kafka_event_error(ev) ? rd_kafka_event_error_string(ev)
+                                          : rd_kafka_topic_result_error_string(res[0]));
     rd_kafka_event_destroy(ev);
     rd_kafka_queue_destroy(q);
     rd_kafka_NewTopic_destroy(nt);
@@ -149,7 +151,8 @@ static int coordinator_of(run *r) {
         size_t n = 0;
         const rd_kafka_ConsumerGroupDescription_t **d =
             rd_kafka_DescribeConsumerGroups_result_groups(rd_kafka_event_DescribeConsumerGroups_result(ev), &n);
-        if (n == 1 && !rd_kafka_ConsumerGroupDescription_error(d[0]) && rd_kafka_ConsumerGroupDescription_coordinator(d[0]))
+        if (n == 1 && !rd_kafka_ConsumerGroupDescription_error(d[0]) &&
+            rd_kafka_ConsumerGroupDescription_coordinator(d[0]))
             id = rd_kafka_Node_id(rd_kafka_ConsumerGroupDescription_coordinator(d[0]));
     }
     if (ev) rd_kafka_event_destroy(ev);
@@ -202,8 +205,11 @@ static void on_sent(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
 }
 
 static rd_kafka_t *load_producer(run *r) {
-    const char *kv[][2] = {{"bootstrap.servers", brokers()}, {"enable.idempotence", "true"}, {"acks", "all"},
-                           {"linger.ms", "5"}, {"message.timeout.ms", "120000"}};
+    const char *kv[][2] = {{"bootstrap.servers", brokers()},
+                           {"enable.idempotence", "true"},
+                           {"acks", "all"},
+                           {"linger.ms", "5"},
+                           {"message.timeout.ms", "120000"}};
     rd_kafka_conf_t *conf = conf_of(kv, sizeof kv / sizeof kv[0]);
     rd_kafka_conf_set_dr_msg_cb(conf, on_sent);
     rd_kafka_conf_set_opaque(conf, r);
@@ -228,7 +234,8 @@ static void *load_main(void *arg) {
         int n = snprintf(v, sizeof v, "%ld", i);
         while (rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(r->topic), RD_KAFKA_V_PARTITION((int32_t)(i % PARTS)),
                                  RD_KAFKA_V_KEY(v, (size_t)n), RD_KAFKA_V_VALUE(v, (size_t)n),
-                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                                 RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                 RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
             rd_kafka_poll(rk, 10);
         atomic_fetch_add(&r->sent, 1);
         /* The same librdkafka fault may hit this producer: count it, carry on
@@ -265,8 +272,8 @@ static proc *spawn(run *r, const char *id, bool is_static) {
     char opt[200], log[300];
     snprintf(opt, sizeof opt, "static=%s", id);
     snprintf(log, sizeof log, "stderr=%s", w->log);
-    char *argv[12] = {CLUSTER_WORKER, r->transactional ? "transactional" : "tracked", r->topic, r->out, r->group,
-                      w->runs, w->err};
+    char *argv[12] = {
+        CLUSTER_WORKER, r->transactional ? "transactional" : "tracked", r->topic, r->out, r->group, w->runs, w->err};
     int argc = 7;
     argv[argc++] = log;
     if (is_static) argv[argc++] = opt;
@@ -561,7 +568,8 @@ static long read_back(const char *topic, bool read_committed, void (*fn)(const r
     bool at_end[PARTS] = {0};
     long long deadline = now_ms() + 120000;
     while (eofs < PARTS) {
-        if (now_ms() > deadline) fail_msg("checker: %s: end not reached in 120 s (%d of %d partitions)", topic, eofs, PARTS);
+        if (now_ms() > deadline)
+            fail_msg("checker: %s: end not reached in 120 s (%d of %d partitions)", topic, eofs, PARTS);
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (!m) continue;
         if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -991,7 +999,8 @@ static void test_scale_out_in(void **state) {
     setup(&r, "scale", false);
     snprintf(r.extra[r.n_extra++], sizeof r.extra[0], "assignor=%s",
              getenv("CS_ASSIGNOR") ? getenv("CS_ASSIGNOR") : "cooperative-sticky");
-    snprintf(r.extra[r.n_extra++], sizeof r.extra[0], "commit_ms=%s", getenv("CS_COMMIT_MS") ? getenv("CS_COMMIT_MS") : "5000");
+    snprintf(r.extra[r.n_extra++], sizeof r.extra[0], "commit_ms=%s",
+             getenv("CS_COMMIT_MS") ? getenv("CS_COMMIT_MS") : "5000");
     start_load(&r);
     char id[128];
     proc *inst[3];
@@ -1069,8 +1078,7 @@ static void test_scale_out_in(void **state) {
             snprintf(verdict, sizeof verdict, "not judged: an assignment was lost (librdkafka #4059)");
         else if (moved > 0 && rebalance < JUDGE_MIN_MS)
             snprintf(verdict, sizeof verdict, "not judged: the rebalance took under %d ms", JUDGE_MIN_MS);
-        else if (!judged && kept == 0)
-            snprintf(verdict, sizeof verdict, "not judged: no partition kept its owner");
+        else if (!judged && kept == 0) snprintf(verdict, sizeof verdict, "not judged: no partition kept its owner");
         else if (!judged)
             snprintf(verdict, sizeof verdict, "not judged: no kept partition handled when the event began");
         else
@@ -1102,8 +1110,8 @@ static void test_scale_out_in(void **state) {
 
 int main(int argc, char **argv) {
     const struct CMUnitTest all[] = {
-        cmocka_unit_test(test_leader_kill_tracked),  cmocka_unit_test(test_leader_kill_transactional),
-        cmocka_unit_test(test_coordinator_kill),     cmocka_unit_test(test_rolling_restart),
+        cmocka_unit_test(test_leader_kill_tracked), cmocka_unit_test(test_leader_kill_transactional),
+        cmocka_unit_test(test_coordinator_kill),    cmocka_unit_test(test_rolling_restart),
         cmocka_unit_test(test_scale_out_in),
     };
     if (argc > 1) {

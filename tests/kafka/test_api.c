@@ -71,10 +71,10 @@ static int64_t produce_raw(const char *brokers, const char *topic, int32_t parti
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     if (!rk) fail_msg("raw producer: %s", err);
     report r = {0};
-    rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
-                                              RD_KAFKA_V_VALUE((void *)value, strlen(value)),
-                                              RD_KAFKA_V_TIMESTAMP(timestamp), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                              RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t e =
+        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(partition),
+                          RD_KAFKA_V_VALUE((void *)value, strlen(value)), RD_KAFKA_V_TIMESTAMP(timestamp),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(&r), RD_KAFKA_V_END);
     while (!e && !r.done) rd_kafka_poll(rk, 100); /* bounded by message.timeout.ms */
     rd_kafka_destroy(rk);
     if (e || r.err)
@@ -223,8 +223,8 @@ static void start_latest_skips_what_was_there_before(void **state) {
     end++;
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, end, 30000));
     for (int64_t o = 0; o < BEFORE; o++)
-        if (cst_seen_count(s.runs, 0, o)) fail_msg("offset %lld, produced before the group started, was handed out",
-                                                   (long long)o);
+        if (cst_seen_count(s.runs, 0, o))
+            fail_msg("offset %lld, produced before the group started, was handed out", (long long)o);
     for (int64_t o = first; o < end; o++)
         if (cst_seen_count(s.runs, 0, o) != 1)
             fail_msg("offset %lld, produced after the start, was handed out %d times", (long long)o,
@@ -455,7 +455,8 @@ static void short_window_commits_while_running(void **state) {
     cs_app *app = start_transactional(topic, group, &h, 50, 0, &s);
     if (!cst_wait(three_committed, s, 30000))
         fail_msg("a 50 ms window: %llu transactions, %llu outputs committed within 30 s of running, expected the 3 "
-                 "records' replies", (unsigned long long)stats(s).transactions, (unsigned long long)stats(s).outputs);
+                 "records' replies",
+                 (unsigned long long)stats(s).transactions, (unsigned long long)stats(s).outputs);
     check_committed(group, topic, 3);
     stop(app);
 }
@@ -510,7 +511,8 @@ static void keyless_records_spread_over_lanes_by_key(void **state) {
     stop(app);
     assert_int_equal(cst_seen_distinct(s.runs), N);
     assert_int_equal(cst_seen_total(s.runs), N);
-    if (s.n_threads != LANES) fail_msg("keyless records ran on %d handler threads, expected all %d lanes", s.n_threads, LANES);
+    if (s.n_threads != LANES)
+        fail_msg("keyless records ran on %d handler threads, expected all %d lanes", s.n_threads, LANES);
     seen_free(&s);
 }
 
@@ -709,8 +711,9 @@ static void clear_request_errors_forgets_pushed_errors(void **state) {
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
         /* Documented: fault injection is the embedded cluster's alone. */
         assert_int_equal(cs_test_cluster_clear_request_errors(cst_cluster, 0), CS_ERR_UNSUPPORTED);
-        cst_skip("embedded cluster only: cs_test_cluster_clear_request_errors clears errors pushed into the embedded cluster; a real "
-               "broker cannot be told to fail requests (it answered CS_ERR_UNSUPPORTED, as documented)");
+        cst_skip("embedded cluster only: cs_test_cluster_clear_request_errors clears errors pushed into the embedded "
+                 "cluster; a real "
+                 "broker cannot be told to fail requests (it answered CS_ERR_UNSUPPORTED, as documented)");
     }
     char topic[128];
     cst_fresh("api-clear", 1, topic, NULL, sizeof topic);

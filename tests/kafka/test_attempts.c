@@ -39,8 +39,8 @@ static void prepare(setup *s, const char *prefix) {
 }
 
 static pid_t spawn(const setup *s, const char *mode) {
-    char *const argv[] = {ATTEMPTS_WORKER, (char *)s->topic, (char *)s->group, (char *)s->dlq, (char *)s->out,
-                          (char *)mode, NULL};
+    char *const argv[] = {
+        ATTEMPTS_WORKER, (char *)s->topic, (char *)s->group, (char *)s->dlq, (char *)s->out, (char *)mode, NULL};
     return cst_spawn(ATTEMPTS_WORKER, argv);
 }
 
@@ -80,8 +80,7 @@ static cs_outcome read_dead(cs_delivery *d, void *user) {
     if (x->n < 8) {
         if (cs_delivery_header_get(d, "cstream.dlq.attempts", &v, &len) == CS_OK && v)
             snprintf(x->attempts[x->n], sizeof x->attempts[x->n], "%.*s", (int)len, (const char *)v);
-        else
-            snprintf(x->attempts[x->n], sizeof x->attempts[x->n], "(none)");
+        else snprintf(x->attempts[x->n], sizeof x->attempts[x->n], "(none)");
     }
     x->n++;
     pthread_mutex_unlock(&x->lock);

@@ -26,8 +26,8 @@ typedef struct batches {
     int64_t first[MAX_CALLS];
     int attempts_of_first[MAX_CALLS];
     int calls;
-    bool gate_first;    /* the first call waits until `first_gate` opens */
-    bool hold_retried;  /* offset 3's second attempt waits until `retry_gate` opens */
+    bool gate_first;   /* the first call waits until `first_gate` opens */
+    bool hold_retried; /* offset 3's second attempt waits until `retry_gate` opens */
     cst_gate first_gate, retry_gate;
     cst_seen *seen;
 } batches;
@@ -183,8 +183,8 @@ static long long delivered_agrees(cs_app *app, const char *topic, const char *gr
     pthread_mutex_unlock(&bt->lock);
     long long delivered = sub_metric(app, "cstream_subscription_delivered_total", topic, group);
     long long observed = sub_metric(app, "cstream_handler_duration_seconds_count", topic, group);
-    printf("%lld elements in %lld handler calls: delivered_total %lld, handler_duration_seconds_count %lld\n",
-           elements, calls, delivered, observed);
+    printf("%lld elements in %lld handler calls: delivered_total %lld, handler_duration_seconds_count %lld\n", elements,
+           calls, delivered, observed);
     assert_int_equal(delivered, elements);
     assert_int_equal(observed, calls);
     return delivered;
@@ -241,8 +241,8 @@ static void note_call(plan *pl, cs_delivery *const *b, size_t n) {
         bt->attempts_of_first[call] = cs_delivery_attempt(b[0]);
     }
     pthread_mutex_unlock(&bt->lock);
-    bool held_retry = pl->hold_unset_retry && cs_delivery_offset(b[0]) == pl->unset_offset &&
-                      cs_delivery_attempt(b[0]) == 2;
+    bool held_retry =
+        pl->hold_unset_retry && cs_delivery_offset(b[0]) == pl->unset_offset && cs_delivery_attempt(b[0]) == 2;
     cst_gate *gate = call == 0 && bt->gate_first ? &bt->first_gate : held_retry ? &bt->retry_gate : NULL;
     if (gate && !cst_gate_wait(gate, 60000)) fprintf(stderr, "note_call: a gate was not opened within 60 s\n");
     for (size_t i = 0; i < n; i++) cst_seen_add(bt->seen, cs_delivery_partition(b[i]), cs_delivery_offset(b[i]));
@@ -409,7 +409,8 @@ static void feed_one_then_nine(const char *topic, cs_sub *s, batches *bt) {
  * the commit mode in its commit= field. */
 static void check_unset_line(const char *log, const char *topic, const char *mode) {
     char line[1024], want[256];
-    if (!cst_log_line(log, UNSET_LINE, line, sizeof line)) fail_msg("no \"%s\" line\n--- captured:\n%s", UNSET_LINE, log);
+    if (!cst_log_line(log, UNSET_LINE, line, sizeof line))
+        fail_msg("no \"%s\" line\n--- captured:\n%s", UNSET_LINE, log);
     printf("%s\n", line);
     if (!strstr(line, "ERROR")) fail_msg("the unset line is not an ERROR:\n%s", line);
     snprintf(want, sizeof want, " topic=%s partition=0 offset=3 ", topic);
@@ -516,8 +517,8 @@ static void unset_element_reaches_max_attempts(void **state) {
     assert_int_equal(st.acked, 9);
     assert_int_equal(cst_seen_count(bt->seen, 0, 3), 2);
     char want[256];
-    snprintf(want, sizeof want, "topic=%s partition=0 offset=3 attempts=2 reason=\"batch handler left the outcome unset\"",
-             topic);
+    snprintf(want, sizeof want,
+             "topic=%s partition=0 offset=3 attempts=2 reason=\"batch handler left the outcome unset\"", topic);
     assert_non_null(strstr(log, want));
     free(log);
     CST_OK(cs_app_stop(app));
@@ -590,9 +591,11 @@ static void unset_element_transactional_holds_window(void **state) {
     bool aborted = all_fetched && cst_wait(window_aborted, s, 30000);
     char *log = cst_capture_stop(&cap);
     if (!called || !all_fetched || !aborted)
-        fail_msg("%s\n--- captured:\n%s", !called ? "no handler call within 30 s"
-                                        : !all_fetched ? "offsets 1..9 not fetched within 30 s"
-                                                       : "no aborted window within 30 s", log);
+        fail_msg("%s\n--- captured:\n%s",
+                 !called        ? "no handler call within 30 s"
+                 : !all_fetched ? "offsets 1..9 not fetched within 30 s"
+                                : "no aborted window within 30 s",
+                 log);
     check_unset_line(log, topic, "transactional");
     free(log);
     cst_gate_open(&bt->retry_gate); /* the held second attempt is stale by now */
@@ -662,10 +665,10 @@ static void acked_behind_retry_read_again_after_crash(void **state) {
     int lost = 0, duplicated = 0;
     for (int64_t o = 0; o < 10; o++) {
         bool acked_before = cst_seen_count(before->seen, 0, o) > 0 && o != 3; /* 3 only asked for a retry */
-        int n = cst_seen_count(after->seen, 0, o);                              /* all acked */
+        int n = cst_seen_count(after->seen, 0, o);                            /* all acked */
         lost += !acked_before && n == 0;
         duplicated += acked_before && n > 0;
-        assert_int_equal(n, o < 3 ? 0 : 1);     /* below the committed position: not read again */
+        assert_int_equal(n, o < 3 ? 0 : 1); /* below the committed position: not read again */
     }
     printf("after the crash: lost %d, acked elements read again %d\n", lost, duplicated);
     assert_int_equal(lost, 0);

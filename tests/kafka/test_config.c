@@ -28,7 +28,8 @@ static void expect_err(cs_err want, cs_err got, const char *what, const char *co
     snprintf(msg, sizeof msg, "%s", cs_errmsg());
     if (got != want) fail_msg("%s -> %s, expected %s (message: %s)", what, cs_err_name(got), cs_err_name(want), msg);
     for (; *needles; needles++)
-        if (!strstr(msg, *needles)) fail_msg("%s -> %s: message lacks \"%s\": %s", what, cs_err_name(got), *needles, msg);
+        if (!strstr(msg, *needles))
+            fail_msg("%s -> %s: message lacks \"%s\": %s", what, cs_err_name(got), *needles, msg);
 }
 
 /* A broker that is never started: nothing here needs a cluster. */
@@ -116,8 +117,8 @@ static void newer_property_is_unsupported_with_the_alternative(void **state) {
     }
     EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_kafka_config(k, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms",
                running, "queued.min.messages", "queued.max.messages.kbytes");
-    EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_sub_config(s, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms",
-               running, "queued.min.messages", "queued.max.messages.kbytes");
+    EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_sub_config(s, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms", running,
+               "queued.min.messages", "queued.max.messages.kbytes");
     EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_kafka_producer_config(k, "fetch.queue.backoff.ms", "10"),
                "fetch.queue.backoff.ms", running, "queued.min.messages", "queued.max.messages.kbytes");
     /* The alternatives it names are accepted. */
@@ -153,26 +154,21 @@ static void refused_settings_leave_nothing_behind(void **state) {
     /* Refused only by a librdkafka older than the property (then nothing of it
      * may be kept); a newer one takes it like any other. */
     bool newer = librdkafka_knows("fetch.queue.backoff.ms", "10");
-    if (newer)
-        CST_OK(cs_kafka_config(k, "fetch.queue.backoff.ms", "10"));
-    else
-        EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_kafka_config(k, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms");
+    if (newer) CST_OK(cs_kafka_config(k, "fetch.queue.backoff.ms", "10"));
+    else EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_kafka_config(k, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms");
 
     EXPECT_ERR(CS_ERR_CONFIG, cs_sub_config(s, "max.poll.interval.ms", "abc"), "max.poll.interval.ms");
     CST_OK(cs_sub_config(s, "max.poll.interval.ms", "400000"));
     EXPECT_ERR(CS_ERR_CONFIG, cs_sub_config(s, "max.poll.interval.ms", "-1"), "max.poll.interval.ms");
     EXPECT_ERR(CS_ERR_CONFIG, cs_sub_config(s, "no.such.property", "1"), "no.such.property");
     EXPECT_ERR(CS_ERR_CONFIG, cs_sub_config(s, "enable.auto.offset.store", "true"), "enable.auto.offset.store");
-    if (newer)
-        CST_OK(cs_sub_config(s, "fetch.queue.backoff.ms", "10"));
-    else
-        EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_sub_config(s, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms");
+    if (newer) CST_OK(cs_sub_config(s, "fetch.queue.backoff.ms", "10"));
+    else EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_sub_config(s, "fetch.queue.backoff.ms", "10"), "fetch.queue.backoff.ms");
 
     EXPECT_ERR(CS_ERR_CONFIG, cs_kafka_producer_config(k, "linger.ms", "abc"), "linger.ms");
     CST_OK(cs_kafka_producer_config(k, "linger.ms", "3"));
     EXPECT_ERR(CS_ERR_CONFIG, cs_kafka_producer_config(k, "no.such.property", "1"), "no.such.property");
-    if (newer)
-        CST_OK(cs_kafka_producer_config(k, "fetch.queue.backoff.ms", "10"));
+    if (newer) CST_OK(cs_kafka_producer_config(k, "fetch.queue.backoff.ms", "10"));
     else
         EXPECT_ERR(CS_ERR_UNSUPPORTED, cs_kafka_producer_config(k, "fetch.queue.backoff.ms", "10"),
                    "fetch.queue.backoff.ms");

@@ -70,7 +70,8 @@ static cs_outcome read_dead(cs_delivery *d, void *user) {
     const char *v = cs_delivery_value(d, &len);
     snprintf(x->value, sizeof x->value, "%.*s", (int)len, v ? v : "");
     const void *hv;
-    if (cs_delivery_header_get(d, "trace", &hv, &len) == CS_OK) snprintf(x->trace, sizeof x->trace, "%.*s", (int)len, (const char *)hv);
+    if (cs_delivery_header_get(d, "trace", &hv, &len) == CS_OK)
+        snprintf(x->trace, sizeof x->trace, "%.*s", (int)len, (const char *)hv);
     for (int i = 0; i < 7; i++)
         if (cs_delivery_header_get(d, provenance[i], &hv, &len) == CS_OK)
             snprintf(x->hdr[i], sizeof x->hdr[i], "%.*s", (int)len, hv ? (const char *)hv : "");
@@ -99,8 +100,14 @@ static void produce_poison_and_friends(const char *topic) {
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
     cs_header h[] = {{"trace", "t-42", 4}};
-    cs_record r = {.topic = topic, .partition = 0, .key = "payout-1", .key_len = 8, .value = "poison", .value_len = 6,
-                   .headers = h, .n_headers = 1};
+    cs_record r = {.topic = topic,
+                   .partition = 0,
+                   .key = "payout-1",
+                   .key_len = 8,
+                   .value = "poison",
+                   .value_len = 6,
+                   .headers = h,
+                   .n_headers = 1};
     CST_OK(cs_publish(k, &r, NULL));
     for (int i = 1; i < 10; i++) {
         cs_record ok = {.topic = topic, .partition = 0, .value = "fine", .value_len = 4};

@@ -86,8 +86,8 @@ static cs_outcome retry_or_wait(cs_delivery *d, void *user) {
  * within the deadline, *elapsed_ms how long the capture lasted.
  * REFUSED_THEN_ACCEPTED: the dead-letter topic refuses (embedded cluster)
  * until the dead letter was refused 4 times, over more than two intervals. */
-static char *run_capturing(how h, const char *topic, const char *group, const char *dlq, int max_attempts,
-                           uint64_t n, bool *ok, long *elapsed_ms) {
+static char *run_capturing(how h, const char *topic, const char *group, const char *dlq, int max_attempts, uint64_t n,
+                           bool *ok, long *elapsed_ms) {
     struct timespec t0, t1;
     cst_capture cap;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -99,7 +99,8 @@ static char *run_capturing(how h, const char *topic, const char *group, const ch
     cs_err err = cs_sub_group(s, group);
     /* A refused dead letter fails in 0.5 s instead of the default 30. */
     if (!err && h == REFUSED_THEN_ACCEPTED) err = cs_kafka_producer_config(k, "message.timeout.ms", "500");
-    if (!err) err = cs_sub_commit_mode(s, h == TRANSACTIONAL_RETRIES_RUN_OUT ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED);
+    if (!err)
+        err = cs_sub_commit_mode(s, h == TRANSACTIONAL_RETRIES_RUN_OUT ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED);
     if (!err && h == TRANSACTIONAL_RETRIES_RUN_OUT) err = cs_kafka_instance_id(k, group);
     if (!err && h == DOES_NOT_DECODE) err = cs_sub_decode(s, &cs_codec_json, &item_type);
     if (!err) err = cs_sub_max_attempts(s, max_attempts);
@@ -110,7 +111,8 @@ static char *run_capturing(how h, const char *topic, const char *group, const ch
     bool started = !err;
     /* After the start, which checks that the topic exists; the record after
      * the error, so that its dead letter cannot be accepted before it. */
-    if (!err && h == REFUSED_THEN_ACCEPTED) err = cs_test_topic_set_error(cst_cluster, dlq, 3 /* UNKNOWN_TOPIC_OR_PARTITION */);
+    if (!err && h == REFUSED_THEN_ACCEPTED)
+        err = cs_test_topic_set_error(cst_cluster, dlq, 3 /* UNKNOWN_TOPIC_OR_PARTITION */);
     if (!err && h == REFUSED_THEN_ACCEPTED) err = cs_test_produce(cst_cluster, topic, 0, NULL, 0, "poison", 6, NULL);
     refused r = {s, 4};
     bool refusals = h != REFUSED_THEN_ACCEPTED || (!err && cst_wait(refused_rounds, &r, 30000));
@@ -125,8 +127,8 @@ static char *run_capturing(how h, const char *topic, const char *group, const ch
     *elapsed_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
     if (err) fail_msg("subscription to %s did not start: %s\n--- captured:\n%s", topic, cs_errmsg(), text);
     if (!refusals) fail_msg("%s: the dead letter was not refused 4 times within 30 s\n--- captured:\n%s", topic, text);
-    if (!*ok) fail_msg("%s: %llu dead letters not taken within 30 s\n--- captured:\n%s", topic,
-                       (unsigned long long)n, text);
+    if (!*ok)
+        fail_msg("%s: %llu dead letters not taken within 30 s\n--- captured:\n%s", topic, (unsigned long long)n, text);
     return text;
 }
 
@@ -161,8 +163,7 @@ static void assert_field(const char *line, const char *key, const char *value) {
 }
 
 static void publish_values(const char *topic, int n, const char *value) {
-    for (int i = 0; i < n; i++)
-        CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, value, strlen(value), NULL));
+    for (int i = 0; i < n; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, value, strlen(value), NULL));
 }
 
 static void prepare(const char *prefix, char *topic, char *group, char *dlq, size_t size) {
@@ -306,8 +307,8 @@ static void a_burst_is_rate_limited(void **state) {
     long long similar = sum_similar(text, LINE);
     long bound = 1 + ms / LOG_INTERVAL_MS;
     if (lines < 2 || lines > bound)
-        fail_msg("%d dead-letter lines for %d records in %ld ms (at least 2, at most %ld)\n--- captured:\n%s", lines,
-                 N, ms, bound, text);
+        fail_msg("%d dead-letter lines for %d records in %ld ms (at least 2, at most %ld)\n--- captured:\n%s", lines, N,
+                 ms, bound, text);
     if (lines + similar != N)
         fail_msg("%d lines + %lld similar_since_last != %d dead letters\n--- captured:\n%s", lines, similar, N, text);
     free(text);
@@ -315,10 +316,8 @@ static void a_burst_is_rate_limited(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(exhausted_record_is_logged),
-        cmocka_unit_test(transactional_exhausted_record_is_logged),
-        cmocka_unit_test(undecodable_record_is_logged),
-        cmocka_unit_test(a_refused_dead_letter_logs_once_accepted),
+        cmocka_unit_test(exhausted_record_is_logged),   cmocka_unit_test(transactional_exhausted_record_is_logged),
+        cmocka_unit_test(undecodable_record_is_logged), cmocka_unit_test(a_refused_dead_letter_logs_once_accepted),
         cmocka_unit_test(a_burst_is_rate_limited),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);

@@ -40,7 +40,7 @@ enum { COORDINATOR = 1 };
 /* Kafka error codes (the protocol's numbers; librdkafka's names in comments). */
 enum {
     UNKNOWN_TOPIC_OR_PART = 3,
-    NOT_LEADER = 6,            /* NOT_LEADER_FOR_PARTITION */
+    NOT_LEADER = 6, /* NOT_LEADER_FOR_PARTITION */
     REQUEST_TIMED_OUT = 7,
     MSG_SIZE_TOO_LARGE = 10,
     OFFSET_METADATA_TOO_LARGE = 12,
@@ -53,14 +53,21 @@ enum {
 };
 
 /* Kafka API keys. */
-enum { API_PRODUCE = 0, API_FETCH = 1, API_OFFSET_COMMIT = 8, API_JOIN_GROUP = 11, API_HEARTBEAT = 12, API_SYNC_GROUP = 14 };
+enum {
+    API_PRODUCE = 0,
+    API_FETCH = 1,
+    API_OFFSET_COMMIT = 8,
+    API_JOIN_GROUP = 11,
+    API_HEARTBEAT = 12,
+    API_SYNC_GROUP = 14
+};
 
 typedef struct service {
     char topic[128], group[160], replies[160];
     _Atomic int assigns, revokes; /* hook calls with partitions of the topic */
-    cst_seen *seen;    /* source records handled */
-    cst_seen *replied; /* replies read back from the reply topic */
-    int64_t end[PARTS]; /* records produced per partition */
+    cst_seen *seen;               /* source records handled */
+    cst_seen *replied;            /* replies read back from the reply topic */
+    int64_t end[PARTS];           /* records produced per partition */
     cs_app *app, *reader;
     cs_sub *sub;
 } service;
@@ -195,10 +202,12 @@ static void expect_recovered(service *s, const char *fault) {
     if (!cst_wait(all_handled, s, WAIT_MS)) {
         for (int p = 0; p < PARTS; p++)
             for (int64_t o = 0; o < s->end[p]; o++)
-                if (cst_seen_count(s->seen, p, o) == 0) print_error("%s: %d/%lld never handled\n", fault, p, (long long)o);
+                if (cst_seen_count(s->seen, p, o) == 0)
+                    print_error("%s: %d/%lld never handled\n", fault, p, (long long)o);
         fail_msg("%s: records lost (never handled) after %d s", fault, WAIT_MS / 1000);
     }
-    if (s->replies[0] && !cst_wait(all_replied, s, WAIT_MS)) fail_msg("%s: a handled record's reply never arrived", fault);
+    if (s->replies[0] && !cst_wait(all_replied, s, WAIT_MS))
+        fail_msg("%s: a handled record's reply never arrived", fault);
     for (int p = 0; p < PARTS; p++) {
         cs_err err = cs_test_wait_committed(cst_cluster, s->group, s->topic, p, s->end[p], WAIT_MS);
         if (err) {
@@ -349,8 +358,8 @@ static void produce_errors(void **state) {
     place_leaders(s.replies, 1, 1);
     warm_up(&s);
     if (!cst_wait(all_replied, &s, WAIT_MS)) fail_msg("warm-up: replies missing");
-    const int errors[] = {MSG_SIZE_TOO_LARGE, NOT_LEADER, TRANSPORT, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT,
-                          MSG_SIZE_TOO_LARGE};
+    const int errors[] = {MSG_SIZE_TOO_LARGE,  NOT_LEADER,        TRANSPORT,
+                          NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, MSG_SIZE_TOO_LARGE};
     push_errors(1, API_PRODUCE, 6, errors);
     produce(&s, 200);
     expect_recovered(&s, "produce errors");

@@ -112,8 +112,8 @@ static continuity check_continuity(evlog *l, int parts, const int64_t *ends, boo
             continue;
         }
         int64_t o = e->offset;
-        if (o < 0 || o >= ends[p]) fail_msg("partition %d: offset %lld handed out, the log ends at %lld", p,
-                                            (long long)o, (long long)ends[p]);
+        if (o < 0 || o >= ends[p])
+            fail_msg("partition %d: offset %lld handed out, the log ends at %lld", p, (long long)o, (long long)ends[p]);
         if (next[m][p] < 0) { /* the first record of this assignment */
             if (o > prefix[p])
                 fail_msg("member %d, partition %d: its assignment starts at %lld, but %lld was never handed out "
@@ -125,8 +125,8 @@ static continuity check_continuity(evlog *l, int parts, const int64_t *ends, boo
         } else if (o == next[m][p]) {
             next[m][p]++;
         } else if (o > next[m][p]) {
-            fail_msg("member %d, partition %d: %lld handed out after %lld: %lld..%lld skipped (event %zu of %zu)", m,
-                     p, (long long)o, (long long)next[m][p] - 1, (long long)next[m][p], (long long)o - 1, i, l->n);
+            fail_msg("member %d, partition %d: %lld handed out after %lld: %lld..%lld skipped (event %zu of %zu)", m, p,
+                     (long long)o, (long long)next[m][p] - 1, (long long)next[m][p], (long long)o - 1, i, l->n);
         } else if (retry[m][p][o]) {
             r.retries++;
         } else if (allow_rewinds) {
@@ -427,8 +427,7 @@ static void transactional_continuity_through_a_rewind(void **state) {
     (void)state;
     char topic[128], group[160];
     cst_fresh("fetch-txn", 2, topic, group, sizeof topic);
-    for (int p = 0; p < 2; p++)
-        cst_produce_sized(topic, p, 300, 1);
+    for (int p = 0; p < 2; p++) cst_produce_sized(topic, p, 300, 1);
     int64_t ends[2] = {300, 300};
     txn t = {.seen = cst_seen_new(2, 300)};
     log_init(&t.log);
@@ -451,7 +450,7 @@ static void transactional_continuity_through_a_rewind(void **state) {
     cs_sub_stats_get(s, &st);
     continuity r = check_continuity(&t.log, 2, ends, true);
     printf("aborts %llu, transactions %llu\n", (unsigned long long)st.aborts, (unsigned long long)st.transactions);
-    assert_true(r.rewinds >= 1);                  /* the premise: a rewind happened */
+    assert_true(r.rewinds >= 1);                   /* the premise: a rewind happened */
     assert_true((uint64_t)r.rewinds <= st.aborts); /* and re-reads come only from rewinds */
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
@@ -466,7 +465,7 @@ enum { STUCK_PARTS = 4, STUCK_PER = 3000, VALUE_BYTES = 512 };
 typedef struct stuck {
     evlog log;
     cst_seen *seen;
-    _Atomic bool held;    /* partition 0 asks for a retry, every time */
+    _Atomic bool held; /* partition 0 asks for a retry, every time */
     _Atomic int assigns;
     int64_t ends[STUCK_PARTS];
 } stuck;
@@ -484,8 +483,7 @@ static cs_outcome stuck_handler(cs_delivery *d, void *user) {
 static void stuck_on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
     (void)s, (void)topic;
     stuck *k = user;
-    for (size_t i = 0; i < n; i++)
-        log_add(&k->log, (event){.kind = EV_ASSIGN, .member = 0, .partition = parts[i]});
+    for (size_t i = 0; i < n; i++) log_add(&k->log, (event){.kind = EV_ASSIGN, .member = 0, .partition = parts[i]});
     atomic_fetch_add(&k->assigns, 1);
 }
 
@@ -794,7 +792,7 @@ static void fetch_buffer_bounds_the_consumer(void **state) {
     pthread_mutex_init(&h.lock, NULL);
     cs_sub *s;
     cs_app *app = start_tracked("fetch-bound", topic, group, hold_handler, &h,
-                                 (tracked_opts){.workers = 2, .buffer = BOUND_BUFFER, .rdk_kbytes = "1024"}, &s);
+                                (tracked_opts){.workers = 2, .buffer = BOUND_BUFFER, .rdk_kbytes = "1024"}, &s);
 
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
@@ -863,8 +861,8 @@ static void no_stall_at_the_bound(void **state) {
     cst_produce_sized(topic, 0, STALL_RECORDS, VALUE_BYTES);
     pacer pc = {0};
     cs_sub *s;
-    cs_app *app = start_tracked("fetch-stall", topic, group, paced_handler, &pc,
-                                 (tracked_opts){.buffer = STALL_BUFFER}, &s);
+    cs_app *app =
+        start_tracked("fetch-stall", topic, group, paced_handler, &pc, (tracked_opts){.buffer = STALL_BUFFER}, &s);
     CST_OK(cs_test_app_wait_idle(app, 120000));
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
@@ -872,8 +870,8 @@ static void no_stall_at_the_bound(void **state) {
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     printf("%ld records, wake-ups %llu (metric %.0f), gaps of %d ms or more: %d (worst %lld ms)\n",
-           (long)atomic_load(&pc.n), (unsigned long long)st.wakeups, wakeups, STALL_GAP_MS,
-           atomic_load(&pc.long_gaps), (long long)atomic_load(&pc.worst_ms));
+           (long)atomic_load(&pc.n), (unsigned long long)st.wakeups, wakeups, STALL_GAP_MS, atomic_load(&pc.long_gaps),
+           (long long)atomic_load(&pc.worst_ms));
     assert_true(st.wakeups >= 1); /* the premise: the bound was reached and the brokers woken */
     assert_true(wakeups >= 1);
     assert_int_equal(atomic_load(&pc.long_gaps), 0);
@@ -902,8 +900,8 @@ static void open_chunks_do_not_hold_the_buffer(void **state) {
     for (int p = 0; p < MANY_PARTS; p++) cst_produce_sized(topic, p, MANY_PER, VALUE_BYTES);
     cst_seen *seen = cst_seen_new(MANY_PARTS, MANY_PER);
     cs_sub *s;
-    cs_app *app = start_tracked("fetch-many", topic, group, seen_handler, seen,
-                                 (tracked_opts){.buffer = MANY_BUFFER}, &s);
+    cs_app *app =
+        start_tracked("fetch-many", topic, group, seen_handler, seen, (tracked_opts){.buffer = MANY_BUFFER}, &s);
     if (!cst_wait(many_seen, seen, 60000))
         fail_msg("%zu of %d records arrived within 60 s", cst_seen_distinct(seen), MANY_PARTS * MANY_PER);
     CST_OK(cs_app_stop(app));
@@ -940,16 +938,15 @@ static void slow_partitions_are_not_stuck(void **state) {
     cst_seen *seen = cst_seen_new(SLOW_PARTS, SLOW_PER);
     cs_sub *s;
     cs_app *app = start_tracked("fetch-slow", topic, group, slow_handler, seen,
-                                 (tracked_opts){.workers = SLOW_PARTS, .max_open = 100, .buffer = 1 << 20}, &s);
+                                (tracked_opts){.workers = SLOW_PARTS, .max_open = 100, .buffer = 1 << 20}, &s);
     if (!cst_wait(slow_watched, seen, 60000))
         fail_msg("the first %d records of each partition did not arrive within 60 s", SLOW_WATCH);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
-    printf("buffer peak %llu, stuck pauses %llu, pauses at max_open %llu\n",
-           (unsigned long long)st.fetch_buffer_peak, (unsigned long long)st.stuck_pauses,
-           (unsigned long long)st.pauses);
+    printf("buffer peak %llu, stuck pauses %llu, pauses at max_open %llu\n", (unsigned long long)st.fetch_buffer_peak,
+           (unsigned long long)st.stuck_pauses, (unsigned long long)st.pauses);
     assert_true(st.fetch_buffer_peak >= (1u << 19)); /* the premise: the buffer was at least half full */
-    assert_true(st.pauses >= 2);                      /* and the partitions reached max_open */
+    assert_true(st.pauses >= 2);                     /* and the partitions reached max_open */
     assert_int_equal(st.stuck_pauses, 0);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
@@ -995,13 +992,12 @@ static void lanes_hold_a_bounded_number(void **state) {
         fail_msg("cstream_fetch_buffer_records did not settle within 60 s (last %.0f)", w.value);
     double waiting = cst_metric(app, "cstream_lane_waiting_records", labels);
     printf("fetch buffer holds %.0f records, the lane %.0f waiting\n", w.value, waiting);
-    assert_true(w.value >= LANE_RECORDS);                 /* the premise: every record was fetched */
-    assert_true(waiting >= LANE_CAP_PER_WORKER - 256);   /* the lane was filled */
+    assert_true(w.value >= LANE_RECORDS);              /* the premise: every record was fetched */
+    assert_true(waiting >= LANE_CAP_PER_WORKER - 256); /* the lane was filled */
     assert_true(waiting <= LANE_CAP_PER_WORKER);
     cst_gate_open(&h.gate);
     if (!cst_wait(lane_all_seen, &h, 60000))
-        fail_msg("%zu of %d records ran within 60 s once the worker went on", cst_seen_distinct(h.seen),
-                 LANE_RECORDS);
+        fail_msg("%zu of %d records ran within 60 s once the worker went on", cst_seen_distinct(h.seen), LANE_RECORDS);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
     cst_gate_destroy(&h.gate);
@@ -1045,8 +1041,7 @@ static void a_log_that_goes_back_is_read_again(void **state) {
     if (!cst_wait(read_again, seen, 60000)) {
         size_t again = 0;
         for (int64_t o = BACK_TO; o < BACK_PER; o++) again += cst_seen_count(seen, 0, o) >= 2;
-        fail_msg("%zu of %d records from offset %d were handled again within 60 s", again, BACK_PER - BACK_TO,
-                 BACK_TO);
+        fail_msg("%zu of %d records from offset %d were handled again within 60 s", again, BACK_PER - BACK_TO, BACK_TO);
     }
     for (int64_t o = 0; o < BACK_TO; o++) assert_int_equal(cst_seen_count(seen, 0, o), 1);
     CST_OK(cs_app_stop(app));

@@ -47,13 +47,13 @@ typedef struct line {
 typedef struct run {
     const char *mode; /* "tracked" or "auto" */
     int parts, kills;
-    int64_t end[MAX_PARTS];    /* the topic's end offsets: what must be handled */
+    int64_t end[MAX_PARTS]; /* the topic's end offsets: what must be handled */
     int64_t max_end;
-    size_t total;              /* sum of end[] */
+    size_t total; /* sum of end[] */
     char topic[128], group[160], out[256];
     line *lines;
     size_t cap;
-    size_t cut[MAX_KILLS + 1];             /* lines written before each kill */
+    size_t cut[MAX_KILLS + 1];                 /* lines written before each kill */
     long long committed[MAX_KILLS][MAX_PARTS]; /* positions committed at each kill */
     unsigned seed;
 } run;
@@ -177,10 +177,10 @@ static void finish(run *r, bool stop_at_end) {
 
 /* What report() counted over all kills. */
 typedef struct tally {
-    long long violations; /* payouts below a kill's committed position handled again after it */
-    long long in_flight;  /* handled, not committed, at the kills */
-    long long skipped;    /* committed, not handled, at the kills (Auto's loss window) */
-    long long lost;       /* never handled */
+    long long violations;  /* payouts below a kill's committed position handled again after it */
+    long long in_flight;   /* handled, not committed, at the kills */
+    long long skipped;     /* committed, not handled, at the kills (Auto's loss window) */
+    long long lost;        /* never handled */
     long long unexplained; /* never handled, yet above every kill's committed position */
     size_t distinct;
 } tally;
@@ -230,7 +230,8 @@ static tally report(run *r, int kills) {
             bool stored = false;
             for (int k = 0; k < kills && !stored; k++) stored = o < r->committed[k][p];
             if (!stored) {
-                if (t.unexplained < 10) printf("payout %d/%lld lost, above every kill's committed position\n", p, (long long)o);
+                if (t.unexplained < 10)
+                    printf("payout %d/%lld lost, above every kill's committed position\n", p, (long long)o);
                 t.unexplained++;
             }
         }
@@ -244,8 +245,8 @@ static tally report(run *r, int kills) {
 static bool consumed_to_end(run *r) {
     for (int p = 0; p < r->parts; p++) {
         int64_t end = 0, c = -1;
-        if (cs_test_end_offset(cst_cluster, r->topic, p, &end) || cs_test_committed(cst_cluster, r->group, r->topic, p, &c) ||
-            c < end)
+        if (cs_test_end_offset(cst_cluster, r->topic, p, &end) ||
+            cs_test_committed(cst_cluster, r->group, r->topic, p, &c) || c < end)
             return false;
     }
     return true;

@@ -20,7 +20,7 @@ typedef struct order {
     pthread_mutex_t lock;
     int runs[KEYS][PER_KEY * 4]; /* seqs in the order the handler ran them, per key */
     int n_runs[KEYS];
-    int acked[KEYS];             /* next seq expected to be acked */
+    int acked[KEYS]; /* next seq expected to be acked */
     int violations;
     _Atomic int running, max_running;
     _Atomic int total_acked;
@@ -31,8 +31,7 @@ static cs_outcome keyed(cs_delivery *d, void *user) {
     order *o = user;
     int running = atomic_fetch_add(&o->running, 1) + 1;
     int max = atomic_load(&o->max_running);
-    while (running > max && !atomic_compare_exchange_weak(&o->max_running, &max, running)) {
-    }
+    while (running > max && !atomic_compare_exchange_weak(&o->max_running, &max, running)) {}
     size_t len;
     const char *v = cs_delivery_value(d, &len);
     int key = -1, seq = -1;
@@ -83,7 +82,11 @@ static void per_key_order_holds_with_8_lanes(void **state) {
                 char key[16], value[32];
                 int kl = snprintf(key, sizeof key, "k%d", k);
                 int vl = snprintf(value, sizeof value, "%d:%d", k, seq);
-                cs_record r = {.topic = topic, .partition = 0, .key = key, .key_len = (size_t)kl, .value = value,
+                cs_record r = {.topic = topic,
+                               .partition = 0,
+                               .key = key,
+                               .key_len = (size_t)kl,
+                               .value = value,
                                .value_len = (size_t)vl};
                 CST_OK(cs_publish_async(pk, &r, count_failure, &failures));
             }
@@ -238,7 +241,8 @@ static void retry_after_comes_back_after_its_delay(void **state) {
     pthread_mutex_unlock(&dl.lock);
     /* A lower bound only: the record may come back any time after its delay. */
     printf("A came back %lld ms after its first run (delay %d ms)\n", (long long)waited, dl.delay_ms);
-    if (waited < dl.delay_ms) fail_msg("A came back %lld ms after cs_delivery_retry_after(%d)", (long long)waited, dl.delay_ms);
+    if (waited < dl.delay_ms)
+        fail_msg("A came back %lld ms after cs_delivery_retry_after(%d)", (long long)waited, dl.delay_ms);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 }

@@ -190,8 +190,8 @@ static void invalid_batch_elements_come_back_in_order(void **state) {
     assert_int_equal(calls_made, 5); /* 0; 1..9; then 2, 5 and 7 alone */
     assert_int_equal(c->size[1], 9);
     if (again[0] != 2 || again[1] != 5 || again[2] != 7)
-        fail_msg("the invalid elements came back as %lld, %lld, %lld; want 2, 5, 7 (fetch order)",
-                 (long long)again[0], (long long)again[1], (long long)again[2]);
+        fail_msg("the invalid elements came back as %lld, %lld, %lld; want 2, 5, 7 (fetch order)", (long long)again[0],
+                 (long long)again[1], (long long)again[2]);
     cs_sub_stats st;
     cs_sub_stats_get(s, &st);
     assert_int_equal(st.retried, 3);

@@ -72,8 +72,14 @@ static void publish_returns_after_the_delivery_report(void **state) {
         char v[16];
         snprintf(v, sizeof v, "v%d", i);
         cs_header h[] = {{"trace", "t-1", 3}, {"empty", NULL, 0}};
-        cs_record r = {.topic = topic, .partition = 2, .key = "k", .key_len = 1, .value = v, .value_len = strlen(v),
-                       .headers = h, .n_headers = 2};
+        cs_record r = {.topic = topic,
+                       .partition = 2,
+                       .key = "k",
+                       .key_len = 1,
+                       .value = v,
+                       .value_len = strlen(v),
+                       .headers = h,
+                       .n_headers = 2};
         cs_published where = {-1, -1};
         CST_OK(cs_publish(k, &r, &where));
         assert_int_equal(where.partition, 2);
@@ -462,7 +468,7 @@ typedef struct pressing {
     cs_kafka *k;
     const char *out;
     cst_gate entered, go; /* the handler holds its record; the test lets it go on */
-    cs_err err; /* the blocking publish's */
+    cs_err err;           /* the blocking publish's */
     char errmsg[256];
     cs_published where;
     reports fillers;
@@ -562,7 +568,8 @@ static void blocking_publish_waits_for_queue_space(void **state) {
 static void purged_reply_leaves_its_source_to_the_next_owner(void **state) {
     (void)state;
     if (!cs_test_cluster_is_embedded(cst_cluster)) {
-        cst_skip("embedded cluster only: it makes the broker refuse every produce, which only the embedded cluster can do");
+        cst_skip(
+            "embedded cluster only: it makes the broker refuse every produce, which only the embedded cluster can do");
     }
     /* Enough refusals for 100 s of the producer's resends (retry.backoff.ms
      * is 100); the test needs a second or two, then clears the rest. */
@@ -655,7 +662,8 @@ static void *publish_slowly(void *arg) {
     for (int i = 0; i < RESTART_N; i++) {
         char v[32];
         snprintf(v, sizeof v, "r-%d", i);
-        cs_record r = {.topic = p->topic, .partition = -1, .key = v, .key_len = strlen(v), .value = v, .value_len = strlen(v)};
+        cs_record r = {
+            .topic = p->topic, .partition = -1, .key = v, .key_len = strlen(v), .value = v, .value_len = strlen(v)};
         if (cs_publish_async(p->k, &r, count_report, p->rep) != CS_OK) {
             fprintf(stderr, "publish %d: %s\n", i, cs_errmsg());
             atomic_fetch_add(&p->rep->failed, 1);

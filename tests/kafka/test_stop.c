@@ -34,7 +34,7 @@ static pthread_t held_worker;
 typedef struct fixture {
     cst_seen *seen;
     cst_seen *first_assignment; /* what ran before the member's second assignment */
-    int64_t n; /* records per partition */
+    int64_t n;                  /* records per partition */
     int32_t hold_partition;
     int64_t hold_offset;  /* the record the handler holds until `released` opens; -1: none */
     bool retry_held;      /* Tracked: the held record asks for a retry, every time */
@@ -278,7 +278,8 @@ static void tracked_retry_racing_a_stop_goes_to_the_next_owner(void **state) {
                      (long long)o, cst_seen_count(f.seen, 0, o), want);
     }
     int64_t c = committed(group, topic, 0);
-    if (c != HELD) fail_msg("committed %lld after the stop, not %d: the position passed the retried record", (long long)c, HELD);
+    if (c != HELD)
+        fail_msg("committed %lld after the stop, not %d: the position passed the retried record", (long long)c, HELD);
     next_owner_reads_from(topic, group, CS_COMMIT_TRACKED, N, HELD);
     fixture_free(&f);
 }
@@ -307,7 +308,8 @@ static void auto_stop_drains_the_lanes_and_commits_at_close(void **state) {
      * the close committed them, and every one of them ran (none was dropped
      * from the queue); nothing past the committed position ran. */
     int64_t c = committed(group, topic, 0);
-    if (c < MAX_OPEN) fail_msg("committed %lld after the stop, not at least the %d handed over", (long long)c, MAX_OPEN);
+    if (c < MAX_OPEN)
+        fail_msg("committed %lld after the stop, not at least the %d handed over", (long long)c, MAX_OPEN);
     printf("auto stop: %lld of %d records committed at close\n", (long long)c, LONG_N);
     for (int64_t o = 0; o < LONG_N; o++) {
         int want = o < c ? 1 : 0;

@@ -128,7 +128,7 @@ static void revoke_hook_reads_the_stats_during_a_graceful_stop(void **state) {
     stop_in_background(&f);
     join_stop(&f, "the on_revoke hook's cs_sub_stats_get waits for a lock its own (stopping) thread holds across "
                   "the consumer close");
-    assert_true(atomic_load(&f.revokes) >= 1); /* the close ran the hook */
+    assert_true(atomic_load(&f.revokes) >= 1);              /* the close ran the hook */
     assert_int_equal(atomic_load(&f.delivered_in_hook), 1); /* the live counters, not zeros */
     cs_sub_stats after;
     cs_sub_stats_get(f.sub, &after); /* the final counters, kept after the consumer closed */
@@ -156,7 +156,8 @@ static void metrics_answer_while_a_close_is_slow(void **state) {
     f.hook_holds = true;
     start(&f, "stoplock-scrape");
     stop_in_background(&f);
-    if (!cst_gate_wait(&f.in_hook, STOP_MS)) fail_msg("the stop did not reach the revoke hook within %d s", STOP_MS / 1000);
+    if (!cst_gate_wait(&f.in_hook, STOP_MS))
+        fail_msg("the stop did not reach the revoke hook within %d s", STOP_MS / 1000);
 
     /* The close is now held in the hook, on the stopping thread. */
     char *body = NULL;
@@ -175,8 +176,8 @@ static void metrics_answer_while_a_close_is_slow(void **state) {
     long long delivered = series_value(body, "cstream_subscription_delivered_total", f.topic);
     long long acked = series_value(body, "cstream_subscription_acked_total", f.topic);
     if (delivered != 1 || acked != 1)
-        fail_msg("during the close /metrics said delivered=%lld acked=%lld for %s, want 1 and 1:\n%s", delivered,
-                 acked, f.topic, body);
+        fail_msg("during the close /metrics said delivered=%lld acked=%lld for %s, want 1 and 1:\n%s", delivered, acked,
+                 f.topic, body);
     free(body);
     finish(&f);
 }

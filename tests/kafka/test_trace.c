@@ -77,8 +77,13 @@ static cs_outcome handle(cs_delivery *d, void *user) {
     if (!err && !strcmp(in->value, "valid")) {
         /* An explicit traceparent header wins over the parent's. */
         cs_header h[] = {{"traceparent", OTHER_TP, strlen(OTHER_TP)}};
-        cs_record x = {.topic = s->pub_topic, .partition = -1, .value = "x:valid", .value_len = 7, .headers = h,
-                       .n_headers = 1, .parent = d};
+        cs_record x = {.topic = s->pub_topic,
+                       .partition = -1,
+                       .value = "x:valid",
+                       .value_len = 7,
+                       .headers = h,
+                       .n_headers = 1,
+                       .parent = d};
         err = publish(s, d, &x);
         /* No parent: nothing is carried (an output of d under Transactional
          * follows from d anyway). */
@@ -182,8 +187,12 @@ static void publish_inputs(cs_kafka *k, const char *topic) {
         size_t n = 0;
         for (; n < 2 && inputs[i].headers[n]; n++)
             h[n] = (cs_header){"traceparent", inputs[i].headers[n], strlen(inputs[i].headers[n])};
-        cs_record r = {.topic = topic, .partition = 0, .value = inputs[i].value, .value_len = strlen(inputs[i].value),
-                       .headers = h, .n_headers = n};
+        cs_record r = {.topic = topic,
+                       .partition = 0,
+                       .value = inputs[i].value,
+                       .value_len = strlen(inputs[i].value),
+                       .headers = h,
+                       .n_headers = n};
         CST_OK(cs_publish(k, &r, NULL));
     }
 }
@@ -228,7 +237,8 @@ static void carried(bool transactional) {
         outputs_wait w = {s, 2 * N_INPUTS + 2};
         assert_true(cst_wait(outputs_committed, &w, 30000));
     } else {
-        CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, (int64_t)N_INPUTS, 30000)); /* every reply delivered */
+        CST_OK(
+            cs_test_wait_committed(cst_cluster, group, topic, 0, (int64_t)N_INPUTS, 30000)); /* every reply delivered */
     }
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);

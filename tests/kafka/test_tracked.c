@@ -25,11 +25,11 @@ typedef struct fixture {
     cs_delivery *held[MAXREC]; /* pending deliveries */
     int n_held;
     int max_held;
-    int64_t hold_offset;  /* this offset is held pending (-1: none) */
-    int retries_left;     /* for offset retry_offset */
+    int64_t hold_offset; /* this offset is held pending (-1: none) */
+    int retries_left;    /* for offset retry_offset */
     int64_t retry_offset;
-    bool hold_all;        /* every delivery held pending */
-    bool hold_odd;        /* odd offsets held pending */
+    bool hold_all; /* every delivery held pending */
+    bool hold_odd; /* odd offsets held pending */
     _Atomic bool crashing;
 } fixture;
 
@@ -318,7 +318,8 @@ static void out_of_order_acks_never_pass_an_open_record(void **state) {
             checks++;
             for (int64_t off = 0; off < c && off < OOO_N; off++)
                 if (!atomic_load(&o->settled[p][off]))
-                    fail_msg("partition %d committed %lld but offset %lld is still open", p, (long long)c, (long long)off);
+                    fail_msg("partition %d committed %lld but offset %lld is still open", p, (long long)c,
+                             (long long)off);
             if (c < end[p]) finished = false;
             if (c < end[p] && cst_now_ms() > deadline)
                 fail_msg("partition %d committed %lld, not its end %lld, within 60 s (%d of %d records settled)", p,

@@ -61,7 +61,8 @@ static cs_outcome transform(cs_delivery *d, void *user) {
     int32_t p = cs_delivery_partition(d);
     int64_t o = cs_delivery_offset(d);
     cst_seen_add(f->runs, p, o);
-    if (p == 0 && o == f->stall_offset && cs_delivery_attempt(d) == 1) return cs_delivery_retry_after(d, f->stall_delay_ms);
+    if (p == 0 && o == f->stall_offset && cs_delivery_attempt(d) == 1)
+        return cs_delivery_retry_after(d, f->stall_delay_ms);
     if (p == 0 && o == f->failing_offset) {
         cs_delivery_set_reason(d, "always fails");
         return CS_RETRY;
@@ -203,8 +204,8 @@ static void outputs_commit_exactly_once(void **state) {
     char topic[128], group[160], out[128];
     cst_fresh("txn-in", 3, topic, group, sizeof topic);
     cst_fresh("txn-out", 3, out, NULL, sizeof out);
-    fixture f = {.out = out, .partitions = 3, .runs = cst_seen_new(3, MAXREC), .stall_offset = -1,
-                 .failing_offset = -1};
+    fixture f = {
+        .out = out, .partitions = 3, .runs = cst_seen_new(3, MAXREC), .stall_offset = -1, .failing_offset = -1};
     pthread_mutex_init(&f.lock, NULL);
     CST_OK(cs_test_produce_many(cst_cluster, topic, "rec-", 600));
     cs_sub *s;
@@ -243,8 +244,12 @@ static void dropped_records_settle_and_their_outputs_commit(void **state) {
     char topic[128], group[160], out[128];
     cst_fresh("txn-drop", 3, topic, group, sizeof topic);
     cst_fresh("txn-drop-out", 3, out, NULL, sizeof out);
-    fixture f = {.out = out, .partitions = 3, .runs = cst_seen_new(3, MAXREC), .stall_offset = -1,
-                 .failing_offset = -1, .drop = true};
+    fixture f = {.out = out,
+                 .partitions = 3,
+                 .runs = cst_seen_new(3, MAXREC),
+                 .stall_offset = -1,
+                 .failing_offset = -1,
+                 .drop = true};
     pthread_mutex_init(&f.lock, NULL);
     CST_OK(cs_test_produce_many(cst_cluster, topic, "rec-", 300));
     cs_sub *s;
@@ -299,8 +304,12 @@ static void stalled_retry_aborts_and_rereads(void **state) {
     cst_fresh("txn-stall-out", 1, out, NULL, sizeof out);
     /* Offset 40's first attempt asks to come back after 5 s; the stall timeout
      * is 1 s: the window aborts while later records ran and left outputs. */
-    fixture f = {.out = out, .partitions = 1, .runs = cst_seen_new(1, MAXREC), .stall_offset = 40,
-                 .stall_delay_ms = 5000, .failing_offset = -1};
+    fixture f = {.out = out,
+                 .partitions = 1,
+                 .runs = cst_seen_new(1, MAXREC),
+                 .stall_offset = 40,
+                 .stall_delay_ms = 5000,
+                 .failing_offset = -1};
     pthread_mutex_init(&f.lock, NULL);
     for (int i = 0; i < 100; i++) {
         char v[16];
@@ -321,7 +330,7 @@ static void stalled_retry_aborts_and_rereads(void **state) {
            cst_seen_count(f.runs, 0, 39), cst_seen_count(f.runs, 0, 40), cst_seen_count(f.runs, 0, 41),
            cst_seen_count(f.runs, 0, 99));
     assert_true(st.aborts >= 1);
-    assert_int_equal(st.outputs, 100);                 /* the aborted window's outputs were never committed */
+    assert_int_equal(st.outputs, 100);                  /* the aborted window's outputs were never committed */
     assert_int_equal(cst_seen_count(f.runs, 0, 39), 1); /* below the retry: committed, never read again */
     assert_int_equal(cst_seen_count(f.runs, 0, 40), 2); /* the retried record: read again after the abort */
     assert_true(cst_seen_count(f.runs, 0, 41) >= 2);    /* after it: ran in the aborted window, then again */
@@ -346,8 +355,7 @@ static void dead_letter_joins_the_transaction(void **state) {
     cst_fresh("txn-dlq", 1, topic, group, sizeof topic);
     cst_fresh("txn-dlq-out", 1, out, NULL, sizeof out);
     cst_fresh("txn-dlq-dead", 1, dlq, NULL, sizeof dlq);
-    fixture f = {.out = out, .partitions = 1, .runs = cst_seen_new(1, MAXREC), .stall_offset = -1,
-                 .failing_offset = 7};
+    fixture f = {.out = out, .partitions = 1, .runs = cst_seen_new(1, MAXREC), .stall_offset = -1, .failing_offset = 7};
     pthread_mutex_init(&f.lock, NULL);
     for (int i = 0; i < 50; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
     cs_sub *s;

@@ -49,17 +49,17 @@ static void hostile_input_is_counted_and_dropped(void **state) {
     char topic[128], group[160];
     cst_fresh("typed", 1, topic, group, sizeof topic);
     /* The hostile records, then two good ones. */
-    CST_OK(cs_test_produce(cst_cluster, topic, 0, "k", 1, NULL, 0, NULL));                    /* tombstone */
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, "k", 1, NULL, 0, NULL));                        /* tombstone */
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "{\"name\":\"\xff\xfe\"}", 14, NULL)); /* bad UTF-8 */
     size_t depth = 100000;
     char *deep = malloc(depth * 2 + 1);
     memset(deep, '[', depth);
     memset(deep + depth, ']', depth);
     deep[depth * 2] = '\0';
-    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, deep, depth * 2, NULL));          /* deep nesting */
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, deep, depth * 2, NULL)); /* deep nesting */
     free(deep);
-    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "{\"name\":7}", 10, NULL));       /* wrong type */
-    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "not json", 8, NULL));            /* not JSON */
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "{\"name\":7}", 10, NULL));        /* wrong type */
+    CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "not json", 8, NULL));             /* not JSON */
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "{\"name\":\"ok-1\"}", 15, NULL)); /* null key, good */
     seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
     cs_app *app = cs_app_new("typed", "1.0");
@@ -73,8 +73,12 @@ static void hostile_input_is_counted_and_dropped(void **state) {
     CST_OK(cs_app_start(app));
     /* A good record with a header whose value is null. */
     cs_header h[] = {{"trace", NULL, 0}};
-    cs_record r = {.topic = topic, .partition = 0, .value = "{\"name\":\"ok-2\",\"qty\":3}", .value_len = 23,
-                   .headers = h, .n_headers = 1};
+    cs_record r = {.topic = topic,
+                   .partition = 0,
+                   .value = "{\"name\":\"ok-2\",\"qty\":3}",
+                   .value_len = 23,
+                   .headers = h,
+                   .n_headers = 1};
     CST_OK(cs_publish(k, &r, NULL));
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 7, 30000));
     cs_sub_stats st;

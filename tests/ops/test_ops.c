@@ -365,7 +365,8 @@ static void test_run_http_metrics_json_logs(void **state) {
     assert_int_equal(http_get(c.port, "/nope", NULL), 404);
     wait_ready(&c, 60000);
 
-    const char *order = "{\"id\":7,\"amount_cents\":1250,\"currency\":\"EUR\",\"lines\":[{\"sku\":\"a\",\"quantity\":2}]}";
+    const char *order =
+        "{\"id\":7,\"amount_cents\":1250,\"currency\":\"EUR\",\"lines\":[{\"sku\":\"a\",\"quantity\":2}]}";
     CST_OK(cs_test_produce(cst_cluster, orders, 0, "7", 1, order, strlen(order), NULL));
     long long delivered = -1, acked = -1;
     for (int64_t deadline = now_ms() + 30000; now_ms() < deadline; usleep(50 * 1000)) {
@@ -516,7 +517,8 @@ static void test_readyz_not_ready_during_shutdown(void **state) {
     long long delivered = -1;
     for (int64_t deadline = now_ms() + 30000; delivered != 1 && now_ms() < deadline; usleep(50 * 1000)) {
         char *body = NULL;
-        if (http_get(c.port, "/metrics", &body) == 200) delivered = metric(body, "cstream_subscription_delivered_total", audit);
+        if (http_get(c.port, "/metrics", &body) == 200)
+            delivered = metric(body, "cstream_subscription_delivered_total", audit);
         free(body);
     }
     assert_int_equal(delivered, 1); /* the handler now holds until the file exists */
@@ -569,10 +571,11 @@ static void test_payouts_example_docs(void **state) {
     path_of(file, sizeof file, "payouts-asyncapi.json");
     write_file(file, out);
     free(out), free(err);
-    validate(file, "{\"receive\":{\"payouts\":[\"id\",\"amount_cents\"],\"page-views\":[\"page\"],"
-                   "\"statements\":[\"payout_id\",\"amount_cents\"]},"
-                   "\"send\":[\"payouts.done\",\"payouts.dlq\"],"
-                   "\"groups\":{\"payouts\":\"payouts\",\"page-views\":\"analytics\",\"statements\":\"reconciliation\"}}");
+    validate(file,
+             "{\"receive\":{\"payouts\":[\"id\",\"amount_cents\"],\"page-views\":[\"page\"],"
+             "\"statements\":[\"payout_id\",\"amount_cents\"]},"
+             "\"send\":[\"payouts.done\",\"payouts.dlq\"],"
+             "\"groups\":{\"payouts\":\"payouts\",\"page-views\":\"analytics\",\"statements\":\"reconciliation\"}}");
 }
 
 /* On the embedded cluster, `payouts run --http` gets ready, handles a payout
@@ -604,15 +607,24 @@ static void test_payouts_example_run(void **state) {
     if (!c.port) fail_msg("payouts did not report its HTTP port");
     wait_ready(&c, 60000);
 
-    const char *publish[] = {PAYOUTS_SERVICE, "publish", "payouts", "--key", "7", "--partition", "0", "--header",
-                             "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", NULL};
+    const char *publish[] = {PAYOUTS_SERVICE,
+                             "publish",
+                             "payouts",
+                             "--key",
+                             "7",
+                             "--partition",
+                             "0",
+                             "--header",
+                             "traceparent=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+                             NULL};
     assert_int_equal(run(publish, env, "{\"id\":7,\"amount_cents\":700}", &out, &err), 0);
     assert_string_equal(out, "partition=0 offset=0\n");
     free(out), free(err);
     long long acked = -1;
     for (int64_t deadline = now_ms() + 30000; acked != 1 && now_ms() < deadline; usleep(50 * 1000)) {
         char *body = NULL;
-        if (http_get(c.port, "/metrics", &body) == 200) acked = metric(body, "cstream_subscription_acked_total", "payouts");
+        if (http_get(c.port, "/metrics", &body) == 200)
+            acked = metric(body, "cstream_subscription_acked_total", "payouts");
         free(body);
     }
     assert_int_equal(acked, 1);
@@ -633,8 +645,8 @@ static void test_publish(void **state) {
     const char *env[] = {env_prefix, env_brokers, "CSTREAM_LOG_LEVEL=error", NULL};
 
     char *out, *err;
-    const char *one[] = {OPS_SERVICE, "publish", invoices, "--partition", "2", "--key", "inv-1", "--header",
-                         "source=cli", "--header", "trace=abc=def", NULL};
+    const char *one[] = {OPS_SERVICE, "publish",    invoices,   "--partition",   "2", "--key", "inv-1",
+                         "--header",  "source=cli", "--header", "trace=abc=def", NULL};
     assert_int_equal(run(one, env, "{\"id\":1}\n{\"id\":2}\n", &out, &err), 0);
     assert_string_equal(out, "partition=2 offset=0\n");
     assert_null(strstr(err, "INFO")); /* CSTREAM_LOG_LEVEL=error applies without a flag */
@@ -700,7 +712,8 @@ static void test_metrics_promtool(void **state) {
     (void)state;
     if (access(PROMTOOL_EXE, X_OK))
         fail_msg("promtool (%s) is missing: /metrics cannot be checked; install Debian's prometheus package "
-                 "(make deps does)", PROMTOOL_EXE);
+                 "(make deps does)",
+                 PROMTOOL_EXE);
     char prefix[64], env_prefix[128], env_brokers[512], orders[128], audit[128], group[160], audit_group[160];
     fresh_ops_topics(prefix, sizeof prefix, "opsprom", 2);
     snprintf(orders, sizeof orders, "%sorders", prefix);
@@ -783,8 +796,7 @@ static void test_metrics_promtool(void **state) {
     char *out, *err;
     const char *check[] = {PROMTOOL_EXE, "check", "metrics", NULL};
     int status = run(check, NULL, body, &out, &err);
-    if (status != 0 || *out || *err)
-        fail_msg("promtool check metrics (exit %d) on %s:\n%s%s", status, file, out, err);
+    if (status != 0 || *out || *err) fail_msg("promtool check metrics (exit %d) on %s:\n%s%s", status, file, out, err);
     free(out), free(err);
     free(body);
     assert_int_equal(stop_service(&c), 0);
@@ -796,7 +808,8 @@ static void test_metrics_label_escaping(void **state) {
     (void)state;
     if (access(PROMTOOL_EXE, X_OK))
         fail_msg("promtool (%s) is missing: /metrics cannot be checked; install Debian's prometheus package "
-                 "(make deps does)", PROMTOOL_EXE);
+                 "(make deps does)",
+                 PROMTOOL_EXE);
     cs_app *app = cs_app_new("say \"hi\"", "c:\\v1\nbeta");
     assert_non_null(app);
     char *body = NULL;
@@ -806,7 +819,8 @@ static void test_metrics_label_escaping(void **state) {
     char *out, *err;
     const char *check[] = {PROMTOOL_EXE, "check", "metrics", NULL};
     int status = run(check, NULL, body, &out, &err);
-    if (status != 0 || *out || *err) fail_msg("promtool check metrics (exit %d):\n%s%s\non:\n%s", status, out, err, body);
+    if (status != 0 || *out || *err)
+        fail_msg("promtool check metrics (exit %d):\n%s%s\non:\n%s", status, out, err, body);
     free(out), free(err), free(body);
 }
 

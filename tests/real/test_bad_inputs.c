@@ -373,8 +373,8 @@ static void deletion_stop(deletion *t, int64_t noticed_ms) {
     fprintf(stderr,
             "deleted topic noticed after %lld ms (metadata refresh %s ms); the group rebalanced it away: %s; "
             "tracked commits %llu, failed %llu; stop took %lld ms\n",
-            (long long)noticed_ms, REFRESH_MS, rebalanced ? "yes" : "no",
-            (unsigned long long)st.commits, (unsigned long long)st.commit_failures, (long long)took);
+            (long long)noticed_ms, REFRESH_MS, rebalanced ? "yes" : "no", (unsigned long long)st.commits,
+            (unsigned long long)st.commit_failures, (long long)took);
     /* Each subscription's drain (2 s here) plus at most 3 s for a consumer
      * handle librdkafka 2.0.2 cannot destroy, with margin for a slow machine. */
     assert_true(took < 20000);

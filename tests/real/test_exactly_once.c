@@ -124,7 +124,8 @@ static void count_output(const void *value, size_t len, void *arg) {
     int p;
     long long o;
     snprintf(text, sizeof text, "%.*s", (int)(len < 47 ? len : 47), (const char *)value);
-    if (sscanf(text, "%d:%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < r->records) cst_seen_add(r->outputs, p, o);
+    if (sscanf(text, "%d:%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < r->records)
+        cst_seen_add(r->outputs, p, o);
     else r->malformed++;
 }
 
@@ -146,7 +147,8 @@ static void check_exactly_once(run *r, int kills) {
     }
     size_t total, distinct;
     runs_so_far(r, &total, &distinct);
-    printf("\nTransactional, %ld inputs, %d partitions, 4 workers, %d kills (seed %u)\n", inputs, PARTS, kills, r->seed);
+    printf("\nTransactional, %ld inputs, %d partitions, 4 workers, %d kills (seed %u)\n", inputs, PARTS, kills,
+           r->seed);
     printf("| handler runs | records run more than once | outputs read_committed | lost | duplicated |\n");
     printf("|---|---|---|---|---|\n");
     printf("| %zu | %zu | %ld | %ld | %ld |\n", total, total - distinct, n, lost, dup);
@@ -472,10 +474,8 @@ static void refused_output_is_dead_lettered(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(kills_lose_and_duplicate_nothing),
-        cmocka_unit_test(zombie_is_fenced),
-        cmocka_unit_test(rebalances_keep_exactly_once),
-        cmocka_unit_test(aborted_transaction_is_invisible),
+        cmocka_unit_test(kills_lose_and_duplicate_nothing), cmocka_unit_test(zombie_is_fenced),
+        cmocka_unit_test(rebalances_keep_exactly_once),     cmocka_unit_test(aborted_transaction_is_invisible),
         cmocka_unit_test(refused_output_is_dead_lettered),
     };
     if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER")); /* e.g. CST_FILTER='zombie*' */

@@ -37,9 +37,7 @@
 #define RECORDS 200
 #define PARTITIONS 2
 
-static struct {
-    const char *brokers, *ca, *mechanism, *user, *password, *wrong_ca;
-} sasl;
+static struct { const char *brokers, *ca, *mechanism, *user, *password, *wrong_ca; } sasl;
 
 /* librdkafka before 2.6.1 sends a SCRAM final message Kafka 4.x refuses. */
 static bool scram_works(void) { return rd_kafka_version() >= 0x02060100; }
@@ -93,15 +91,15 @@ static char *capture_end(void) {
     return text;
 }
 
-#define CFG_OK(expr)                                                                               \
-    do {                                                                                           \
-        cs_err cfg_err_ = (expr);                                                                  \
-        if (cfg_err_ != CS_OK) {                                                                   \
-            char cfg_why_[1024];                                                                   \
-            snprintf(cfg_why_, sizeof cfg_why_, "%s", cs_errmsg());                                \
-            if (capturing) free(capture_end());                                                    \
-            fail_msg("%s -> %s: %s", #expr, cs_err_name(cfg_err_), cfg_why_);                      \
-        }                                                                                          \
+#define CFG_OK(expr)                                                                                                   \
+    do {                                                                                                               \
+        cs_err cfg_err_ = (expr);                                                                                      \
+        if (cfg_err_ != CS_OK) {                                                                                       \
+            char cfg_why_[1024];                                                                                       \
+            snprintf(cfg_why_, sizeof cfg_why_, "%s", cs_errmsg());                                                    \
+            if (capturing) free(capture_end());                                                                        \
+            fail_msg("%s -> %s: %s", #expr, cs_err_name(cfg_err_), cfg_why_);                                          \
+        }                                                                                                              \
     } while (0)
 
 static void assert_no_passwords(const char *what, const char *text) {
@@ -179,8 +177,12 @@ static void right_credentials_consume_commit_and_publish(void **state) {
     for (int i = 0; started == CS_OK && published == CS_OK && i < RECORDS; i++) {
         char key[16];
         int len = snprintf(key, sizeof key, "k%d", i);
-        cs_record rec = {.topic = topic, .partition = i % PARTITIONS, .key = key, .key_len = (size_t)len,
-                         .value = key, .value_len = (size_t)len};
+        cs_record rec = {.topic = topic,
+                         .partition = i % PARTITIONS,
+                         .key = key,
+                         .key_len = (size_t)len,
+                         .value = key,
+                         .value_len = (size_t)len};
         cs_published where;
         published = cs_publish(k, &rec, &where);
         if (published == CS_OK) last[where.partition] = where.offset;
@@ -211,8 +213,8 @@ static void right_credentials_consume_commit_and_publish(void **state) {
     for (int p = 0; p < PARTITIONS; p++) {
         assert_int_equal(last[p], RECORDS / PARTITIONS - 1);
         if (via_sasl[p] != last[p] + 1)
-            fail_msg("partition %d: committed %lld through the SASL client, %lld expected", p,
-                     (long long)via_sasl[p], (long long)(last[p] + 1));
+            fail_msg("partition %d: committed %lld through the SASL client, %lld expected", p, (long long)via_sasl[p],
+                     (long long)(last[p] + 1));
     }
     /* Each record handled exactly once (a clean run: nothing comes back). */
     assert_int_equal(cst_seen_distinct(r.seen), RECORDS);
@@ -320,7 +322,8 @@ static void scram_login_matches_this_librdkafka(void **state) {
     assert_no_passwords("the log of the SCRAM run with the right password", log);
     free(log);
     if (scram_works()) {
-        if (started != CS_OK) fail_msg("librdkafka %s: SCRAM-SHA-512 with the right password: %s", rd_kafka_version_str(), why);
+        if (started != CS_OK)
+            fail_msg("librdkafka %s: SCRAM-SHA-512 with the right password: %s", rd_kafka_version_str(), why);
         return;
     }
     if (started != CS_ERR_AUTH)

@@ -101,10 +101,8 @@ typedef struct child_env {
 } child_env;
 
 static void set_or_unset(const char *name, const char *value) {
-    if (value)
-        setenv(name, value, 1);
-    else
-        unsetenv(name);
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
 }
 
 static pid_t spawn(run *r, const child_env *e, int workers) {
@@ -184,8 +182,8 @@ static void finish(run *r, pid_t child) {
         CST_OK(cs_test_end_offset(cst_cluster, r->topic, p, &end));
         CST_OK(cs_test_committed(cst_cluster, r->group, r->topic, p, &committed));
         if (committed != end)
-            fail_msg("%s/%d: committed %lld after the last clean stop, log end %lld", r->topic, p,
-                     (long long)committed, (long long)end);
+            fail_msg("%s/%d: committed %lld after the last clean stop, log end %lld", r->topic, p, (long long)committed,
+                     (long long)end);
     }
 }
 
@@ -356,7 +354,8 @@ static int group_members(const char *group, char ids[][256], int max) {
                  n != 1 ? "no description" : rd_kafka_error_string(rd_kafka_ConsumerGroupDescription_error(d[0])));
     int members = (int)rd_kafka_ConsumerGroupDescription_member_count(d[0]);
     for (int i = 0; i < members && i < max; i++) {
-        const char *id = rd_kafka_MemberDescription_group_instance_id(rd_kafka_ConsumerGroupDescription_member(d[0], (size_t)i));
+        const char *id =
+            rd_kafka_MemberDescription_group_instance_id(rd_kafka_ConsumerGroupDescription_member(d[0], (size_t)i));
         snprintf(ids[i], sizeof ids[i], "%s", id ? id : "");
     }
     rd_kafka_event_destroy(ev);
@@ -481,10 +480,12 @@ static int64_t scale_in(bool with_instance, bool remove, int session_ms, int wai
     unlink(assign_y);
     char session[16];
     snprintf(session, sizeof session, "%d", session_ms);
-    pid_t x = spawn(&r, &(child_env){.instance = with_instance ? inst_x : NULL, .session = session, .assign = assign_x}, 1);
+    pid_t x =
+        spawn(&r, &(child_env){.instance = with_instance ? inst_x : NULL, .session = session, .assign = assign_x}, 1);
     assignment ax = {assign_x, PARTS};
     if (!cst_wait(holds, &ax, 60000)) fail_msg("the first member was not assigned the 4 partitions within 60 s");
-    pid_t y = spawn(&r, &(child_env){.instance = with_instance ? inst_y : NULL, .session = session, .assign = assign_y}, 1);
+    pid_t y =
+        spawn(&r, &(child_env){.instance = with_instance ? inst_y : NULL, .session = session, .assign = assign_y}, 1);
     assignment ay = {assign_y, PARTS / 2};
     ax.want = PARTS / 2;
     if (!cst_wait(holds, &ay, 60000) || !cst_wait(holds, &ax, 60000))
@@ -506,7 +507,8 @@ static int64_t scale_in(bool with_instance, bool remove, int session_ms, int wai
         if (now_ms() - stopped < session_ms) assert_int_equal(assigned_now(assign_y), PARTS / 2);
         if (remove) {
             char cmd[2048];
-            snprintf(cmd, sizeof cmd, "java -cp '%s/.cache/kafka/libs/*' %s/tests/real/RemoveStaticMembers.java %s %s %s",
+            snprintf(cmd, sizeof cmd,
+                     "java -cp '%s/.cache/kafka/libs/*' %s/tests/real/RemoveStaticMembers.java %s %s %s",
                      CSTREAM_SOURCE_DIR, CSTREAM_SOURCE_DIR, cs_test_cluster_brokers(cst_cluster), r.group, static_x);
             printf("operator: %s\n", cmd);
             fflush(stdout);
@@ -542,7 +544,8 @@ static void scale_in_with_instance_id_and_removal(void **state) {
     printf("scale-in with an instance id: the other member held all partitions %lld ms after the operator's "
            "removal started (the JVM's start included)\n",
            (long long)took);
-    if (took < 0) fail_msg("after the operator removed the stopped static member its partitions did not move within 30 s");
+    if (took < 0)
+        fail_msg("after the operator removed the stopped static member its partitions did not move within 30 s");
 }
 
 static void scale_in_with_instance_id_waits_for_the_session(void **state) {

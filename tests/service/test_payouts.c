@@ -50,8 +50,8 @@ static void new_service(clients *cl, payouts_service *svc) {
     char prefix[96];
     cs_test_unique_name(prefix, sizeof prefix, "svc");
     strcat(prefix, "-");
-    payouts_options opt = {.brokers = cs_test_cluster_brokers(cst_cluster), .clients = cl, .tune = test_timings,
-                           .prefix = prefix};
+    payouts_options opt = {
+        .brokers = cs_test_cluster_brokers(cst_cluster), .clients = cl, .tune = test_timings, .prefix = prefix};
     CST_OK(payouts_service_new(&opt, svc));
     CST_OK(cs_test_topic_create(cst_cluster, svc->names.payouts, 4));
     CST_OK(cs_test_topic_create(cst_cluster, svc->names.payouts_done, 4));
@@ -61,12 +61,17 @@ static void new_service(clients *cl, payouts_service *svc) {
 }
 
 static void publish(cs_kafka *k, const char *topic, const char *value) {
-    cs_record r = {.topic = topic, .partition = -1, .key = "1", .key_len = 1, .value = value, .value_len = strlen(value)};
+    cs_record r = {
+        .topic = topic, .partition = -1, .key = "1", .key_len = 1, .value = value, .value_len = strlen(value)};
     CST_OK(cs_publish(k, &r, NULL));
 }
 
 static cs_published publish_keyed(cs_kafka *k, const char *topic, const char *key, const char *value) {
-    cs_record r = {.topic = topic, .partition = -1, .key = key, .key_len = strlen(key), .value = value,
+    cs_record r = {.topic = topic,
+                   .partition = -1,
+                   .key = key,
+                   .key_len = strlen(key),
+                   .value = value,
                    .value_len = value ? strlen(value) : 0};
     cs_published where;
     CST_OK(cs_publish(k, &r, &where));
@@ -262,7 +267,7 @@ static void reconcile_and_bad_input(void **state) {
     publish(svc.kafka, svc.names.statements, "{\"payout_id\":2,\"amount_cents\":0}");
     publish(svc.kafka, svc.names.statements, "{\"payout_id\":3,\"amount_cents\":300}");
     cs_published wrong = publish_keyed(svc.kafka, svc.names.payouts, "1", "{\"id\":\"seven\"}"); /* wrong type */
-    publish(svc.kafka, svc.names.payouts, "{\"id\":8,\"amount_cents\":0}");                    /* zero: dropped */
+    publish(svc.kafka, svc.names.payouts, "{\"id\":8,\"amount_cents\":0}");                      /* zero: dropped */
     cs_published tomb = publish_keyed(svc.kafka, svc.names.payouts, "9", NULL);
     line_wait lines = {&svc, 3}, pays = {&svc, 3};
     assert_true(cst_wait(lines_settled, &lines, 30000));
@@ -309,8 +314,8 @@ static void payout_above_the_limit_is_dead_lettered_after_5_attempts(void **stat
     snprintf(big, sizeof big, "{\"id\":11,\"amount_cents\":%llu}", (unsigned long long)BANK_LIMIT_CENTS * 2);
     cs_published src = publish_keyed(svc.kafka, svc.names.payouts, "11", big);
     assert_true(cst_wait(payout_settled, &svc, 30000));
-    CST_OK(cs_test_wait_committed(cst_cluster, svc.names.group, svc.names.payouts, src.partition, src.offset + 1,
-                                  30000));
+    CST_OK(
+        cs_test_wait_committed(cst_cluster, svc.names.group, svc.names.payouts, src.partition, src.offset + 1, 30000));
     cs_sub_stats pay;
     cs_sub_stats_get(svc.pay_out, &pay);
     assert_int_equal(pay.delivered, 5);

@@ -125,8 +125,8 @@ static void *produce_all(void *arg) {
     (void)arg;
     /* Quiet: the broker restart makes every client log its disconnects; what
      * matters (a failed delivery) is counted from the delivery reports. */
-    static const char *const props[] = {"enable.idempotence", "true", "acks", "all", "linger.ms", "10",
-                                        "message.timeout.ms", "600000", "log_level", "0", NULL};
+    static const char *const props[] = {"enable.idempotence", "true",   "acks",      "all", "linger.ms", "10",
+                                        "message.timeout.ms", "600000", "log_level", "0",   NULL};
     char err[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", soak.brokers, err, sizeof err);
@@ -146,9 +146,9 @@ static void *produce_all(void *arg) {
         memcpy(value, key, (size_t)key_len);
         value[key_len] = ' ';
         for (;;) {
-            rd_kafka_resp_err_t e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(soak.topic), RD_KAFKA_V_KEY(key, (size_t)key_len),
-                                                      RD_KAFKA_V_VALUE(value, sizeof value),
-                                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
+            rd_kafka_resp_err_t e = rd_kafka_producev(
+                rk, RD_KAFKA_V_TOPIC(soak.topic), RD_KAFKA_V_KEY(key, (size_t)key_len),
+                RD_KAFKA_V_VALUE(value, sizeof value), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END);
             if (!e) break;
             if (e != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                 snprintf(soak.producer_error, sizeof soak.producer_error, "produce: %s", rd_kafka_err2str(e));

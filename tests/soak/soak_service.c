@@ -53,10 +53,8 @@ static cs_outcome handle(cs_delivery *d, void *user) {
     }
     uint64_t bit = UINT64_C(1) << (id % 64);
     uint64_t before = atomic_fetch_or(&shared->seen[id / 64], bit);
-    if (before & bit)
-        atomic_fetch_add(&shared->duplicates, 1);
-    else
-        atomic_fetch_add(&shared->distinct, 1);
+    if (before & bit) atomic_fetch_add(&shared->duplicates, 1);
+    else atomic_fetch_add(&shared->distinct, 1);
     return CS_ACK;
 }
 

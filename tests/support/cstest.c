@@ -76,7 +76,8 @@ int cst_seen_count(cst_seen *s, int32_t partition, int64_t offset) {
 static size_t sum(cst_seen *s, bool distinct) {
     size_t n = 0;
     pthread_mutex_lock(&s->lock);
-    for (int64_t i = 0; i < s->partitions * s->max_offset; i++) n += distinct ? (s->counts[i] > 0) : (size_t)s->counts[i];
+    for (int64_t i = 0; i < s->partitions * s->max_offset; i++)
+        n += distinct ? (s->counts[i] > 0) : (size_t)s->counts[i];
     pthread_mutex_unlock(&s->lock);
     return n;
 }
@@ -154,7 +155,8 @@ void cst_produce_sized(const char *topic, int32_t partition, long count, size_t 
                            {"batch.size", "1000000"},
                            {"compression.type", "none"}};
     for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
-        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK) fail_msg("producer: %s", err);
+        if (rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err) != RD_KAFKA_CONF_OK)
+            fail_msg("producer: %s", err);
     rd_kafka_conf_set_dr_msg_cb(conf, count_failed);
     rd_kafka_conf_set_opaque(conf, (void *)&failed);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
@@ -176,8 +178,8 @@ void cst_produce_sized(const char *topic, int32_t partition, long count, size_t 
     rd_kafka_destroy(rk);
     free(value);
     if (fe || atomic_load(&failed))
-        fail_msg("produce to %s/%d: %ld of %ld records failed, flush: %s", topic, (int)partition, (long)atomic_load(&failed),
-                 count, rd_kafka_err2str(fe));
+        fail_msg("produce to %s/%d: %ld of %ld records failed, flush: %s", topic, (int)partition,
+                 (long)atomic_load(&failed), count, rd_kafka_err2str(fe));
 }
 
 void cst_fresh(const char *prefix, int partitions, char *topic, char *group, size_t size) {
@@ -212,7 +214,8 @@ static long read_topic(const char *topic, int partitions, bool committed,
         return -1;
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(partitions);
-    for (int p = 0; p < partitions; p++) rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
+    for (int p = 0; p < partitions; p++)
+        rd_kafka_topic_partition_list_add(l, topic, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
     rd_kafka_assign(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
     long n = 0;

@@ -20,10 +20,10 @@ int cst_cluster_setup(void **state);
 int cst_cluster_teardown(void **state);
 
 /* Fails the test with cs_errmsg() when expr is not CS_OK. */
-#define CST_OK(expr)                                                                               \
-    do {                                                                                           \
-        cs_err cst_err_ = (expr);                                                                  \
-        if (cst_err_ != CS_OK) fail_msg("%s -> %s: %s", #expr, cs_err_name(cst_err_), cs_errmsg()); \
+#define CST_OK(expr)                                                                                                   \
+    do {                                                                                                               \
+        cs_err cst_err_ = (expr);                                                                                      \
+        if (cst_err_ != CS_OK) fail_msg("%s -> %s: %s", #expr, cs_err_name(cst_err_), cs_errmsg());                    \
     } while (0)
 
 /* Counts how often each (partition, offset) was handled. Any thread. */

@@ -53,12 +53,12 @@ static cs_outcome handle(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
-#define CHECK(expr)                                                                                \
-    do {                                                                                           \
-        if ((expr) != CS_OK) {                                                                     \
-            fprintf(stderr, "lifecycle_child: %s: %s\n", #expr, cs_errmsg());                      \
-            return 1;                                                                              \
-        }                                                                                          \
+#define CHECK(expr)                                                                                                    \
+    do {                                                                                                               \
+        if ((expr) != CS_OK) {                                                                                         \
+            fprintf(stderr, "lifecycle_child: %s: %s\n", #expr, cs_errmsg());                                          \
+            return 1;                                                                                                  \
+        }                                                                                                              \
     } while (0)
 
 int main(int argc, char **argv) {

@@ -94,8 +94,14 @@ static cs_outcome transform(cs_delivery *d, void *user) {
     const void *key = cs_delivery_key(d, &key_len);
     if (o % 4 == 3) { /* out of order: settled later by another thread */
         cs_header h = {"source", value, (size_t)vn};
-        cs_record r = {.topic = out_topic, .partition = -1, .key = key, .key_len = key_len, .value = value,
-                       .value_len = (size_t)vn, .headers = &h, .n_headers = 1};
+        cs_record r = {.topic = out_topic,
+                       .partition = -1,
+                       .key = key,
+                       .key_len = key_len,
+                       .value = value,
+                       .value_len = (size_t)vn,
+                       .headers = &h,
+                       .n_headers = 1};
         if (cs_delivery_publish(d, &r) != CS_OK) return CS_RETRY;
         if (hold(d, now_ms() + (o * 7919) % 250)) return CS_PENDING;
         return CS_ACK;

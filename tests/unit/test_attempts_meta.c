@@ -53,9 +53,20 @@ static void bounded_keeps_the_lowest(void **state) {
 
 static void hostile_text_is_rejected(void **state) {
     (void)state;
-    const char *bad[] = {"", "cs2;c=0;a=", "cs1;c=2;a=", "cs1;c=0;b=", "cs1;c=0;a=5", "cs1;c=0;a=5:", "cs1;c=0;a=:5",
-                         "cs1;c=0;a=5:1,", "cs1;c=0;a=9:1,5:1", "cs1;c=0;a=5:1,5:2", "cs1;c=0;a=-5:1",
-                         "cs1;c=0;a=5:99999999999", "cs1;c=0;a=99999999999999999999:1", "cs1;c=0;a=5:1x",
+    const char *bad[] = {"",
+                         "cs2;c=0;a=",
+                         "cs1;c=2;a=",
+                         "cs1;c=0;b=",
+                         "cs1;c=0;a=5",
+                         "cs1;c=0;a=5:",
+                         "cs1;c=0;a=:5",
+                         "cs1;c=0;a=5:1,",
+                         "cs1;c=0;a=9:1,5:1",
+                         "cs1;c=0;a=5:1,5:2",
+                         "cs1;c=0;a=-5:1",
+                         "cs1;c=0;a=5:99999999999",
+                         "cs1;c=0;a=99999999999999999999:1",
+                         "cs1;c=0;a=5:1x",
                          "some consumer's own metadata"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         bool clean = false;

@@ -22,8 +22,8 @@ static int parse(cs__cli_options *o, int argc, char **argv) {
 
 static void publish_flags(void **state) {
     (void)state;
-    char *argv[] = {"svc", "publish", "orders", "--key", "k", "--header", "a=b", "--header=c=", "--partition=3",
-                    "--lines"};
+    char *argv[] = {"svc",      "publish", "orders",      "--key",         "k",
+                    "--header", "a=b",     "--header=c=", "--partition=3", "--lines"};
     cs__cli_options o;
     assert_int_equal(parse(&o, 10, argv), 0);
     assert_string_equal(o.command, "publish");

@@ -185,8 +185,8 @@ static void a_delayed_retry_comes_back_on_time_after_a_clock_step(void **state) 
     for (int step = -1; step <= 1; step += 2) {
         atomic_store(&realtime_shift_s, (long)step * HOUR_S);
         atomic_store(&attempts, 0);
-        cs_pipeline_config cfg = {.name = "clock", .handler = retry_once_after_delay, .tracked = true, .workers = 1,
-                                  .max_open = MAX_OPEN};
+        cs_pipeline_config cfg = {
+            .name = "clock", .handler = retry_once_after_delay, .tracked = true, .workers = 1, .max_open = MAX_OPEN};
         cs_pipeline *p = cs__pipeline_new(&cfg);
         assert_non_null(p);
         cs_part *part = cs__pipeline_part(p, "in", 0, &fake_source);

@@ -46,21 +46,55 @@ static row rows[] = {
     {"cs_sub_commit_mode", NAME(CS__DEFAULT_COMMIT), {0}, 0, false, 0, 0},
     {"cs_sub_workers", NULL, {CS__DEFAULT_WORKERS}, 1, true, CS__WORKERS_MIN, CS__WORKERS_MAX},
     {"cs_sub_lanes", NAME(CS__DEFAULT_LANES), {0}, 0, false, 0, 0},
-    {"cs_sub_max_open", NULL, {CS__DEFAULT_MAX_OPEN_AUTO, CS__DEFAULT_MAX_OPEN_TRACKED}, 2, true, CS__MAX_OPEN_MIN,
+    {"cs_sub_max_open",
+     NULL,
+     {CS__DEFAULT_MAX_OPEN_AUTO, CS__DEFAULT_MAX_OPEN_TRACKED},
+     2,
+     true,
+     CS__MAX_OPEN_MIN,
      CS__MAX_OPEN_MAX},
-    {"cs_sub_fetch_buffer_bytes", NULL, {CS__DEFAULT_FETCH_BUFFER_BYTES}, 1, true, CS__FETCH_BUFFER_MIN,
+    {"cs_sub_fetch_buffer_bytes",
+     NULL,
+     {CS__DEFAULT_FETCH_BUFFER_BYTES},
+     1,
+     true,
+     CS__FETCH_BUFFER_MIN,
      CS__FETCH_BUFFER_MAX},
-    {"cs_sub_commit_interval_ms", NULL,
-     {CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS, CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS}, 2, true,
-     CS__COMMIT_INTERVAL_MIN_MS, CS__COMMIT_INTERVAL_MAX_MS},
-    {"cs_sub_window_records", NULL, {CS__DEFAULT_WINDOW_RECORDS}, 1, true, CS__WINDOW_RECORDS_MIN,
+    {"cs_sub_commit_interval_ms",
+     NULL,
+     {CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS, CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS},
+     2,
+     true,
+     CS__COMMIT_INTERVAL_MIN_MS,
+     CS__COMMIT_INTERVAL_MAX_MS},
+    {"cs_sub_window_records",
+     NULL,
+     {CS__DEFAULT_WINDOW_RECORDS},
+     1,
+     true,
+     CS__WINDOW_RECORDS_MIN,
      CS__WINDOW_RECORDS_MAX},
-    {"cs_sub_stall_timeout_ms", NULL, {CS__DEFAULT_STALL_TIMEOUT_MS}, 1, true, CS__STALL_TIMEOUT_MIN_MS,
+    {"cs_sub_stall_timeout_ms",
+     NULL,
+     {CS__DEFAULT_STALL_TIMEOUT_MS},
+     1,
+     true,
+     CS__STALL_TIMEOUT_MIN_MS,
      CS__STALL_TIMEOUT_MAX_MS},
-    {"cs_sub_drain_timeout_ms", NULL, {CS__DEFAULT_DRAIN_TIMEOUT_MS}, 1, true, CS__DRAIN_TIMEOUT_MIN_MS,
+    {"cs_sub_drain_timeout_ms",
+     NULL,
+     {CS__DEFAULT_DRAIN_TIMEOUT_MS},
+     1,
+     true,
+     CS__DRAIN_TIMEOUT_MIN_MS,
      CS__DRAIN_TIMEOUT_MAX_MS},
-    {"cs_sub_handler_time_limit_ms", NULL, {CS__DEFAULT_HANDLER_TIME_LIMIT_MS}, 1, true,
-     CS__HANDLER_TIME_LIMIT_MIN_MS, CS__HANDLER_TIME_LIMIT_MAX_MS},
+    {"cs_sub_handler_time_limit_ms",
+     NULL,
+     {CS__DEFAULT_HANDLER_TIME_LIMIT_MS},
+     1,
+     true,
+     CS__HANDLER_TIME_LIMIT_MIN_MS,
+     CS__HANDLER_TIME_LIMIT_MAX_MS},
     {"cs_sub_max_attempts", NULL, {CS__DEFAULT_MAX_ATTEMPTS}, 1, true, CS__MAX_ATTEMPTS_MIN, CS__MAX_ATTEMPTS_MAX},
     {"cs_sub_dead_letter", "none", {0}, 0, false, 0, 0},
     {"cs_sub_decode", "none", {0}, 0, false, 0, 0},
@@ -95,8 +129,7 @@ static long number_at(const char **p) {
         if (s[0] == ',' && isdigit((unsigned char)s[1]) && isdigit((unsigned char)s[2]) &&
             isdigit((unsigned char)s[3]) && !isdigit((unsigned char)s[4]))
             s++;
-        else
-            break;
+        else break;
     }
     *p = s;
     return v;
@@ -276,7 +309,8 @@ static void open_range(cs_kafka *k, const char *call, kafka_setter set) {
 /* cs_sub_reply's queue timeout: ">= 0 ms" in the guide, no maximum. */
 static void reply_range(cs_sub *s) {
     int min = CS__REPLY_QUEUE_TIMEOUT_MIN_MS;
-    if (cs_sub_reply(s, "replies", min - 1) != CS_ERR_ARG) fail_msg("cs_sub_reply accepts %d, below its range", min - 1);
+    if (cs_sub_reply(s, "replies", min - 1) != CS_ERR_ARG)
+        fail_msg("cs_sub_reply accepts %d, below its range", min - 1);
     if (cs_sub_reply(s, "replies", min) != CS_OK) fail_msg("cs_sub_reply refuses its minimum %d: %s", min, cs_errmsg());
     if (cs_sub_reply(s, "replies", INT_MAX) != CS_OK)
         fail_msg("cs_sub_reply refuses %d, with no maximum: %s", INT_MAX, cs_errmsg());

@@ -35,10 +35,11 @@ static const cs_source_ops fake_ops = {fake_release, fake_count, fake_at};
 
 static void originals_then_provenance(void **state) {
     (void)state;
-    fake f = {.name = {"trace", "broken", NULL, "empty"}, .value = {"t1", "x", "y", NULL}, .broken = {false, true}, .n = 4};
+    fake f = {
+        .name = {"trace", "broken", NULL, "empty"}, .value = {"t1", "x", "y", NULL}, .broken = {false, true}, .n = 4};
     cs_part part = {.ops = &fake_ops};
-    cs_delivery d = {.topic = "payouts", .partition = 3, .offset = 118, .timestamp = -1, .attempt = 5, .msg = &f,
-                     .part = &part};
+    cs_delivery d = {
+        .topic = "payouts", .partition = 3, .offset = 118, .timestamp = -1, .attempt = 5, .msg = &f, .part = &part};
     cs_header h[4 + CS_DLQ_HEADERS];
     cs_dlq_numbers nums;
     size_t n = cs__dead_letter_headers(&d, "payouts", "bank refused", h, 4 + CS_DLQ_HEADERS, &nums);
@@ -48,9 +49,9 @@ static void originals_then_provenance(void **state) {
     assert_memory_equal(h[0].value, "t1", 2);
     assert_string_equal(h[1].name, "empty");
     assert_null(h[1].value); /* a null value stays null */
-    const char *want[CS_DLQ_HEADERS][2] = {{"cstream.dlq.topic", "payouts"},   {"cstream.dlq.partition", "3"},
-                                           {"cstream.dlq.offset", "118"},      {"cstream.dlq.timestamp", "-1"},
-                                           {"cstream.dlq.group", "payouts"},   {"cstream.dlq.attempts", "5"},
+    const char *want[CS_DLQ_HEADERS][2] = {{"cstream.dlq.topic", "payouts"},      {"cstream.dlq.partition", "3"},
+                                           {"cstream.dlq.offset", "118"},         {"cstream.dlq.timestamp", "-1"},
+                                           {"cstream.dlq.group", "payouts"},      {"cstream.dlq.attempts", "5"},
                                            {"cstream.dlq.reason", "bank refused"}};
     for (size_t i = 0; i < CS_DLQ_HEADERS; i++) {
         assert_non_null(h[2 + i].name);

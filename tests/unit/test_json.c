@@ -161,30 +161,24 @@ static CS_TYPE(payout_ids_type, payout_ids, payout_ids_fields);
 /* helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static void assert_zeroed(const void *p, size_t n)
-{
+static void assert_zeroed(const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++)
-        if (b[i] != 0)
-            fail_msg("byte %zu of the value is %u after a failed decode", i, b[i]);
+        if (b[i] != 0) fail_msg("byte %zu of the value is %u after a failed decode", i, b[i]);
 }
 
-static cs_err decode_text(const cs_type *type, const char *json, void *out)
-{
+static cs_err decode_text(const cs_type *type, const char *json, void *out) {
     return cs_json_decode(type, json, strlen(json), out);
 }
 
 /* Decodes json, encodes the result and checks it reads `canonical`. */
-static void assert_canonical(const cs_type *type, void *value, const char *json, const char *canonical)
-{
+static void assert_canonical(const cs_type *type, void *value, const char *json, const char *canonical) {
     cs_err err = decode_text(type, json, value);
-    if (err)
-        fail_msg("decode %s: %s", json, cs_errmsg());
+    if (err) fail_msg("decode %s: %s", json, cs_errmsg());
     char *out = NULL;
     size_t len = 0;
     err = cs_json_encode(type, value, &out, &len);
-    if (err)
-        fail_msg("encode: %s", cs_errmsg());
+    if (err) fail_msg("encode: %s", cs_errmsg());
     assert_string_equal(out, canonical);
     assert_int_equal(len, strlen(canonical));
     free(out);
@@ -192,8 +186,7 @@ static void assert_canonical(const cs_type *type, void *value, const char *json,
 }
 
 /* Expects decoding to fail with exactly `message`, leaving *value zeroed. */
-static void assert_decode_error(const cs_type *type, const void *json, size_t len, const char *message)
-{
+static void assert_decode_error(const cs_type *type, const void *json, size_t len, const char *message) {
     unsigned char value[512];
     assert_true(type->size <= sizeof value);
     memset(value, 0xAB, sizeof value);
@@ -204,28 +197,23 @@ static void assert_decode_error(const cs_type *type, const void *json, size_t le
     }
     assert_int_equal(err, CS_ERR_DECODE);
     if (strcmp(cs_errmsg(), message) != 0)
-        fail_msg("payload %.*s\n  message  %s\n  expected %s", (int)len, (const char *)json, cs_errmsg(),
-                 message);
+        fail_msg("payload %.*s\n  message  %s\n  expected %s", (int)len, (const char *)json, cs_errmsg(), message);
     assert_zeroed(value, type->size);
 }
 
-static void assert_order_error(const char *json, const char *message)
-{
+static void assert_order_error(const char *json, const char *message) {
     assert_decode_error(&order_type, json, strlen(json), message);
 }
 
-static char *encode_or_fail(const cs_type *type, const void *value)
-{
+static char *encode_or_fail(const cs_type *type, const void *value) {
     char *out = NULL;
     size_t len = 0;
-    if (cs_json_encode(type, value, &out, &len) != CS_OK)
-        fail_msg("encode: %s", cs_errmsg());
+    if (cs_json_encode(type, value, &out, &len) != CS_OK) fail_msg("encode: %s", cs_errmsg());
     assert_int_equal(len, strlen(out));
     return out;
 }
 
-static void assert_encode_error(const cs_type *type, const void *value, const char *message)
-{
+static void assert_encode_error(const cs_type *type, const void *value, const char *message) {
     char *out = (char *)"untouched";
     size_t len = 99;
     assert_int_equal(cs_json_encode(type, value, &out, &len), CS_ERR_ENCODE);
@@ -235,8 +223,7 @@ static void assert_encode_error(const cs_type *type, const void *value, const ch
 }
 
 /* The minimal valid order around `extra` members (written before the required ones). */
-static char *order_with(const char *extra)
-{
+static char *order_with(const char *extra) {
     static char buf[4096];
     snprintf(buf, sizeof buf, "{%s%s\"id\":1,\"customer\":\"c\",\"items\":[]}", extra, *extra ? "," : "");
     return buf;
@@ -246,8 +233,7 @@ static char *order_with(const char *extra)
 /* round trips                                                              */
 /* ------------------------------------------------------------------------ */
 
-static void test_round_trip_every_kind(void **state)
-{
+static void test_round_trip_every_kind(void **state) {
     (void)state;
     item items[2] = {
         {.sku = UINT64_MAX, .qty = INT32_MIN, .price = {.amount_cents = INT64_MIN, .currency = "EUR"}, .note = "first"},
@@ -268,12 +254,18 @@ static void test_round_trip_every_kind(void **state)
         .customer = "Zoë \"Z\" O'Brien",
         .code = "ABC-123",
         .shipping = {.amount_cents = 499, .currency = "USD"},
-        .items = items, .n_items = 2,
-        .codes = codes, .n_codes = 3,
-        .tags = tags, .n_tags = 3,
-        .ratios = ratios, .n_ratios = 6,
-        .flags = flags, .n_flags = 2,
-        .ports = ports, .n_ports = 3,
+        .items = items,
+        .n_items = 2,
+        .codes = codes,
+        .n_codes = 3,
+        .tags = tags,
+        .n_tags = 3,
+        .ratios = ratios,
+        .n_ratios = 6,
+        .flags = flags,
+        .n_flags = 2,
+        .ports = ports,
+        .n_ports = 3,
     };
     const char *expected =
         "{\"id\":18446744073709551615,\"total\":-9223372036854775808,\"small\":-2147483648,"
@@ -315,8 +307,7 @@ static void test_round_trip_every_kind(void **state)
     assert_int_equal(d.n_codes, 3);
     assert_memory_equal(d.codes, codes, sizeof codes);
     assert_int_equal(d.n_tags, 3);
-    for (size_t i = 0; i < 3; i++)
-        assert_string_equal(d.tags[i], tags[i]);
+    for (size_t i = 0; i < 3; i++) assert_string_equal(d.tags[i], tags[i]);
     assert_int_equal(d.n_ratios, 6);
     assert_memory_equal(d.ratios, ratios, sizeof ratios); /* bit for bit, -0 included */
     assert_int_equal(d.n_flags, 2);
@@ -338,8 +329,7 @@ static void test_round_trip_every_kind(void **state)
     cs_value_free(&order_type, &d); /* twice is harmless */
 }
 
-static void test_decode_then_encode_is_canonical(void **state)
-{
+static void test_decode_then_encode_is_canonical(void **state) {
     (void)state;
     order o;
     /* whitespace, keys out of order, escapes, unknown keys, nulls for optional fields */
@@ -354,21 +344,18 @@ static void test_decode_then_encode_is_canonical(void **state)
                      "\"note\":\"né/\"}],\"codes\":[],\"tags\":[],\"ratios\":[],\"flags\":[],\"ports\":[]}");
 
     payout p;
-    assert_canonical(&payout_type, &p, "{\"amount_cents\":5,\"memo\":null,\"id\":1}",
-                     "{\"id\":1,\"amount_cents\":5}");
+    assert_canonical(&payout_type, &p, "{\"amount_cents\":5,\"memo\":null,\"id\":1}", "{\"id\":1,\"amount_cents\":5}");
     assert_canonical(&payout_type, &p, "{\"amount_cents\":5,\"id\":1,\"memo\":\"\"}",
                      "{\"id\":1,\"amount_cents\":5,\"memo\":\"\"}");
 }
 
-static void test_unknown_keys_are_skipped(void **state)
-{
+static void test_unknown_keys_are_skipped(void **state) {
     (void)state;
     order o;
-    const char *json =
-        "{\"zzz\":{\"id\":\"x\",\"items\":5,\"deep\":[[{\"a\":[]}],{\"customer\":null}]},"
-        "\"id\":3,\"customer\":\"c\","
-        "\"items\":[{\"sku\":1,\"extra\":{\"sku\":\"bad\",\"q\":[true,null]},\"qty\":2}],"
-        "\"yyy\":[1,{\"customer\":null},[[]]],\"x\":null,\"y\":true,\"z\":1.5e300,\"w\":\"s\",\"v\":-1}";
+    const char *json = "{\"zzz\":{\"id\":\"x\",\"items\":5,\"deep\":[[{\"a\":[]}],{\"customer\":null}]},"
+                       "\"id\":3,\"customer\":\"c\","
+                       "\"items\":[{\"sku\":1,\"extra\":{\"sku\":\"bad\",\"q\":[true,null]},\"qty\":2}],"
+                       "\"yyy\":[1,{\"customer\":null},[[]]],\"x\":null,\"y\":true,\"z\":1.5e300,\"w\":\"s\",\"v\":-1}";
     assert_int_equal(decode_text(&order_type, json, &o), CS_OK);
     assert_true(o.id == 3);
     assert_string_equal(o.customer, "c");
@@ -381,22 +368,19 @@ static void test_unknown_keys_are_skipped(void **state)
     payout_ids p;
     char big[20000];
     int n = snprintf(big, sizeof big, "{\"id\":1,\"amount_cents\":2,\"blob\":[");
-    for (int i = 0; i < 3000; i++)
-        n += snprintf(big + n, sizeof big - (size_t)n, "%s%d", i ? "," : "", i);
+    for (int i = 0; i < 3000; i++) n += snprintf(big + n, sizeof big - (size_t)n, "%s%d", i ? "," : "", i);
     snprintf(big + n, sizeof big - (size_t)n, "]}");
     assert_int_equal(decode_text(&payout_ids_type, big, &p), CS_OK);
     assert_true(p.id == 1 && p.amount_cents == 2);
 }
 
-static void test_repeated_keys_last_wins(void **state)
-{
+static void test_repeated_keys_last_wins(void **state) {
     (void)state;
     order o;
-    const char *json =
-        "{\"id\":1,\"customer\":\"first\",\"tags\":[\"a\",\"b\"],\"items\":[{\"sku\":1,\"note\":\"x\"}],"
-        "\"shipping\":{\"amount_cents\":5,\"currency\":\"EUR\"},\"code\":\"A\",\"gift\":true,"
-        "\"id\":2,\"customer\":\"second\",\"tags\":[\"c\"],\"items\":[],"
-        "\"shipping\":{\"amount_cents\":6},\"code\":\"B\",\"gift\":null}";
+    const char *json = "{\"id\":1,\"customer\":\"first\",\"tags\":[\"a\",\"b\"],\"items\":[{\"sku\":1,\"note\":\"x\"}],"
+                       "\"shipping\":{\"amount_cents\":5,\"currency\":\"EUR\"},\"code\":\"A\",\"gift\":true,"
+                       "\"id\":2,\"customer\":\"second\",\"tags\":[\"c\"],\"items\":[],"
+                       "\"shipping\":{\"amount_cents\":6},\"code\":\"B\",\"gift\":null}";
     assert_int_equal(decode_text(&order_type, json, &o), CS_OK);
     assert_true(o.id == 2);
     assert_string_equal(o.customer, "second");
@@ -411,14 +395,12 @@ static void test_repeated_keys_last_wins(void **state)
     cs_value_free(&order_type, &o);
 }
 
-static void test_null_leaves_optional_fields_zeroed(void **state)
-{
+static void test_null_leaves_optional_fields_zeroed(void **state) {
     (void)state;
     order o;
-    const char *json =
-        "{\"id\":1,\"customer\":\"c\",\"items\":[],\"total\":null,\"small\":null,\"count\":null,"
-        "\"gift\":null,\"weight\":null,\"code\":null,\"shipping\":null,\"codes\":null,\"tags\":null,"
-        "\"ratios\":null,\"flags\":null,\"ports\":null}";
+    const char *json = "{\"id\":1,\"customer\":\"c\",\"items\":[],\"total\":null,\"small\":null,\"count\":null,"
+                       "\"gift\":null,\"weight\":null,\"code\":null,\"shipping\":null,\"codes\":null,\"tags\":null,"
+                       "\"ratios\":null,\"flags\":null,\"ports\":null}";
     assert_int_equal(decode_text(&order_type, json, &o), CS_OK);
     assert_true(o.total == 0 && o.small == 0 && o.count == 0 && !o.gift && o.weight == 0);
     assert_string_equal(o.code, "");
@@ -429,8 +411,7 @@ static void test_null_leaves_optional_fields_zeroed(void **state)
     cs_value_free(&order_type, &o);
 }
 
-static void test_char_arrays(void **state)
-{
+static void test_char_arrays(void **state) {
     (void)state;
     order o;
     assert_int_equal(decode_text(&order_type, order_with("\"code\":\"1234567\""), &o), CS_OK);
@@ -442,8 +423,7 @@ static void test_char_arrays(void **state)
     assert_order_error(order_with("\"code\":\"12345678\""), "field \"code\": string of 8 bytes is longer than 7");
 }
 
-static void test_tree_round_trip(void **state)
-{
+static void test_tree_round_trip(void **state) {
     (void)state;
     node n;
     const char *json = "{\"name\":\"root\",\"children\":[{\"name\":\"a\",\"children\":[{\"name\":\"a1\"}]},"
@@ -463,8 +443,7 @@ static void test_tree_round_trip(void **state)
         for (int i = 0; i < levels; i++)
             len += (size_t)snprintf(deep + len, sizeof deep - len, "{\"name\":\"n\",\"children\":[");
         len += (size_t)snprintf(deep + len, sizeof deep - len, "{\"name\":\"leaf\"}");
-        for (int i = 0; i < levels; i++)
-            len += (size_t)snprintf(deep + len, sizeof deep - len, "]}");
+        for (int i = 0; i < levels; i++) len += (size_t)snprintf(deep + len, sizeof deep - len, "]}");
         cs_err err = cs_json_decode(&node_type, deep, len, &n);
         if (levels == 31) {
             assert_int_equal(err, CS_OK);
@@ -500,8 +479,7 @@ static void test_tree_round_trip(void **state)
 /* decode errors                                                            */
 /* ------------------------------------------------------------------------ */
 
-static void test_errors_name_the_field(void **state)
-{
+static void test_errors_name_the_field(void **state) {
     (void)state;
     static const struct {
         const char *json;
@@ -568,12 +546,10 @@ static void test_errors_name_the_field(void **state)
         {"{\"tags\":[\"\\u0000\"],\"id\":1,\"customer\":\"c\",\"items\":[]}",
          "field \"tags[0]\": string contains a NUL character (\\u0000)"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        assert_order_error(cases[i].json, cases[i].message);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) assert_order_error(cases[i].json, cases[i].message);
 }
 
-static void test_integer_ranges(void **state)
-{
+static void test_integer_ranges(void **state) {
     (void)state;
     static const struct {
         const char *member;
@@ -588,18 +564,14 @@ static void test_integer_ranges(void **state)
          "field \"id\": 99999999999999999999999 is out of range for uint64 (0..18446744073709551615)"},
         {"\"total\":9223372036854775807", NULL},
         {"\"total\":-9223372036854775808", NULL},
-        {"\"total\":9223372036854775808",
-         "field \"total\": 9223372036854775808 is out of range for int64 "
-         "(-9223372036854775808..9223372036854775807)"},
-        {"\"total\":-9223372036854775809",
-         "field \"total\": -9223372036854775809 is out of range for int64 "
-         "(-9223372036854775808..9223372036854775807)"},
+        {"\"total\":9223372036854775808", "field \"total\": 9223372036854775808 is out of range for int64 "
+                                          "(-9223372036854775808..9223372036854775807)"},
+        {"\"total\":-9223372036854775809", "field \"total\": -9223372036854775809 is out of range for int64 "
+                                           "(-9223372036854775808..9223372036854775807)"},
         {"\"small\":2147483647", NULL},
         {"\"small\":-2147483648", NULL},
-        {"\"small\":2147483648",
-         "field \"small\": 2147483648 is out of range for int32 (-2147483648..2147483647)"},
-        {"\"small\":-2147483649",
-         "field \"small\": -2147483649 is out of range for int32 (-2147483648..2147483647)"},
+        {"\"small\":2147483648", "field \"small\": 2147483648 is out of range for int32 (-2147483648..2147483647)"},
+        {"\"small\":-2147483649", "field \"small\": -2147483649 is out of range for int32 (-2147483648..2147483647)"},
         {"\"count\":4294967295", NULL},
         {"\"count\":4294967296", "field \"count\": 4294967296 is out of range for uint32 (0..4294967295)"},
         {"\"count\":-1", "field \"count\": -1 is out of range for uint32 (0..4294967295)"},
@@ -624,8 +596,7 @@ static void test_integer_ranges(void **state)
             assert_order_error(json, cases[i].message);
         } else {
             order o;
-            if (decode_text(&order_type, json, &o) != CS_OK)
-                fail_msg("%s: %s", json, cs_errmsg());
+            if (decode_text(&order_type, json, &o) != CS_OK) fail_msg("%s: %s", json, cs_errmsg());
             cs_value_free(&order_type, &o);
         }
     }
@@ -641,8 +612,7 @@ static void test_integer_ranges(void **state)
     assert_order_error(order_with(long_number), "field \"weight\": number of 602 characters is too long");
 }
 
-static void test_tombstone(void **state)
-{
+static void test_tombstone(void **state) {
     (void)state;
     order o;
     memset(&o, 0xAB, sizeof o);
@@ -653,8 +623,7 @@ static void test_tombstone(void **state)
     assert_decode_error(&order_type, NULL, 5, "payload is null (tombstone)");
 }
 
-static void test_invalid_json(void **state)
-{
+static void test_invalid_json(void **state) {
     (void)state;
     static const struct {
         const char *json;
@@ -682,7 +651,7 @@ static void test_invalid_json(void **state)
          "payload is not valid JSON at byte 7: lexical error: malformed number, a digit is required after the "
          "minus sign."},
         {"{\"id\":1 /* c */}", "payload is not valid JSON at byte 8: lexical error: probable comment found in "
-                                "input text, comments are not enabled."},
+                               "input text, comments are not enabled."},
         {"{\"customer\":\"a\tb\"}",
          "payload is not valid JSON at byte 14: lexical error: invalid character inside string."},
         {"{\"customer\":\"\\x\"}",
@@ -693,26 +662,24 @@ static void test_invalid_json(void **state)
          "string."},
         {"{\"customer\":\"abc", "payload is not valid JSON at byte 16: parse error: premature EOF"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        assert_order_error(cases[i].json, cases[i].message);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) assert_order_error(cases[i].json, cases[i].message);
 
     /* a NUL byte in the payload itself */
     assert_decode_error(&order_type, "{\"id\":1\0}", 9,
                         "payload is not valid JSON at byte 8: lexical error: invalid char in json text.");
 }
 
-static void test_invalid_utf8(void **state)
-{
+static void test_invalid_utf8(void **state) {
     (void)state;
     static const struct {
         const char *json;
         const char *message;
     } cases[] = {
         {"{\"customer\":\"\xff\"}", "field \"customer\": string is not valid UTF-8"},
-        {"{\"customer\":\"ok \xc3\"}", "field \"customer\": string is not valid UTF-8"},      /* cut short */
-        {"{\"customer\":\"\xc0\xaf\"}", "field \"customer\": string is not valid UTF-8"},     /* overlong '/' */
-        {"{\"customer\":\"\xe0\x80\xaf\"}", "field \"customer\": string is not valid UTF-8"}, /* overlong */
-        {"{\"customer\":\"\xed\xa0\x80\"}", "field \"customer\": string is not valid UTF-8"}, /* surrogate */
+        {"{\"customer\":\"ok \xc3\"}", "field \"customer\": string is not valid UTF-8"},          /* cut short */
+        {"{\"customer\":\"\xc0\xaf\"}", "field \"customer\": string is not valid UTF-8"},         /* overlong '/' */
+        {"{\"customer\":\"\xe0\x80\xaf\"}", "field \"customer\": string is not valid UTF-8"},     /* overlong */
+        {"{\"customer\":\"\xed\xa0\x80\"}", "field \"customer\": string is not valid UTF-8"},     /* surrogate */
         {"{\"customer\":\"\xf4\x90\x80\x80\"}", "field \"customer\": string is not valid UTF-8"}, /* > U+10FFFF */
         {"{\"customer\":\"\xf8\x88\x80\x80\x80\"}", "field \"customer\": string is not valid UTF-8"},
         {"{\"customer\":\"\x80\"}", "field \"customer\": string is not valid UTF-8"},
@@ -732,8 +699,7 @@ static void test_invalid_utf8(void **state)
         {"{\"customer\":\"\\\"\\\\\\ud800\"}", "field \"customer\": string has an unpaired surrogate escape"},
         {"{\"tags\":[\"\\udbff\\udbff\"]}", "field \"tags[0]\": string has an unpaired surrogate escape"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        assert_order_error(cases[i].json, cases[i].message);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) assert_order_error(cases[i].json, cases[i].message);
 
     /* what is valid stays valid */
     order o;
@@ -743,29 +709,25 @@ static void test_invalid_utf8(void **state)
                                  &o),
                      CS_OK);
     assert_string_equal(o.customer, "q\"\\?😀 😀 ?\n");
-    assert_string_equal(o.tags[0], "\xed\x9f\xbf"); /* U+D7FF, just below the surrogates */
+    assert_string_equal(o.tags[0], "\xed\x9f\xbf");     /* U+D7FF, just below the surrogates */
     assert_string_equal(o.tags[1], "\xf4\x8f\xbf\xbf"); /* U+10FFFF */
     assert_string_equal(o.tags[2], "\xef\xbf\xbf");
     cs_value_free(&order_type, &o);
 }
 
-static char *nested(const char *prefix, const char *open, const char *close, size_t levels, const char *suffix)
-{
+static char *nested(const char *prefix, const char *open, const char *close, size_t levels, const char *suffix) {
     size_t len = strlen(prefix) + levels * (strlen(open) + strlen(close)) + strlen(suffix);
     char *s = malloc(len + 1);
     assert_non_null(s);
     char *p = s;
     p += sprintf(p, "%s", prefix);
-    for (size_t i = 0; i < levels; i++)
-        p += sprintf(p, "%s", open);
-    for (size_t i = 0; i < levels; i++)
-        p += sprintf(p, "%s", close);
+    for (size_t i = 0; i < levels; i++) p += sprintf(p, "%s", open);
+    for (size_t i = 0; i < levels; i++) p += sprintf(p, "%s", close);
     sprintf(p, "%s", suffix);
     return s;
 }
 
-static void test_deep_nesting(void **state)
-{
+static void test_deep_nesting(void **state) {
     (void)state;
     char *s;
     /* 100000 levels inside an unknown key */
@@ -803,28 +765,23 @@ static void test_deep_nesting(void **state)
  * result either decodes or fails with CS_ERR_DECODE and a zeroed value. */
 static uint64_t rng_state;
 
-static uint64_t rng_next(void)
-{
+static uint64_t rng_next(void) {
     uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
 
-static uint64_t rng_below(uint64_t n)
-{
-    return n ? rng_next() % n : 0;
-}
+static uint64_t rng_below(uint64_t n) { return n ? rng_next() % n : 0; }
 
 /* ------------------------------------------------------------------------ */
 /* encoding                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static void test_encode_escapes_strings(void **state)
-{
+static void test_encode_escapes_strings(void **state) {
     (void)state;
-    payout p = {.id = 1, .amount_cents = 2,
-                .memo = "quote\" backslash\\ slash/ \b\f\n\r\t \x01\x1f\x7f é 😀 \xe2\x80\xa8 <>&'"};
+    payout p = {
+        .id = 1, .amount_cents = 2, .memo = "quote\" backslash\\ slash/ \b\f\n\r\t \x01\x1f\x7f é 😀 \xe2\x80\xa8 <>&'"};
     char *json = encode_or_fail(&payout_type, &p);
     assert_string_equal(json, "{\"id\":1,\"amount_cents\":2,\"memo\":\"quote\\\" backslash\\\\ slash/ "
                               "\\b\\f\\n\\r\\t \\u0001\\u001F\x7f é 😀 \xe2\x80\xa8 <>&'\"}");
@@ -836,8 +793,7 @@ static void test_encode_escapes_strings(void **state)
 
     /* a long string full of escapes: yajl's buffer outgrows the stack arena */
     char *memo = malloc(30001);
-    for (int i = 0; i < 30000; i++)
-        memo[i] = "\"\\\n\x01"[i % 4];
+    for (int i = 0; i < 30000; i++) memo[i] = "\"\\\n\x01"[i % 4];
     memo[30000] = '\0';
     p.memo = memo;
     json = encode_or_fail(&payout_type, &p);
@@ -848,8 +804,7 @@ static void test_encode_escapes_strings(void **state)
     free(memo);
 }
 
-static void test_encode_errors(void **state)
-{
+static void test_encode_errors(void **state) {
     (void)state;
     payout p = {.id = 1, .memo = "\xff"};
     assert_encode_error(&payout_type, &p, "field \"memo\": string is not valid UTF-8");
@@ -897,8 +852,7 @@ static void test_encode_errors(void **state)
  * fails when no comma-decimal locale can be set. ctest provides de_DE.UTF-8:
  * the unit.json_locale fixture compiles it into the build tree and unit.json
  * runs with LOCPATH pointing there (tests/CMakeLists.txt). */
-static void test_locale_does_not_leak_into_numbers(void **state)
-{
+static void test_locale_does_not_leak_into_numbers(void **state) {
     (void)state;
     const char *locales[] = {"de_DE.UTF-8", "de_DE.utf8", "fr_FR.UTF-8", "fr_FR.utf8"};
     const char *set = NULL;
@@ -934,54 +888,45 @@ static void test_locale_does_not_leak_into_numbers(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* The value at a path of keys (NULL-terminated), or NULL. */
-static yajl_val at(yajl_val v, ...)
-{
+static yajl_val at(yajl_val v, ...) {
     const char *path[8];
     size_t n = 0;
     va_list ap;
     va_start(ap, v);
-    for (const char *key; n < 7 && (key = va_arg(ap, const char *)) != NULL;)
-        path[n++] = key;
+    for (const char *key; n < 7 && (key = va_arg(ap, const char *)) != NULL;) path[n++] = key;
     va_end(ap);
     path[n] = NULL;
     return yajl_tree_get(v, path, yajl_t_any);
 }
 
-static const char *string_of(yajl_val v)
-{
+static const char *string_of(yajl_val v) {
     assert_non_null(v);
     assert_true(YAJL_IS_STRING(v));
     return YAJL_GET_STRING(v);
 }
 
-static long long integer_of(yajl_val v)
-{
+static long long integer_of(yajl_val v) {
     assert_non_null(v);
     assert_true(YAJL_IS_INTEGER(v));
     return YAJL_GET_INTEGER(v);
 }
 
-static bool array_has_string(yajl_val array, const char *s)
-{
-    if (!YAJL_IS_ARRAY(array))
-        return false;
+static bool array_has_string(yajl_val array, const char *s) {
+    if (!YAJL_IS_ARRAY(array)) return false;
     for (size_t i = 0; i < YAJL_GET_ARRAY(array)->len; i++) {
         yajl_val v = YAJL_GET_ARRAY(array)->values[i];
-        if (YAJL_IS_STRING(v) && strcmp(v->u.string, s) == 0)
-            return true;
+        if (YAJL_IS_STRING(v) && strcmp(v->u.string, s) == 0) return true;
     }
     return false;
 }
 
-static void test_schema_of_a_nested_type(void **state)
-{
+static void test_schema_of_a_nested_type(void **state) {
     (void)state;
     char *schema = NULL;
     assert_int_equal(cs_json_schema(&order_type, &schema), CS_OK);
     char err[256];
     yajl_val root = yajl_tree_parse(schema, err, sizeof err);
-    if (root == NULL)
-        fail_msg("schema is not JSON (%s): %s", err, schema);
+    if (root == NULL) fail_msg("schema is not JSON (%s): %s", err, schema);
 
     assert_string_equal(string_of(at(root, "$schema", NULL)), "https://json-schema.org/draft/2020-12/schema");
     assert_string_equal(string_of(at(root, "title", NULL)), "order");
@@ -1027,8 +972,7 @@ static void test_schema_of_a_nested_type(void **state)
     free(schema);
 }
 
-static void test_schema_of_recursive_types(void **state)
-{
+static void test_schema_of_recursive_types(void **state) {
     (void)state;
     char *schema = NULL;
     assert_int_equal(cs_json_schema(&node_type, &schema), CS_OK);
@@ -1063,8 +1007,7 @@ typedef struct holder {
     money m;
 } holder;
 
-static void assert_table_error(const cs_field *fields, size_t n, const char *message)
-{
+static void assert_table_error(const cs_field *fields, size_t n, const char *message) {
     const cs_type t = {"holder", sizeof(holder), fields, n};
     assert_int_equal(cs_type_check(&t), CS_ERR_ARG);
     assert_string_equal(cs_errmsg(), message);
@@ -1080,8 +1023,7 @@ static void assert_table_error(const cs_field *fields, size_t n, const char *mes
     assert_string_equal(cs_errmsg(), message);
 }
 
-static void test_invalid_tables(void **state)
-{
+static void test_invalid_tables(void **state) {
     (void)state;
     const cs_field twice[] = {
         CS_FIELD_I64(holder, a, CS_OPTIONAL),
@@ -1110,8 +1052,12 @@ static void test_invalid_tables(void **state)
                        "element type's size");
 
     const cs_field nested_arrays[] = {
-        {.name = "small", .kind = CS_KIND_ARRAY, .offset = offsetof(holder, small), .size = sizeof(int32_t),
-         .elem = CS_KIND_ARRAY, .count_offset = offsetof(holder, n_small)},
+        {.name = "small",
+         .kind = CS_KIND_ARRAY,
+         .offset = offsetof(holder, small),
+         .size = sizeof(int32_t),
+         .elem = CS_KIND_ARRAY,
+         .count_offset = offsetof(holder, n_small)},
     };
     assert_table_error(nested_arrays, 1,
                        "invalid field table: type \"holder\" field \"small\": array elements must be scalars, "
@@ -1148,8 +1094,7 @@ static void test_invalid_tables(void **state)
     assert_int_equal(cs_type_check(NULL), CS_ERR_ARG);
 }
 
-static void test_null_arguments(void **state)
-{
+static void test_null_arguments(void **state) {
     (void)state;
     order o;
     char *json;
@@ -1166,8 +1111,7 @@ static void test_null_arguments(void **state)
     cs_value_free(&order_type, NULL);
 }
 
-static void test_codec_interface(void **state)
-{
+static void test_codec_interface(void **state) {
     (void)state;
     const cs_codec *c = &cs_codec_json;
     assert_string_equal(c->name, "json");
@@ -1196,20 +1140,18 @@ static void test_codec_interface(void **state)
 /* ------------------------------------------------------------------------ */
 
 /* A random well-formed UTF-8 string of up to max_bytes bytes (no NUL). */
-static char *random_utf8(size_t max_bytes)
-{
+static char *random_utf8(size_t max_bytes) {
     char *s = malloc(max_bytes + 1);
     assert_non_null(s);
     size_t len = 0, target = rng_below(max_bytes + 1);
     while (len < target) {
         uint32_t cp;
         switch (rng_below(5)) {
-        case 0: cp = 1 + (uint32_t)rng_below(0x1F); break;           /* control characters */
-        case 1: cp = (uint32_t)"\"\\/ aZ9?"[rng_below(8)]; break;    /* characters that need care */
+        case 0: cp = 1 + (uint32_t)rng_below(0x1F); break;            /* control characters */
+        case 1: cp = (uint32_t) "\"\\/ aZ9?"[rng_below(8)]; break;    /* characters that need care */
         case 2: cp = 0x80 + (uint32_t)rng_below(0x800 - 0x80); break; /* two bytes */
         case 3:
-            do
-                cp = 0x800 + (uint32_t)rng_below(0x10000 - 0x800); /* three bytes, no surrogates */
+            do cp = 0x800 + (uint32_t)rng_below(0x10000 - 0x800); /* three bytes, no surrogates */
             while (cp >= 0xD800 && cp <= 0xDFFF);
             break;
         default: cp = 0x10000 + (uint32_t)rng_below(0x110000 - 0x10000); break; /* four bytes */
@@ -1235,8 +1177,7 @@ static char *random_utf8(size_t max_bytes)
             b[3] = (unsigned char)(0x80 | (cp & 0x3F));
             n = 4;
         }
-        if (len + n > max_bytes)
-            break;
+        if (len + n > max_bytes) break;
         memcpy(s + len, b, n);
         len += n;
     }
@@ -1244,34 +1185,29 @@ static char *random_utf8(size_t max_bytes)
     return s;
 }
 
-static double random_double(void)
-{
+static double random_double(void) {
     double d;
     do {
         uint64_t bits = rng_next();
-        if (rng_below(4) == 0)
-            bits &= 0xFFF0000000000000ull; /* short mantissas too */
+        if (rng_below(4) == 0) bits &= 0xFFF0000000000000ull; /* short mantissas too */
         memcpy(&d, &bits, sizeof d);
     } while (!isfinite(d));
     return d;
 }
 
-static void random_chars(char *dst, size_t cap)
-{
+static void random_chars(char *dst, size_t cap) {
     char *s = random_utf8(cap - 1);
     strcpy(dst, s);
     free(s);
 }
 
-static void random_money(money *m)
-{
+static void random_money(money *m) {
     m->amount_cents = (int64_t)rng_next();
     random_chars(m->currency, sizeof m->currency);
 }
 
 /* Builds a random order in memory owned like a decoded one (cs_value_free frees it). */
-static void random_order(order *o)
-{
+static void random_order(order *o) {
     memset(o, 0, sizeof *o);
     o->id = rng_next();
     o->total = (int64_t)rng_next();
@@ -1292,43 +1228,34 @@ static void random_order(order *o)
     }
     o->n_codes = rng_below(5);
     o->codes = o->n_codes ? calloc(o->n_codes, sizeof *o->codes) : NULL;
-    for (size_t i = 0; i < o->n_codes; i++)
-        o->codes[i] = (int64_t)rng_next() >> rng_below(64);
+    for (size_t i = 0; i < o->n_codes; i++) o->codes[i] = (int64_t)rng_next() >> rng_below(64);
     o->n_tags = rng_below(4);
     o->tags = o->n_tags ? calloc(o->n_tags, sizeof *o->tags) : NULL;
-    for (size_t i = 0; i < o->n_tags; i++)
-        o->tags[i] = random_utf8(12);
+    for (size_t i = 0; i < o->n_tags; i++) o->tags[i] = random_utf8(12);
     o->n_ratios = rng_below(4);
     o->ratios = o->n_ratios ? calloc(o->n_ratios, sizeof *o->ratios) : NULL;
-    for (size_t i = 0; i < o->n_ratios; i++)
-        o->ratios[i] = random_double();
+    for (size_t i = 0; i < o->n_ratios; i++) o->ratios[i] = random_double();
     o->n_flags = rng_below(4);
     o->flags = o->n_flags ? calloc(o->n_flags, sizeof *o->flags) : NULL;
-    for (size_t i = 0; i < o->n_flags; i++)
-        o->flags[i] = rng_below(2);
+    for (size_t i = 0; i < o->n_flags; i++) o->flags[i] = rng_below(2);
     o->n_ports = rng_below(3);
     o->ports = o->n_ports ? calloc(o->n_ports, sizeof *o->ports) : NULL;
-    for (size_t i = 0; i < o->n_ports; i++)
-        o->ports[i] = (uint32_t)rng_next();
+    for (size_t i = 0; i < o->n_ports; i++) o->ports[i] = (uint32_t)rng_next();
 }
 
-static bool same_string(const char *a, const char *b)
-{
+static bool same_string(const char *a, const char *b) {
     return (a == NULL && b == NULL) || (a && b && strcmp(a, b) == 0);
 }
 
-static bool same_money(const money *a, const money *b)
-{
+static bool same_money(const money *a, const money *b) {
     return a->amount_cents == b->amount_cents && strcmp(a->currency, b->currency) == 0;
 }
 
-static bool same_order(const order *a, const order *b)
-{
-    if (a->id != b->id || a->total != b->total || a->small != b->small || a->count != b->count ||
-        a->gift != b->gift || memcmp(&a->weight, &b->weight, sizeof a->weight) != 0 ||
-        !same_string(a->customer, b->customer) || strcmp(a->code, b->code) != 0 ||
-        !same_money(&a->shipping, &b->shipping) || a->n_items != b->n_items || a->n_codes != b->n_codes ||
-        a->n_tags != b->n_tags || a->n_ratios != b->n_ratios || a->n_flags != b->n_flags ||
+static bool same_order(const order *a, const order *b) {
+    if (a->id != b->id || a->total != b->total || a->small != b->small || a->count != b->count || a->gift != b->gift ||
+        memcmp(&a->weight, &b->weight, sizeof a->weight) != 0 || !same_string(a->customer, b->customer) ||
+        strcmp(a->code, b->code) != 0 || !same_money(&a->shipping, &b->shipping) || a->n_items != b->n_items ||
+        a->n_codes != b->n_codes || a->n_tags != b->n_tags || a->n_ratios != b->n_ratios || a->n_flags != b->n_flags ||
         a->n_ports != b->n_ports)
         return false;
     for (size_t i = 0; i < a->n_items; i++)
@@ -1336,16 +1263,14 @@ static bool same_order(const order *a, const order *b)
             !same_money(&a->items[i].price, &b->items[i].price) || !same_string(a->items[i].note, b->items[i].note))
             return false;
     for (size_t i = 0; i < a->n_tags; i++)
-        if (!same_string(a->tags[i], b->tags[i]))
-            return false;
+        if (!same_string(a->tags[i], b->tags[i])) return false;
     return (a->n_codes == 0 || memcmp(a->codes, b->codes, a->n_codes * sizeof *a->codes) == 0) &&
            (a->n_ratios == 0 || memcmp(a->ratios, b->ratios, a->n_ratios * sizeof *a->ratios) == 0) &&
            (a->n_flags == 0 || memcmp(a->flags, b->flags, a->n_flags * sizeof *a->flags) == 0) &&
            (a->n_ports == 0 || memcmp(a->ports, b->ports, a->n_ports * sizeof *a->ports) == 0);
 }
 
-static void test_random_round_trips(void **state)
-{
+static void test_random_round_trips(void **state) {
     (void)state;
     rng_state = test_seed;
     for (int round = 0; round < 3000; round++) {
@@ -1366,8 +1291,7 @@ static void test_random_round_trips(void **state)
     }
 }
 
-static void test_random_mutations_never_crash(void **state)
-{
+static void test_random_mutations_never_crash(void **state) {
     (void)state;
     static const char alphabet[] = "{}[],:\"\\0123456789-+.eEtrufalsn \t\n\x80\xff\xc3\xed";
     rng_state = test_seed ^ 0x5555;
@@ -1383,7 +1307,10 @@ static void test_random_mutations_never_crash(void **state)
             switch (rng_below(4)) {
             case 0: json[at] = (char)rng_below(256); break;
             case 1: json[at] = alphabet[rng_below(sizeof alphabet - 1)]; break;
-            case 2: memmove(json + at, json + at + 1, len - at); len--; break;
+            case 2:
+                memmove(json + at, json + at + 1, len - at);
+                len--;
+                break;
             default: len = at; break;
             }
         }
@@ -1404,21 +1331,17 @@ static void test_random_mutations_never_crash(void **state)
 
 /* Every function is documented as callable from any thread at once: decode
  * and encode the same types from four threads (run under TSan in make test-tsan). */
-static void *codec_worker(void *arg)
-{
+static void *codec_worker(void *arg) {
     unsigned id = *(const unsigned *)arg;
     for (unsigned i = 0; i < 2000; i++) {
         char json[256];
         snprintf(json, sizeof json,
-                 "{\"id\":%u,\"customer\":\"t%u\",\"weight\":%u.5,\"items\":[{\"sku\":%u}],\"zzz\":[1]}", i, id,
-                 i, id);
+                 "{\"id\":%u,\"customer\":\"t%u\",\"weight\":%u.5,\"items\":[{\"sku\":%u}],\"zzz\":[1]}", i, id, i, id);
         order o;
-        if (decode_text(&order_type, json, &o) != CS_OK || o.id != i || o.weight != i + 0.5 ||
-            o.items[0].sku != id)
+        if (decode_text(&order_type, json, &o) != CS_OK || o.id != i || o.weight != i + 0.5 || o.items[0].sku != id)
             return "decode";
         char *out = NULL;
-        if (cs_json_encode(&order_type, &o, &out, NULL) != CS_OK)
-            return "encode";
+        if (cs_json_encode(&order_type, &o, &out, NULL) != CS_OK) return "encode";
         cs_value_free(&order_type, &o);
         free(out);
         if (decode_text(&order_type, "{\"id\":-1}", &o) != CS_ERR_DECODE ||
@@ -1428,8 +1351,7 @@ static void *codec_worker(void *arg)
     return NULL;
 }
 
-static void test_threads_share_nothing(void **state)
-{
+static void test_threads_share_nothing(void **state) {
     (void)state;
     pthread_t threads[4];
     unsigned ids[4];
@@ -1440,8 +1362,7 @@ static void test_threads_share_nothing(void **state)
     for (unsigned i = 0; i < 4; i++) {
         void *failed;
         assert_int_equal(pthread_join(threads[i], &failed), 0);
-        if (failed)
-            fail_msg("thread %u: %s failed", i, (const char *)failed);
+        if (failed) fail_msg("thread %u: %s failed", i, (const char *)failed);
     }
 }
 
@@ -1449,30 +1370,26 @@ static void test_threads_share_nothing(void **state)
 /* cost                                                                     */
 /* ------------------------------------------------------------------------ */
 
-static double now_ns(void)
-{
+static double now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
 /* yajl alone, callbacks that do nothing: the floor any yajl-based decoder stands on. */
-static int ignore_value(void *ctx)
-{
+static int ignore_value(void *ctx) {
     (void)ctx;
     return 1;
 }
 
-static int ignore_text(void *ctx, const unsigned char *s, size_t len)
-{
+static int ignore_text(void *ctx, const unsigned char *s, size_t len) {
     (void)ctx;
     (void)s;
     (void)len;
     return 1;
 }
 
-static int ignore_number(void *ctx, const char *s, size_t len)
-{
+static int ignore_number(void *ctx, const char *s, size_t len) {
     (void)ctx;
     (void)s;
     (void)len;
@@ -1480,27 +1397,28 @@ static int ignore_number(void *ctx, const char *s, size_t len)
 }
 
 static const yajl_callbacks ignore_all = {
-    .yajl_number = ignore_number, .yajl_string = ignore_text, .yajl_map_key = ignore_text,
-    .yajl_start_map = ignore_value, .yajl_end_map = ignore_value,
+    .yajl_number = ignore_number,
+    .yajl_string = ignore_text,
+    .yajl_map_key = ignore_text,
+    .yajl_start_map = ignore_value,
+    .yajl_end_map = ignore_value,
 };
 
 /* Sets `result` to the best of three runs of `rounds` executions of `body`, in ns per execution. */
-#define BEST_NS(result, rounds, ...)                                                                \
-    do {                                                                                            \
-        (result) = 1e18;                                                                            \
-        for (int trial_ = 0; trial_ < 3; trial_++) {                                                \
-            double t0_ = now_ns();                                                                  \
-            for (int i_ = 0; i_ < (rounds); i_++) {                                                 \
-                __VA_ARGS__;                                                                        \
-            }                                                                                       \
-            double ns_ = (now_ns() - t0_) / (rounds);                                               \
-            if (ns_ < (result))                                                                     \
-                (result) = ns_;                                                                     \
-        }                                                                                           \
+#define BEST_NS(result, rounds, ...)                                                                                   \
+    do {                                                                                                               \
+        (result) = 1e18;                                                                                               \
+        for (int trial_ = 0; trial_ < 3; trial_++) {                                                                   \
+            double t0_ = now_ns();                                                                                     \
+            for (int i_ = 0; i_ < (rounds); i_++) {                                                                    \
+                __VA_ARGS__;                                                                                           \
+            }                                                                                                          \
+            double ns_ = (now_ns() - t0_) / (rounds);                                                                  \
+            if (ns_ < (result)) (result) = ns_;                                                                        \
+        }                                                                                                              \
     } while (0)
 
-static void print_decode_cost(const char *json, size_t len, int rounds)
-{
+static void print_decode_cost(const char *json, size_t len, int rounds) {
     payout p;
     payout_ids ids;
     double raw, full, integers;
@@ -1511,26 +1429,22 @@ static void print_decode_cost(const char *json, size_t len, int rounds)
         yajl_free(h);
     });
     BEST_NS(full, rounds, {
-        if (cs_json_decode(&payout_type, json, len, &p) != CS_OK)
-            fail_msg("%s", cs_errmsg());
+        if (cs_json_decode(&payout_type, json, len, &p) != CS_OK) fail_msg("%s", cs_errmsg());
         cs_value_free(&payout_type, &p);
     });
     BEST_NS(integers, rounds, {
-        if (cs_json_decode(&payout_ids_type, json, len, &ids) != CS_OK)
-            fail_msg("%s", cs_errmsg());
+        if (cs_json_decode(&payout_ids_type, json, len, &ids) != CS_OK) fail_msg("%s", cs_errmsg());
     });
     printf("[ info     ] %zu-byte record: cs_json_decode %.0f ns (two integers, memo skipped), %.0f ns "
            "(memo copied out, malloc + free); bare yajl parse %.0f ns\n",
            len, integers, full, raw);
 }
 
-static void test_decode_cost(void **state)
-{
+static void test_decode_cost(void **state) {
     (void)state;
     char json[600];
     char memo[441];
-    for (int i = 0; i < 440; i++)
-        memo[i] = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789"[i % 64];
+    for (int i = 0; i < 440; i++) memo[i] = "abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ 0123456789"[i % 64];
     memo[440] = '\0';
     int len = snprintf(json, sizeof json, "{\"id\":1234567890123,\"amount_cents\":-987654321,\"memo\":\"%s\"}", memo);
     print_decode_cost(json, (size_t)len, 100000);
@@ -1541,15 +1455,13 @@ static void test_decode_cost(void **state)
     double encode;
     BEST_NS(encode, 100000, {
         char *text;
-        if (cs_json_encode(&payout_type, &out, &text, NULL) != CS_OK)
-            fail_msg("%s", cs_errmsg());
+        if (cs_json_encode(&payout_type, &out, &text, NULL) != CS_OK) fail_msg("%s", cs_errmsg());
         free(text);
     });
     printf("[ info     ] %d-byte record: cs_json_encode %.0f ns\n", len, encode);
 }
 
-int main(void)
-{
+int main(void) {
     const char *env = getenv("CS_TEST_SEED");
     test_seed = env ? strtoull(env, NULL, 10) : (uint64_t)time(NULL);
     printf("[ info     ] CS_TEST_SEED=%" PRIu64 "\n", test_seed);

@@ -28,7 +28,6 @@ static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static cs_delivery *held[N];
 static int n_held;
 
-
 /* Keeps every delivery pending, for the test to settle. */
 static cs_outcome hold(cs_delivery *d, void *user) {
     (void)user;

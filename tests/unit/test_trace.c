@@ -19,7 +19,7 @@ static void test_valid(void **state) {
     assert_true(valid(VALID));
     assert_true(valid("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00")); /* not sampled */
     assert_true(valid("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03")); /* later version, same size */
-    assert_true(valid("00-00000000000000000000000000000001-0000000000000001-01"));  /* ids with one bit set */
+    assert_true(valid("00-00000000000000000000000000000001-0000000000000001-01")); /* ids with one bit set */
 }
 
 static void test_invalid(void **state) {

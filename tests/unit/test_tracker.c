@@ -26,39 +26,31 @@ static uint64_t test_seed;
 static bool fail_malloc;
 void *__real_malloc(size_t size);
 void *__wrap_malloc(size_t size);
-void *__wrap_malloc(size_t size)
-{
-    return fail_malloc ? NULL : __real_malloc(size);
-}
+void *__wrap_malloc(size_t size) { return fail_malloc ? NULL : __real_malloc(size); }
 
 /* ------------------------------------------------------------------------ */
 /* helpers                                                                  */
 /* ------------------------------------------------------------------------ */
 
-static int setup_tracker(void **state)
-{
+static int setup_tracker(void **state) {
     cs_tracker *t = cs_tracker_new();
-    if (t == NULL)
-        return -1;
+    if (t == NULL) return -1;
     *state = t;
     return 0;
 }
 
-static int teardown_tracker(void **state)
-{
+static int teardown_tracker(void **state) {
     cs_tracker_destroy(*state);
     return 0;
 }
 
-static uint64_t deliver_ok(cs_tracker *t, int64_t offset)
-{
+static uint64_t deliver_ok(cs_tracker *t, int64_t offset) {
     uint64_t seq = 0;
     assert_int_equal(cs_tracker_delivered(t, offset, &seq), 0);
     return seq;
 }
 
-static void assert_state(const cs_tracker *t, int64_t position, size_t open, int64_t lowest)
-{
+static void assert_state(const cs_tracker *t, int64_t position, size_t open, int64_t lowest) {
     assert_true(cs_tracker_position(t) == position);
     assert_true(cs_tracker_open_count(t) == open);
     assert_true(cs_tracker_lowest_open(t) == lowest);
@@ -68,8 +60,7 @@ static void assert_state(const cs_tracker *t, int64_t position, size_t open, int
 /* unit cases                                                               */
 /* ------------------------------------------------------------------------ */
 
-static void test_empty_tracker(void **state)
-{
+static void test_empty_tracker(void **state) {
     cs_tracker *t = *state;
     assert_state(t, -1, 0, -1);
     assert_int_equal(cs_tracker_settle(t, 0), -1);
@@ -78,8 +69,7 @@ static void test_empty_tracker(void **state)
     assert_state(t, -1, 0, -1);
 }
 
-static void test_in_order_acks(void **state)
-{
+static void test_in_order_acks(void **state) {
     cs_tracker *t = *state;
     uint64_t s10 = deliver_ok(t, 10);
     assert_state(t, 10, 1, 10);
@@ -101,12 +91,10 @@ static void test_in_order_acks(void **state)
     assert_state(t, 14, 0, -1);
 }
 
-static void test_out_of_order_acks(void **state)
-{
+static void test_out_of_order_acks(void **state) {
     cs_tracker *t = *state;
     uint64_t s[5];
-    for (int i = 0; i < 5; i++)
-        s[i] = deliver_ok(t, i);
+    for (int i = 0; i < 5; i++) s[i] = deliver_ok(t, i);
 
     assert_int_equal(cs_tracker_settle(t, s[4]), 0);
     assert_state(t, 0, 4, 0);
@@ -121,13 +109,11 @@ static void test_out_of_order_acks(void **state)
     assert_state(t, 5, 0, -1);
 }
 
-static void test_position_holds_at_the_open_record(void **state)
-{
+static void test_position_holds_at_the_open_record(void **state) {
     cs_tracker *t = *state;
     uint64_t first = deliver_ok(t, 100);
     uint64_t s[99];
-    for (int i = 0; i < 99; i++)
-        s[i] = deliver_ok(t, 101 + i);
+    for (int i = 0; i < 99; i++) s[i] = deliver_ok(t, 101 + i);
     for (int i = 98; i >= 0; i--) {
         assert_int_equal(cs_tracker_settle(t, s[i]), 0);
         assert_state(t, 100, (size_t)i + 1, 100);
@@ -141,8 +127,7 @@ static void test_position_holds_at_the_open_record(void **state)
     assert_state(t, 501, 0, -1);
 }
 
-static void test_offset_gaps(void **state)
-{
+static void test_offset_gaps(void **state) {
     cs_tracker *t = *state;
     uint64_t s5 = deliver_ok(t, 5);
     uint64_t s9 = deliver_ok(t, 9);
@@ -169,8 +154,7 @@ static void test_offset_gaps(void **state)
     assert_state(t, ((int64_t)1 << 50) + 1, 0, -1);
 }
 
-static void test_settle_twice_or_unknown_seq_is_rejected(void **state)
-{
+static void test_settle_twice_or_unknown_seq_is_rejected(void **state) {
     cs_tracker *t = *state;
     uint64_t a = deliver_ok(t, 1);
     uint64_t b = deliver_ok(t, 2);
@@ -189,15 +173,13 @@ static void test_settle_twice_or_unknown_seq_is_rejected(void **state)
     assert_state(t, 2, 1, 2);
 
     /* Never-issued seqs: pick values that are none of a, b, c. */
-    uint64_t probes[] = { UINT64_MAX, UINT64_MAX - 1, (uint64_t)1 << 40 };
+    uint64_t probes[] = {UINT64_MAX, UINT64_MAX - 1, (uint64_t)1 << 40};
     for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
-        if (probes[i] == a || probes[i] == b || probes[i] == c)
-            continue;
+        if (probes[i] == a || probes[i] == b || probes[i] == c) continue;
         assert_int_equal(cs_tracker_settle(t, probes[i]), -1);
     }
     for (uint64_t x = 0; x < 64; x++) {
-        if (x == a || x == b || x == c)
-            continue;
+        if (x == a || x == b || x == c) continue;
         assert_int_equal(cs_tracker_settle(t, x), -1);
     }
     assert_state(t, 2, 1, 2);
@@ -208,8 +190,7 @@ static void test_settle_twice_or_unknown_seq_is_rejected(void **state)
     assert_state(t, 4, 0, -1);
 }
 
-static void test_non_increasing_offset_is_rejected(void **state)
-{
+static void test_non_increasing_offset_is_rejected(void **state) {
     cs_tracker *t = *state;
     uint64_t seq = 777;
     assert_int_equal(cs_tracker_delivered(t, -1, &seq), -1);
@@ -240,27 +221,23 @@ static void test_non_increasing_offset_is_rejected(void **state)
     assert_state(t, 12, 0, -1);
 }
 
-static void test_reset(void **state)
-{
+static void test_reset(void **state) {
     cs_tracker *t = *state;
     uint64_t old[10];
-    for (int i = 0; i < 10; i++)
-        old[i] = deliver_ok(t, 100 + i);
+    for (int i = 0; i < 10; i++) old[i] = deliver_ok(t, 100 + i);
     assert_int_equal(cs_tracker_settle(t, old[3]), 0);
     assert_state(t, 100, 9, 100);
 
     cs_tracker_reset(t);
     assert_state(t, -1, 0, -1);
     /* Seqs from before the reset are unknown now. */
-    for (int i = 0; i < 10; i++)
-        assert_int_equal(cs_tracker_settle(t, old[i]), -1);
+    for (int i = 0; i < 10; i++) assert_int_equal(cs_tracker_settle(t, old[i]), -1);
     assert_state(t, -1, 0, -1);
 
     /* Offsets may start over, lower than before. */
     uint64_t s = deliver_ok(t, 5);
     assert_state(t, 5, 1, 5);
-    for (int i = 0; i < 10; i++)
-        assert_int_equal(cs_tracker_settle(t, old[i]), -1);
+    for (int i = 0; i < 10; i++) assert_int_equal(cs_tracker_settle(t, old[i]), -1);
     assert_state(t, 5, 1, 5);
     assert_int_equal(cs_tracker_settle(t, s), 0);
     assert_state(t, 6, 0, -1);
@@ -278,8 +255,7 @@ static void test_reset(void **state)
 
 /* Thousands of open entries, with the ring wrapped before it has to grow so
  * that re-indexing on growth is exercised. */
-static void test_growth_past_initial_capacity(void **state)
-{
+static void test_growth_past_initial_capacity(void **state) {
     cs_tracker *t = *state;
     enum { WARMUP = 37, N = 5000 };
 
@@ -298,14 +274,12 @@ static void test_growth_past_initial_capacity(void **state)
 
     /* Settle the odd ones (highest first): position stays at offset of #0. */
     for (int i = N - 1; i >= 0; i--) {
-        if (i % 2 == 1)
-            assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
+        if (i % 2 == 1) assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
     }
     assert_state(t, 1000, N / 2, 1000);
 
     /* Each settled seq is still rejected the second time. */
-    for (int i = 1; i < N; i += 2)
-        assert_int_equal(cs_tracker_settle(t, seqs[i]), -1);
+    for (int i = 1; i < N; i += 2) assert_int_equal(cs_tracker_settle(t, seqs[i]), -1);
 
     /* Now the even ones in order: position walks up through the gaps. */
     for (int i = 0; i < N; i += 2) {
@@ -318,11 +292,9 @@ static void test_growth_past_initial_capacity(void **state)
 
     /* The grown ring still works after a reset. */
     cs_tracker_reset(t);
-    for (int i = 0; i < N; i++)
-        seqs[i] = deliver_ok(t, i);
+    for (int i = 0; i < N; i++) seqs[i] = deliver_ok(t, i);
     assert_state(t, 0, N, 0);
-    for (int i = N - 1; i >= 0; i--)
-        assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
+    for (int i = N - 1; i >= 0; i--) assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
     assert_state(t, N, 0, -1);
 }
 
@@ -340,10 +312,7 @@ static uint64_t rng_next(void) /* splitmix64 */
     return z ^ (z >> 31);
 }
 
-static uint64_t rng_below(uint64_t n)
-{
-    return n ? rng_next() % n : 0;
-}
+static uint64_t rng_below(uint64_t n) { return n ? rng_next() % n : 0; }
 
 /* Reference model: every delivery since the reset in a plain array, answers
  * computed by linear scans. Deliberately independent of delivery order. */
@@ -361,38 +330,31 @@ typedef struct model {
     int64_t last_delivered; /* -1: nothing since the reset */
 } model;
 
-static void model_add(model *m, int64_t offset, uint64_t seq)
-{
+static void model_add(model *m, int64_t offset, uint64_t seq) {
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 256;
         m->d = realloc(m->d, m->cap * sizeof *m->d);
         assert_non_null(m->d);
     }
-    m->d[m->n++] = (model_delivery){ .offset = offset, .seq = seq, .settled = false, .attempts = 0 };
+    m->d[m->n++] = (model_delivery){.offset = offset, .seq = seq, .settled = false, .attempts = 0};
     m->last_delivered = offset;
 }
 
-static int64_t model_lowest_open(const model *m)
-{
+static int64_t model_lowest_open(const model *m) {
     int64_t lowest = -1;
     for (size_t i = 0; i < m->n; i++)
-        if (!m->d[i].settled && (lowest < 0 || m->d[i].offset < lowest))
-            lowest = m->d[i].offset;
+        if (!m->d[i].settled && (lowest < 0 || m->d[i].offset < lowest)) lowest = m->d[i].offset;
     return lowest;
 }
 
-static size_t model_open_count(const model *m)
-{
+static size_t model_open_count(const model *m) {
     size_t open = 0;
-    for (size_t i = 0; i < m->n; i++)
-        open += !m->d[i].settled;
+    for (size_t i = 0; i < m->n; i++) open += !m->d[i].settled;
     return open;
 }
 
-static int64_t model_position(const model *m)
-{
-    if (m->n == 0)
-        return -1;
+static int64_t model_position(const model *m) {
+    if (m->n == 0) return -1;
     int64_t lowest = model_lowest_open(m);
     return lowest >= 0 ? lowest : m->last_delivered + 1;
 }
@@ -404,8 +366,7 @@ typedef struct run_context {
     int64_t previous_position; /* -1 right after a reset */
 } run_context;
 
-static void check_against_model(const cs_tracker *t, const model *m, run_context *ctx)
-{
+static void check_against_model(const cs_tracker *t, const model *m, run_context *ctx) {
     int64_t pos = cs_tracker_position(t), want_pos = model_position(m);
     size_t open = cs_tracker_open_count(t), want_open = model_open_count(m);
     int64_t low = cs_tracker_lowest_open(t), want_low = model_lowest_open(m);
@@ -414,8 +375,7 @@ static void check_against_model(const cs_tracker *t, const model *m, run_context
         print_error("model mismatch (seed=%" PRIu64 " round=%d op=%ld after %s): "
                     "position %" PRId64 " want %" PRId64 ", open %zu want %zu, "
                     "lowest_open %" PRId64 " want %" PRId64 "\n",
-                    test_seed, ctx->round, ctx->op, ctx->what, pos, want_pos, open, want_open,
-                    low, want_low);
+                    test_seed, ctx->round, ctx->op, ctx->what, pos, want_pos, open, want_open, low, want_low);
         fail();
     }
     if (ctx->previous_position >= 0 && pos < ctx->previous_position) {
@@ -429,8 +389,7 @@ static void check_against_model(const cs_tracker *t, const model *m, run_context
     /* The open deliveries with attempts, lowest offset first (the model's
      * array is in delivery order, which is offset order since the reset). */
     size_t want_n = 0;
-    for (size_t i = 0; i < m->n; i++)
-        want_n += !m->d[i].settled && m->d[i].attempts > 0;
+    for (size_t i = 0; i < m->n; i++) want_n += !m->d[i].settled && m->d[i].attempts > 0;
     size_t cap = want_n + 1;
     int64_t *offsets = malloc(cap * sizeof *offsets);
     uint32_t *attempts = malloc(cap * sizeof *attempts);
@@ -439,8 +398,7 @@ static void check_against_model(const cs_tracker *t, const model *m, run_context
     size_t n = cs_tracker_open_attempts(t, offsets, attempts, cap);
     bool same = n == want_n;
     for (size_t i = 0, k = 0; same && i < m->n; i++) {
-        if (m->d[i].settled || m->d[i].attempts == 0)
-            continue;
+        if (m->d[i].settled || m->d[i].attempts == 0) continue;
         same = offsets[k] == m->d[i].offset && attempts[k] == m->d[i].attempts;
         k++;
     }
@@ -454,51 +412,40 @@ static void check_against_model(const cs_tracker *t, const model *m, run_context
     }
 }
 
-static int64_t random_gap(void)
-{
+static int64_t random_gap(void) {
     uint64_t r = rng_below(100);
-    if (r < 70)
-        return 1;
-    if (r < 95)
-        return 1 + (int64_t)rng_below(10);
-    if (r < 99)
-        return 1 + (int64_t)rng_below(100000);
+    if (r < 70) return 1;
+    if (r < 95) return 1 + (int64_t)rng_below(10);
+    if (r < 99) return 1 + (int64_t)rng_below(100000);
     return 1 + (int64_t)rng_below((uint64_t)1 << 40);
 }
 
 /* Picks a random open delivery of the model; returns its index or -1. */
-static long pick_open_delivery(const model *m, size_t open)
-{
-    if (open == 0)
-        return -1;
+static long pick_open_delivery(const model *m, size_t open) {
+    if (open == 0) return -1;
     size_t k = (size_t)rng_below(open);
     for (size_t i = 0; i < m->n; i++)
-        if (!m->d[i].settled && k-- == 0)
-            return (long)i;
+        if (!m->d[i].settled && k-- == 0) return (long)i;
     return -1;
 }
 
-static long pick_settled_delivery(const model *m)
-{
-    if (m->n == 0)
-        return -1;
+static long pick_settled_delivery(const model *m) {
+    if (m->n == 0) return -1;
     size_t start = (size_t)rng_below(m->n);
     for (size_t j = 0; j < m->n; j++) {
         size_t i = (start + j) % m->n;
-        if (m->d[i].settled)
-            return (long)i;
+        if (m->d[i].settled) return (long)i;
     }
     return -1;
 }
 
-static void test_random_against_model(void **state)
-{
+static void test_random_against_model(void **state) {
     cs_tracker *t = *state;
     enum { ROUNDS = 150, STALE_MAX = 64 };
-    model m = { .d = NULL, .n = 0, .cap = 0, .last_delivered = -1 };
+    model m = {.d = NULL, .n = 0, .cap = 0, .last_delivered = -1};
     uint64_t stale[STALE_MAX]; /* seqs issued before some reset */
     size_t stale_n = 0;
-    run_context ctx = { .round = 0, .op = 0, .what = "start", .previous_position = -1 };
+    run_context ctx = {.round = 0, .op = 0, .what = "start", .previous_position = -1};
     long total_ops = 0, resets = 0;
     size_t max_open = 0;
 
@@ -507,21 +454,19 @@ static void test_random_against_model(void **state)
     for (int round = 0; round < ROUNDS; round++) {
         ctx.round = round;
         /* Each round has its own bias: filling up, draining, or balanced. */
-        static const unsigned deliver_pct[] = { 20, 45, 50, 55, 80, 95 };
+        static const unsigned deliver_pct[] = {20, 45, 50, 55, 80, 95};
         unsigned p_deliver = deliver_pct[rng_below(sizeof deliver_pct / sizeof deliver_pct[0])];
         long ops = 50 + (long)rng_below(1500);
 
         for (long op = 0; op < ops; op++, total_ops++) {
             ctx.op = op;
             size_t open = model_open_count(&m);
-            if (open > max_open)
-                max_open = open;
+            if (open > max_open) max_open = open;
             uint64_t r = rng_below(1000);
 
             if (r < 2) {
                 /* Reset: remember a few seqs to probe later. */
-                for (size_t i = 0; i < m.n && stale_n < STALE_MAX; i += 1 + rng_below(8))
-                    stale[stale_n++] = m.d[i].seq;
+                for (size_t i = 0; i < m.n && stale_n < STALE_MAX; i += 1 + rng_below(8)) stale[stale_n++] = m.d[i].seq;
                 cs_tracker_reset(t);
                 m.n = 0;
                 m.last_delivered = -1;
@@ -539,8 +484,7 @@ static void test_random_against_model(void **state)
                     ctx.what = "non-increasing delivery";
                 } else if (kind == 1) {
                     long i = pick_settled_delivery(&m);
-                    if (i >= 0)
-                        assert_int_equal(cs_tracker_settle(t, m.d[i].seq), -1);
+                    if (i >= 0) assert_int_equal(cs_tracker_settle(t, m.d[i].seq), -1);
                     ctx.what = "second settlement";
                 } else if (stale_n > 0) {
                     assert_int_equal(cs_tracker_settle(t, stale[rng_below(stale_n)]), -1);
@@ -553,12 +497,10 @@ static void test_random_against_model(void **state)
                  * settled one (which must stay out of the report). */
                 long i = (long)rng_below(m.n);
                 uint32_t a = (uint32_t)rng_below(4);
-                if (cs_tracker_set_attempts(t, m.d[i].seq, a) == 0)
-                    m.d[i].attempts = a;
+                if (cs_tracker_set_attempts(t, m.d[i].seq, a) == 0) m.d[i].attempts = a;
                 ctx.what = "attempts";
             } else if (rng_below(100) < p_deliver || open == 0) {
-                int64_t offset = m.last_delivered < 0 ? (int64_t)rng_below(1000)
-                                                      : m.last_delivered + random_gap();
+                int64_t offset = m.last_delivered < 0 ? (int64_t)rng_below(1000) : m.last_delivered + random_gap();
                 uint64_t seq;
                 assert_int_equal(cs_tracker_delivered(t, offset, &seq), 0);
                 model_add(&m, offset, seq);
@@ -586,42 +528,35 @@ static void test_random_against_model(void **state)
             assert_true(cs_tracker_position(t) == (m.n ? m.last_delivered + 1 : -1));
         }
     }
-    printf("test_tracker: model test ran %ld ops, %ld resets, max %zu open\n", total_ops, resets,
-           max_open);
+    printf("test_tracker: model test ran %ld ops, %ld resets, max %zu open\n", total_ops, resets, max_open);
     free(m.d);
 }
 
 /* ------------------------------------------------------------------------ */
 
-static uint64_t choose_seed(void)
-{
+static uint64_t choose_seed(void) {
     const char *env = getenv("CS_TEST_SEED");
-    if (env != NULL && *env != '\0')
-        return strtoull(env, NULL, 0);
+    if (env != NULL && *env != '\0') return strtoull(env, NULL, 0);
     struct timespec ts;
-    if (timespec_get(&ts, TIME_UTC) == 0)
-        return (uint64_t)time(NULL);
+    if (timespec_get(&ts, TIME_UTC) == 0) return (uint64_t)time(NULL);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* The ring cannot grow: the delivery is refused, and so is every later one
  * until the reset, so settling what was recorded cannot move the position
  * past the offset that was not. */
-static void test_out_of_memory_stops_the_position(void **state)
-{
+static void test_out_of_memory_stops_the_position(void **state) {
     cs_tracker *t = *state;
     uint64_t seqs[64], seq = 0;
     size_t n = 0;
     int64_t offset = 0;
-    for (; n < 64; n++, offset++)
-        assert_int_equal(cs_tracker_delivered(t, offset, &seqs[n]), 0);
+    for (; n < 64; n++, offset++) assert_int_equal(cs_tracker_delivered(t, offset, &seqs[n]), 0);
     /* Offsets 0..63 fill the initial ring; 64 needs it to grow. */
     fail_malloc = true;
     assert_int_equal(cs_tracker_delivered(t, 64, &seq), -2);
     fail_malloc = false;
     assert_int_equal(cs_tracker_delivered(t, 65, &seq), -2);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
+    for (size_t i = 0; i < n; i++) assert_int_equal(cs_tracker_settle(t, seqs[i]), 0);
     assert_int_equal(cs_tracker_position(t), 64);
     assert_int_equal(cs_tracker_open_count(t), 0);
     /* A new assignment starts over from the committed position. */
@@ -630,31 +565,23 @@ static void test_out_of_memory_stops_the_position(void **state)
     assert_int_equal(cs_tracker_position(t), 64);
 }
 
-int main(void)
-{
+int main(void) {
     test_seed = choose_seed();
-    printf("test_tracker: seed=%" PRIu64 " (replay with CS_TEST_SEED=%" PRIu64 ")\n", test_seed,
-           test_seed);
+    printf("test_tracker: seed=%" PRIu64 " (replay with CS_TEST_SEED=%" PRIu64 ")\n", test_seed, test_seed);
     fflush(stdout);
 
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_empty_tracker, setup_tracker, teardown_tracker),
         cmocka_unit_test_setup_teardown(test_in_order_acks, setup_tracker, teardown_tracker),
         cmocka_unit_test_setup_teardown(test_out_of_order_acks, setup_tracker, teardown_tracker),
-        cmocka_unit_test_setup_teardown(test_position_holds_at_the_open_record, setup_tracker,
-                                        teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_position_holds_at_the_open_record, setup_tracker, teardown_tracker),
         cmocka_unit_test_setup_teardown(test_offset_gaps, setup_tracker, teardown_tracker),
-        cmocka_unit_test_setup_teardown(test_settle_twice_or_unknown_seq_is_rejected,
-                                        setup_tracker, teardown_tracker),
-        cmocka_unit_test_setup_teardown(test_non_increasing_offset_is_rejected, setup_tracker,
-                                        teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_settle_twice_or_unknown_seq_is_rejected, setup_tracker, teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_non_increasing_offset_is_rejected, setup_tracker, teardown_tracker),
         cmocka_unit_test_setup_teardown(test_reset, setup_tracker, teardown_tracker),
-        cmocka_unit_test_setup_teardown(test_growth_past_initial_capacity, setup_tracker,
-                                        teardown_tracker),
-        cmocka_unit_test_setup_teardown(test_random_against_model, setup_tracker,
-                                        teardown_tracker),
-        cmocka_unit_test_setup_teardown(test_out_of_memory_stops_the_position, setup_tracker,
-                                        teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_growth_past_initial_capacity, setup_tracker, teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_random_against_model, setup_tracker, teardown_tracker),
+        cmocka_unit_test_setup_teardown(test_out_of_memory_stops_the_position, setup_tracker, teardown_tracker),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

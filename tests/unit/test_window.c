@@ -30,7 +30,6 @@ static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
 static cs_delivery *held[N];
 static int n_held;
 
-
 /* Publishes one output carrying its source offset, keeps the delivery. */
 static cs_outcome hold(cs_delivery *d, void *user) {
     (void)user;
@@ -52,8 +51,8 @@ static int held_count(void) {
 
 static cs_pipeline *start(cs_part **part_out) {
     n_held = 0;
-    cs_pipeline_config cfg = {.name = "t", .handler = hold, .tracked = true, .transactional = true, .workers = 3,
-                              .max_open = 100000};
+    cs_pipeline_config cfg = {
+        .name = "t", .handler = hold, .tracked = true, .transactional = true, .workers = 3, .max_open = 100000};
     cs_pipeline *p = cs__pipeline_new(&cfg);
     assert_non_null(p);
     cs_part *part = cs__pipeline_part(p, "in", 0, &fake_source);
@@ -94,9 +93,9 @@ static void take_and_check(cs_part *part, const bool *settled, bool *taken) {
         int64_t src;
         memcpy(&src, o->rec.value, sizeof src);
         assert_int_equal(src, o->source_offset);
-        assert_true(src < pos);    /* its source is committed by this take */
+        assert_true(src < pos); /* its source is committed by this take */
         assert_true(settled[src]);
-        assert_false(taken[src]);  /* never twice */
+        assert_false(taken[src]); /* never twice */
         taken[src] = true;
     }
     assert_int_equal(counted, n);
@@ -116,8 +115,8 @@ static void shuffle(cs_delivery **a, int n, unsigned *seed) {
 
 static void outputs_ride_only_with_their_committed_source(void **state) {
     (void)state;
-    unsigned seed = getenv("CS_SEED") ? (unsigned)strtoul(getenv("CS_SEED"), NULL, 10)
-                                      : (unsigned)time(NULL) ^ (unsigned)getpid();
+    unsigned seed =
+        getenv("CS_SEED") ? (unsigned)strtoul(getenv("CS_SEED"), NULL, 10) : (unsigned)time(NULL) ^ (unsigned)getpid();
     printf("seed %u (replay with CS_SEED=%u)\n", seed, seed);
     for (int round = 0; round < 5; round++) {
         cs_part *part;
