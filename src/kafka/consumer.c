@@ -205,7 +205,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
-    if (!cs__fetch_init(c, s->fetch_buffer_bytes, c->rdk_bound_bytes, c->rdk_bound_records)) {
+    if (!cs__fetch_init(c, s->fetch_buffer_bytes)) {
         consumer_free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory for its fetch buffer", s->name);
     }

@@ -234,7 +234,7 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now);
 
 /* ---- fetch_take.c ----------------------------------------------------------- */
 /* At start: the record queue and the store. False when out of memory. */
-bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records);
+bool cs__fetch_init(cs_consumer *c, size_t budget);
 /* Takes what recq holds into the store, unless the store is full; returns
  * the records (and errors) taken. Fetch thread. */
 size_t cs__fetch_take_records(cs_consumer *c);

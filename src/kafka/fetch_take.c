@@ -52,17 +52,14 @@ static void on_records(rd_kafka_t *rk, void *opaque) {
     cs__fetch_yield(opaque);
 }
 
-bool cs__fetch_init(cs_consumer *c, size_t budget, size_t rdk_bound_bytes, size_t rdk_bound_records) {
+bool cs__fetch_init(cs_consumer *c, size_t budget) {
     /* Taking stops at the budget and starts again as soon as a chunk went
      * back. A lower resume mark (the budget minus librdkafka's bound, so that
      * the next take drains recq to empty) would stall every partition for
      * good when the records in flight of stuck partitions, which count in the
      * budget and cannot be dropped, stay above it; recq still empties, and
      * the wake-up seek follows, once the buffer has room for it. */
-    (void)rdk_bound_bytes;
-    size_t mark = budget;
-    c->rdk_bound_records = rdk_bound_records;
-    c->store = cs__store_new(budget, mark, store_wake, c);
+    c->store = cs__store_new(budget, budget, store_wake, c);
     c->recq = c->store ? rd_kafka_queue_new(c->rk) : NULL;
     if (!c->recq) return false;
     rd_kafka_queue_cb_event_enable(c->recq, on_records, c);
