@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <regex.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
@@ -220,8 +221,16 @@ cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
 /* config.c, for kafka.c and subscription.c: replaces *slot with a copy of value
  * (*slot unchanged when out of memory). */
 cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
-/* subscription.c: whether `topic` is one of s's topics, or matches its pattern. */
-bool cs__sub_has_topic(const cs_sub *s, const char *topic);
+/* Whether `topic` is one of s's topics, or matches its pattern. Inline:
+ * the consumer's files and subscription.c both ask, and subscription.c
+ * calls into the consumer (no call cycle, scripts/depgraph). Any thread
+ * (the compiled pattern is read-only once configured). */
+static inline bool cs__sub_has_topic(const cs_sub *s, const char *topic) {
+    if (s->pattern) return regexec(&s->topic_re, topic, 0, NULL, 0) == 0;
+    for (size_t i = 0; i < s->n_topics; i++)
+        if (!strcmp(s->topics[i], topic)) return true;
+    return false;
+}
 /* subscription.c: frees a subscription (cs_kafka_destroy; a failed subscribe). */
 void cs__sub_free(cs_sub *s);
 

@@ -35,14 +35,6 @@ void cs__sub_free(cs_sub *s) {
 
 /* ---- subscriptions ---------------------------------------------------------- */
 
-/* Whether topic is one of s's topics, or matches its pattern. */
-bool cs__sub_has_topic(const cs_sub *s, const char *topic) {
-    if (s->pattern) return regexec(&s->topic_re, topic, 0, NULL, 0) == 0;
-    for (size_t i = 0; i < s->n_topics; i++)
-        if (!strcmp(s->topics[i], topic)) return true;
-    return false;
-}
-
 static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
                        cs_batch_fn batch_handler, size_t max_batch, void *user, bool pattern) {
     if (cs__kafka_configurable(k, "cs_kafka_subscribe")) return NULL;
