@@ -268,6 +268,33 @@ CS_API cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch
  *         topics, an empty one), CS_ERR_STATE or CS_ERR_NOMEM, in cs_errmsg(). */
 CS_API cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
                                          void *user);
+/** Subscribes `handler` to every topic whose name matches `pattern`, now and
+ * later (librdkafka's regex subscription).
+ *
+ * The pattern must start with '^' and is a POSIX extended regular expression
+ * (librdkafka matches it with its own engine, which reads the common subset
+ * the same way: `^payments\\..*`). Topics created later that match are
+ * consumed within the consumer's metadata refresh
+ * (topic.metadata.refresh.interval.ms, 30 s by default); a matching topic that
+ * is deleted stops matching and its partitions are revoked (no ERROR line and
+ * no cstream_topic_unavailable series: for a pattern, topics coming and going
+ * is normal). No topic needs to match at start. Per-topic /metrics series
+ * (records, dead letters) are emitted only for topics with a partition
+ * assigned to this member, so topics that come and go leave no series behind;
+ * the fetch path's per-topic counters are labelled with the pattern. A reply
+ * or dead-letter topic that matches the pattern is refused (its records
+ * would be consumed again, in a loop). Plain topic names starting with '^'
+ * are refused by cs_kafka_subscribe and cs_kafka_subscribe_topics: this is
+ * the call for patterns. Owned and configured like cs_kafka_subscribe's
+ * result; the subscription's name is the pattern.
+ * @param k the broker.
+ * @param pattern the regular expression, starting with '^' (copied).
+ * @param handler runs for every record, see cs_handler_fn.
+ * @param user passed to the handler; cstream never reads or frees it.
+ * @return the subscription, or NULL: CS_ERR_ARG (NULL broker or handler, a
+ *         pattern that does not start with '^' or does not compile; the
+ *         message names it), CS_ERR_STATE or CS_ERR_NOMEM, in cs_errmsg(). */
+CS_API cs_sub *cs_kafka_subscribe_pattern(cs_kafka *k, const char *pattern, cs_handler_fn handler, void *user);
 
 /** Consumer group of this subscription (else the broker's default group).
  * @param s the subscription.
@@ -299,6 +326,65 @@ CS_API cs_err cs_sub_config(cs_sub *s, const char *key, const char *value);
  * @retval CS_ERR_ARG s is NULL or where is neither.
  * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_start_at(cs_sub *s, cs_start where);
+/** Where the subscription starts on one partition it has no committed offset
+ * for: at `offset` (the next record read is the one at `offset`).
+ *
+ * Like every start position, this applies only when the group has no
+ * committed offset for the partition: a committed offset always wins, as in
+ * any Kafka consumer (to move a group that has one, reset its offsets). It is
+ * applied when the partition is assigned. An offset past the end or below
+ * the log start is out of range, and then CS_START_EARLIEST or
+ * CS_START_LATEST (cs_sub_start_at) decides. A partition given an offset
+ * wins over cs_sub_start_at_time; a later call for the same partition
+ * replaces the earlier one. At most 4096 partitions. Configuring thread.
+ * @param s the subscription.
+ * @param topic one of its topics (copied; for a pattern subscription, a
+ *        topic the pattern matches).
+ * @param partition the partition, >= 0.
+ * @param offset the offset, >= 0.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s or topic is NULL, topic is not one of the
+ *         subscription's (or does not match its pattern), partition or offset
+ *         is negative, or the 4096 partitions are taken.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_sub_start_at_offset(cs_sub *s, const char *topic, int32_t partition, int64_t offset);
+/** Where the subscription starts on the partitions it has no committed offset
+ * for: at the first record whose timestamp is at or after `ms_since_epoch`
+ * (Kafka's ListOffsets by time, rd_kafka_offsets_for_times).
+ *
+ * A committed offset always wins (see cs_sub_start_at_offset). A partition
+ * with no record at or after the time starts at its end (only records
+ * written from then on). The lookup happens at assignment; if it fails
+ * (10 s), CS_START_EARLIEST or CS_START_LATEST decides and a WARN line names
+ * the partition. The record timestamps are the topic's: CreateTime (set by
+ * the producer) unless the topic uses LogAppendTime. librdkafka 2.0.2's
+ * embedded (mock) cluster answers every time lookup with "no record": there
+ * every partition starts at its end. Configuring thread.
+ * @param s the subscription.
+ * @param ms_since_epoch the time, milliseconds since 1970-01-01 UTC, >= 0.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or the time is negative.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_sub_start_at_time(cs_sub *s, int64_t ms_since_epoch);
+/** Whether the subscription may start while its topics do not exist yet
+ * (default 0: cs_app_start fails with CS_ERR_TOPIC naming the missing topic).
+ *
+ * With 1, the start does not check the subscription's topics: the
+ * subscription joins its group with nothing to consume, logs one INFO line
+ * per missing topic, shows cstream_topic_unavailable{topic=...} 1, and
+ * consumes each topic once it appears, within the consumer's metadata
+ * refresh (topic.metadata.refresh.interval.ms, 30 s by default). The default
+ * fails fast because a missing topic is far more often a typo or a wrong
+ * cluster than a topic still to come, and a service that silently consumes
+ * nothing is worse than one that does not start. Reply and dead-letter
+ * topics are still checked. Configuring thread.
+ * @param s the subscription.
+ * @param allow 1 to allow, 0 to require the topics at start.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_sub_allow_missing_topics(cs_sub *s, int allow);
 /** The subscription's commit mode (default CS_COMMIT_AUTO), see cs_commit_mode.
  * @param s the subscription.
  * @param mode the mode.

@@ -26,6 +26,7 @@ typedef struct cs_broker_sub_desc {
     int batch;         /* a batch handler */
     int workers;
     int max_attempts;
+    int pattern; /* topics[0] is a regular expression over topic names, not a name */
 } cs_broker_sub_desc;
 
 /* A subscription's counters as the core keeps them: the pipeline fills them

@@ -314,6 +314,24 @@ static cs_err add_schema(doc *d, node *schemas, const cs_codec *codec, const cs_
 
 static void channel_id(char *outbuf, size_t size, const char *topic) { component_name(outbuf, size, topic); }
 
+/* A pattern subscription's channel: the topics matching the regular
+ * expression, which are not known when the document is written. AsyncAPI 3
+ * reads an absent address as "unknown"; the Kafka binding names no topic; the
+ * pattern itself is in the description and in x-cstream-topic-pattern. */
+static node *pattern_channel(doc *d, node *channels, const char *pattern) {
+    char id[256];
+    channel_id(id, sizeof id, pattern);
+    node *c = member(channels, id);
+    if (c) return c;
+    c = obj(d, channels, id);
+    strf(d, c, "description", "Every topic whose name matches the regular expression %s (a pattern subscription).",
+         pattern);
+    str(d, c, "x-cstream-topic-pattern", pattern);
+    obj(d, c, "messages");
+    str(d, obj(d, obj(d, c, "bindings"), "kafka"), "bindingVersion", KAFKA_BINDING_VERSION);
+    return c;
+}
+
 /* The channel of a topic, created on first use with one message `msg_id`. */
 static node *channel(doc *d, node *channels, const char *topic, int partitions) {
     char id[256];
@@ -469,7 +487,9 @@ static cs_err build(cs_app *app, doc *d, node *root) {
                 msg = raw_message(d, messages);
             }
             for (size_t t = 0; t < s.n_topics; t++) {
-                node *chan = channel(d, channels, s.topics[t], declared_partitions(bops, impl, s.topics[t]));
+                node *chan = s.pattern
+                                 ? pattern_channel(d, channels, s.topics[t])
+                                 : channel(d, channels, s.topics[t], declared_partitions(bops, impl, s.topics[t]));
                 channel_message(d, chan, msg);
                 char id[300], cid[256], summary[512];
                 channel_id(cid, sizeof cid, s.topics[t]);

@@ -145,6 +145,7 @@ static void *fetch_main(void *arg) {
 
 static void free_counters(cs_consumer *c) {
     free(c->topic_unavailable);
+    free(c->topic_seen);
     free(c->topic_gaps);
     free(c->topic_repeats);
     free(c->topic_stuck);
@@ -176,11 +177,17 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->topic_gaps = calloc(s->n_topics, sizeof *c->topic_gaps);
     c->topic_repeats = calloc(s->n_topics, sizeof *c->topic_repeats);
     c->topic_stuck = calloc(s->n_topics, sizeof *c->topic_stuck);
-    if (!c->topic_unavailable || !c->topic_gaps || !c->topic_repeats || !c->topic_stuck) {
+    if (s->allow_missing) c->topic_seen = calloc(s->n_topics, sizeof *c->topic_seen);
+    if (!c->topic_unavailable || !c->topic_gaps || !c->topic_repeats || !c->topic_stuck ||
+        (s->allow_missing && !c->topic_seen)) {
         free_counters(c);
         free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     }
+    /* A pattern's topics may be deleted at any time, without the error that
+     * marks a subscribed topic gone: destroy the handle as after a loss
+     * (destroy_handle), bounded, in case one of them was. */
+    if (s->pattern) atomic_store(&c->topic_vanished, true);
     c->tracked = s->mode != CS_COMMIT_AUTO;
     c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
     c->interval_ms = cs__sub_commit_interval_ms(s);

@@ -28,14 +28,31 @@
  * cstream_topic_unavailable gauge for alerting, and care that an old topic's
  * positions never land on a new one (mark_topic_partitions). */
 
+/* The topic name `text` is or starts with (librdkafka's reasons start with
+ * it, followed by ' ', ':' or " ["), into buf; false if it does not fit. */
+bool cs__topic_of(const char *text, bool exact, char *buf, size_t size) {
+    size_t n = exact ? strlen(text) : strcspn(text, " :[");
+    if (n == 0 || n >= size) return false;
+    memcpy(buf, text, n);
+    buf[n] = '\0';
+    return true;
+}
+
 bool cs__topic_error(rd_kafka_resp_err_t err) {
     return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION ||
            err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
 }
 
 /* The index of the subscribed topic that `text` is about (a topic name, or
- * librdkafka's reason, which starts with the topic name), or -1. */
+ * librdkafka's reason, which starts with the topic name), or -1. A pattern
+ * subscription has one entry, its pattern: index 0 for every topic it
+ * matches, so its per-topic counters stay one series. */
 int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact) {
+    if (c->sub->pattern) {
+        char topic[CS_TOPIC_NAME_MAX + 1];
+        if (!text || !cs__topic_of(text, exact, topic, sizeof topic)) return -1;
+        return cs__sub_has_topic(c->sub, topic) ? 0 : -1;
+    }
     for (size_t i = 0; text && i < c->sub->n_topics; i++) {
         const char *t = c->sub->topics[i];
         size_t n = strlen(t);
@@ -90,11 +107,36 @@ void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, in
     cs__pipeline_assign(c->pipe, part);
 }
 
+/* A topic a pattern subscription matched went away: normal for a pattern
+ * (the topic stops matching, the group revokes its partitions), so no ERROR
+ * and no gauge; its partitions still assigned get the same care as a
+ * subscribed topic's (mark_topic_partitions). */
+static void pattern_topic_gone(cs_consumer *c, const char *text, bool exact, rd_kafka_resp_err_t err,
+                               const char *reason) {
+    char topic[CS_TOPIC_NAME_MAX + 1];
+    atomic_store(&c->topic_vanished, true);
+    if (!cs__topic_of(text, exact, topic, sizeof topic)) return;
+    mark_topic_partitions(c, topic);
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
+        CS_LOG_INFO("topic matched by the pattern not available (deleted): its partitions are revoked "
+                    "subscription=%s topic=%s error=%s reason=\"%s\" similar_since_last=%llu",
+                    c->sub->name, topic, rd_kafka_err2name(err), reason, (unsigned long long)skipped);
+}
+
 void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason) {
     atomic_store(&c->topic_vanished, true);
     if (atomic_exchange(&c->topic_unavailable[i], true)) return; /* said so already */
     atomic_fetch_add(&c->n_unavailable, 1);
     mark_topic_partitions(c, c->sub->topics[i]);
+    if (c->sub->allow_missing && !atomic_load(&c->topic_seen[i])) {
+        /* Allowed to be missing and never assigned yet: a topic still to come. */
+        CS_LOG_INFO("subscribed topic does not exist yet: the subscription consumes it once it appears "
+                    "subscription=%s group=%s topic=%s error=%s",
+                    c->sub->name, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->topics[i],
+                    rd_kafka_err2name(err));
+        return;
+    }
     CS_LOG_ERR("subscribed topic not available (deleted, or not visible to this client): nothing is committed "
                "for it until it is back, the subscription keeps running and consumes it again then "
                "subscription=%s group=%s topic=%s error=%s reason=\"%s\"",
@@ -105,6 +147,11 @@ void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const
 /* Fetch thread: a partition of the topic was assigned again, or a record of
  * it arrived (a topic recreated before the group rebalanced stays assigned). */
 void cs__topic_available(cs_consumer *c, const char *topic) {
+    if (c->sub->pattern) return; /* no per-topic availability: topics come and go */
+    if (c->sub->allow_missing) {
+        int seen = cs__subscribed_topic_in(c, topic, true);
+        if (seen >= 0) atomic_store(&c->topic_seen[seen], true);
+    }
     if (atomic_load_explicit(&c->n_unavailable, memory_order_relaxed) == 0) return;
     int i = cs__subscribed_topic_in(c, topic, true);
     if (i < 0 || !atomic_exchange(&c->topic_unavailable[i], false)) return;
@@ -136,6 +183,10 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     cs_consumer *c = opaque;
     int gone = cs__topic_error(err) ? cs__subscribed_topic_in(c, reason, false) : -1;
+    if (gone >= 0 && c->sub->pattern) {
+        pattern_topic_gone(c, reason, false, err, reason);
+        return;
+    }
     if (gone >= 0) {
         cs__topic_unavailable(c, gone, err, reason);
         return;
@@ -173,6 +224,10 @@ void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
     if (m->err == RD_KAFKA_RESP_ERR__FATAL && report_if_fatal(c)) return;
     const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
     int gone = cs__topic_error(m->err) ? cs__subscribed_topic_in(c, topic, true) : -1;
+    if (gone >= 0 && c->sub->pattern) {
+        pattern_topic_gone(c, topic, true, m->err, rd_kafka_message_errstr(m));
+        return;
+    }
     if (gone >= 0) {
         cs__topic_unavailable(c, gone, m->err, rd_kafka_message_errstr(m));
         return;

@@ -120,6 +120,10 @@ struct cs_consumer {
      * assigned again, read by /metrics. */
     _Atomic bool *topic_unavailable;
     _Atomic int n_unavailable; /* how many are set: dispatch looks only when > 0 */
+    /* cs_sub_allow_missing_topics only (else NULL): one flag per
+     * s->topics[i], set once a partition of it was assigned, so that a topic
+     * still to come is told apart from one deleted (fetch thread). */
+    _Atomic bool *topic_seen;
     /* Sticky: some subscribed topic vanished while this consumer ran. Then
      * librdkafka 2.0.2 may never finish destroying the handle (see
      * destroy_handle). */
@@ -152,6 +156,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
  *   consumer.c (lifecycle, the fetch thread's loop)
  *   consumer_conf.c (registers the callbacks below)
  *   rebalance.c
+ *   start_position.c
  *   committer.c
  *   fetch_take.c, fetch_handout.c
  *   fetch_stuck.c, fetch_wake.c
@@ -205,6 +210,10 @@ void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m);
  * memory: stops the app, and nothing more is handed out. Fetch thread. */
 void cs__fetch_out_of_memory(cs_consumer *c, const char *topic, int32_t partition, int64_t offset, const char *what);
 bool cs__topic_error(rd_kafka_resp_err_t err);
+/* Kafka's longest topic name. */
+#define CS_TOPIC_NAME_MAX 249
+/* The topic name `text` is (exact) or starts with (a librdkafka reason), into buf. */
+bool cs__topic_of(const char *text, bool exact, char *buf, size_t size);
 int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact);
 void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason);
 void cs__topic_available(cs_consumer *c, const char *topic);
@@ -247,6 +256,13 @@ void cs__fetch_resume_drained(cs_consumer *c);
 
 /* ---- rebalance.c ------------------------------------------------------------ */
 void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
+
+/* ---- start_position.c ------------------------------------------------------- */
+/* At assign, before librdkafka assigns l: sets the offset of each partition
+ * the group has no committed offset for, from cs_sub_start_at_offset or
+ * cs_sub_start_at_time (nothing without them). Fetch thread; blocks on the
+ * cluster for the lookups (bounded), with no lock held. */
+void cs__start_positions_apply(cs_consumer *c, rd_kafka_topic_partition_list_t *l);
 
 /* ---- committer.c ------------------------------------------------------------ */
 /* Commits the partitions in `only` (all known ones if NULL) whose position or

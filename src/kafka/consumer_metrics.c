@@ -105,6 +105,13 @@ static void collect_part(void *arg, const cs_part_metrics *m) {
     l->v[l->n++] = *m;
 }
 
+/* Whether some partition of `topic` is assigned to this member. */
+static bool topic_assigned(const part_list *l, const char *topic) {
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].assigned && !strcmp(l->v[i].topic, topic)) return true;
+    return false;
+}
+
 /* Called with the subscription's stats lock held, so the consumer (its
  * handle and pipeline) cannot be freed meanwhile; it may be closing (the
  * stop holds no lock across the close). Never waits on the network:
@@ -131,6 +138,10 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     static const char *const outcomes[] = {"ack", "drop", "retry", "retry_unsupported", "stale"};
     for (size_t i = 0; i < parts.n; i++) {
         const cs_part_metrics *p = &parts.v[i];
+        /* A pattern's topics come and go: only the topics assigned now have
+         * series, or every topic it ever matched would keep its series (a
+         * fixed subscription's topics are bounded by its declaration). */
+        if (c->sub->pattern && !topic_assigned(&parts, p->topic)) continue;
         const uint64_t by_outcome[] = {p->acked, p->dropped, p->retried, p->retry_unsupported, p->stale};
         for (size_t o = 0; o < sizeof outcomes / sizeof outcomes[0]; o++) {
             const char *l[] = {"subscription", sub,         "group", group ? group : "", "topic", p->topic,

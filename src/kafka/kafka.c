@@ -169,6 +169,9 @@ static cs_err start_embedded(cs_kafka *k) {
 
 /* Every subscribed and declared topic must exist: a real broker would
  * otherwise let the consumer wait silently for a topic that never comes.
+ * Not checked: a pattern subscription's pattern (no topic needs to match at
+ * start) and the topics of a subscription that allows them to be missing
+ * (cs_sub_allow_missing_topics); their reply and dead-letter topics are.
  * This is also the app's first request to the cluster, so a refused SASL
  * login or TLS handshake fails the start here, at once (cs__start_check). */
 static cs_err check_topics(cs_kafka *k, cs_app *app) {
@@ -180,7 +183,8 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     size_t j = 0;
     for (size_t i = 0; i < k->n_topics; i++) names[j++] = k->topics[i].name;
     for (size_t i = 0; i < k->n_subs; i++) {
-        for (size_t t = 0; t < k->subs[i]->n_topics; t++) names[j++] = k->subs[i]->topics[t];
+        bool skip = k->subs[i]->pattern || k->subs[i]->allow_missing;
+        for (size_t t = 0; !skip && t < k->subs[i]->n_topics; t++) names[j++] = k->subs[i]->topics[t];
         if (k->subs[i]->reply_topic) names[j++] = k->subs[i]->reply_topic;
         if (k->subs[i]->dead_letter) names[j++] = k->subs[i]->dead_letter;
     }
@@ -198,7 +202,7 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
         rd_kafka_conf_destroy(conf);
         if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
     } else {
-        err = cs__start_check(rk, k->bootstrap, &watch, names, n, 10000);
+        err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
         rd_kafka_destroy(rk);
     }
     free(names);
@@ -350,7 +354,8 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
                                 .transactional = s->mode == CS_COMMIT_TRANSACTIONAL,
                                 .batch = s->batch_handler != NULL,
                                 .workers = s->workers,
-                                .max_attempts = s->max_attempts};
+                                .max_attempts = s->max_attempts,
+                                .pattern = s->pattern};
 }
 
 static void kafka_sub_counters(void *impl, size_t i, cs_broker_sub_counters *out) {

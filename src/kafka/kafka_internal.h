@@ -6,7 +6,9 @@
 
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <regex.h>
 #include <stdbool.h>
+#include <string.h>
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
@@ -104,6 +106,18 @@ cs_err cs__producer_reply(cs_producer *p, const cs_record *r, cs_delivery *gated
 size_t cs__producer_flush(cs_producer *p, int timeout_ms);
 void cs__producer_close(cs_producer *p);
 
+/* cs_sub_start_at_offset: one partition's start when its group has no committed offset. */
+typedef struct cs_start_offset {
+    char *topic;
+    int32_t partition;
+    int64_t offset;
+} cs_start_offset;
+/* The most partitions cs_sub_start_at_offset takes per subscription: the
+ * list is searched linearly at every assignment. */
+#define CS_START_OFFSETS_MAX 4096
+/* cs_sub_start_at_time unset. */
+#define CS_START_TIME_NONE ((int64_t)-1)
+
 struct cs_sub {
     cs_kafka *k;
     char *name; /* topics joined by ',' for log lines */
@@ -121,6 +135,16 @@ struct cs_sub {
     char *group;
     cs_kvlist config;
     cs_start start;
+    /* Start positions for partitions without a committed offset (start_position.c). */
+    cs_start_offset *start_offsets;
+    size_t n_start_offsets;
+    int64_t start_time_ms; /* CS_START_TIME_NONE, or ms since the epoch */
+    /* cs_kafka_subscribe_pattern: topics[0] is the pattern (n_topics 1) and
+     * topic_re its compilation, for the dead-letter and reply checks and the
+     * per-topic counters (consumer_errors.c). */
+    bool pattern;
+    regex_t topic_re;
+    bool allow_missing; /* cs_sub_allow_missing_topics: not checked at start */
     cs_commit_mode mode;
     cs_lane_key lanes;
     int workers;
@@ -197,6 +221,16 @@ cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
 /* config.c, for kafka.c and subscription.c: replaces *slot with a copy of value
  * (*slot unchanged when out of memory). */
 cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
+/* Whether `topic` is one of s's topics, or matches its pattern. Inline:
+ * the consumer's files and subscription.c both ask, and subscription.c
+ * calls into the consumer (no call cycle, scripts/depgraph). Any thread
+ * (the compiled pattern is read-only once configured). */
+static inline bool cs__sub_has_topic(const cs_sub *s, const char *topic) {
+    if (s->pattern) return regexec(&s->topic_re, topic, 0, NULL, 0) == 0;
+    for (size_t i = 0; i < s->n_topics; i++)
+        if (!strcmp(s->topics[i], topic)) return true;
+    return false;
+}
 /* subscription.c: frees a subscription (cs_kafka_destroy; a failed subscribe). */
 void cs__sub_free(cs_sub *s);
 

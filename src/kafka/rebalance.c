@@ -16,10 +16,31 @@
 
 /* ---- rebalance ------------------------------------------------------------ */
 
+/* A pattern subscription's hook: once per distinct topic of l, in the order
+ * they first appear (its topics are not known in advance). */
+static void call_hook_by_topic(cs_consumer *c, cs_partitions_fn fn, void *user,
+                               const rd_kafka_topic_partition_list_t *l, int32_t *ids) {
+    for (int first = 0; first < l->cnt; first++) {
+        const char *topic = l->elems[first].topic;
+        bool seen = false;
+        for (int j = 0; j < first && !seen; j++) seen = !strcmp(l->elems[j].topic, topic);
+        if (seen) continue;
+        size_t n = 0;
+        for (int i = first; i < l->cnt; i++)
+            if (!strcmp(l->elems[i].topic, topic)) ids[n++] = l->elems[i].partition;
+        fn(c->sub, topic, ids, n, user);
+    }
+}
+
 static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_kafka_topic_partition_list_t *l) {
     if (!fn || !l || l->cnt == 0) return;
     int32_t *ids = calloc((size_t)l->cnt, sizeof *ids);
     if (!ids) return;
+    if (c->sub->pattern) {
+        call_hook_by_topic(c, fn, user, l, ids);
+        free(ids);
+        return;
+    }
     for (size_t t = 0; t < c->sub->n_topics; t++) {
         size_t n = 0;
         for (int i = 0; i < l->cnt; i++)
@@ -108,6 +129,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
                     (int)l->elems[i].partition);
     }
     if (c->tracked) load_attempts(c, l);
+    cs__start_positions_apply(c, l); /* only where the group has no committed offset */
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_assign(c->rk, l);
         if (e) {

@@ -26,6 +26,9 @@ void cs__sub_free(cs_sub *s) {
     free(s->group);
     free(s->reply_topic);
     free(s->dead_letter);
+    for (size_t i = 0; i < s->n_start_offsets; i++) free(s->start_offsets[i].topic);
+    free(s->start_offsets);
+    if (s->pattern) regfree(&s->topic_re);
     cs__kvlist_free(&s->config);
     free(s);
 }
@@ -33,7 +36,7 @@ void cs__sub_free(cs_sub *s) {
 /* ---- subscriptions ---------------------------------------------------------- */
 
 static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
-                       cs_batch_fn batch_handler, size_t max_batch, void *user) {
+                       cs_batch_fn batch_handler, size_t max_batch, void *user, bool pattern) {
     if (cs__kafka_configurable(k, "cs_kafka_subscribe")) return NULL;
     if (!topics || n_topics == 0) {
         cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: at least one topic is needed");
@@ -52,6 +55,15 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     for (size_t i = 0; i < n_topics; i++) {
         if (!topics[i] || !*topics[i]) {
             cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: topic %zu is empty", i);
+            return NULL;
+        }
+        /* librdkafka takes a name starting with '^' as a regular expression:
+         * a plain subscription would silently become a pattern one. */
+        if (!pattern && topics[i][0] == '^') {
+            cs__fail(CS_ERR_ARG,
+                     "cs_kafka_subscribe(%s): a topic name starting with '^' is a pattern: use "
+                     "cs_kafka_subscribe_pattern",
+                     topics[i]);
             return NULL;
         }
         name_len += strlen(topics[i]) + 1;
@@ -74,8 +86,20 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
         if (i) strcat(s->name, ",");
         strcat(s->name, topics[i]);
     }
+    if (pattern) {
+        int rc = regcomp(&s->topic_re, topics[0], REG_EXTENDED | REG_NOSUB);
+        if (rc) {
+            char why[128];
+            regerror(rc, &s->topic_re, why, sizeof why);
+            cs__sub_free(s);
+            cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_pattern(%s): not a regular expression: %s", topics[0], why);
+            return NULL;
+        }
+        s->pattern = true;
+    }
     pthread_mutex_init(&s->stats_lock, NULL);
     s->k = k;
+    s->start_time_ms = CS_START_TIME_NONE;
     s->handler = handler;
     s->batch_handler = batch_handler;
     s->max_batch = max_batch;
@@ -98,11 +122,11 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
 
 cs_sub *cs_kafka_subscribe_topics(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
                                   void *user) {
-    return new_sub(k, topics, n_topics, handler, NULL, 0, user);
+    return new_sub(k, topics, n_topics, handler, NULL, 0, user, false);
 }
 
 cs_sub *cs_kafka_subscribe(cs_kafka *k, const char *topic, cs_handler_fn handler, void *user) {
-    return new_sub(k, &topic, 1, handler, NULL, 0, user);
+    return new_sub(k, &topic, 1, handler, NULL, 0, user, false);
 }
 
 cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn handler, size_t max_batch, void *user) {
@@ -110,7 +134,15 @@ cs_sub *cs_kafka_subscribe_batch(cs_kafka *k, const char *topic, cs_batch_fn han
         cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_batch(%s): handler is NULL", topic ? topic : "?");
         return NULL;
     }
-    return new_sub(k, &topic, 1, NULL, handler, max_batch, user);
+    return new_sub(k, &topic, 1, NULL, handler, max_batch, user, false);
+}
+
+cs_sub *cs_kafka_subscribe_pattern(cs_kafka *k, const char *pattern, cs_handler_fn handler, void *user) {
+    if (pattern && *pattern && pattern[0] != '^') {
+        cs__fail(CS_ERR_ARG, "cs_kafka_subscribe_pattern(%s): a pattern starts with '^' (librdkafka's rule)", pattern);
+        return NULL;
+    }
+    return new_sub(k, &pattern, 1, handler, NULL, 0, user, true);
 }
 
 static cs_err sub_configurable(const cs_sub *s, const char *what) {
@@ -140,6 +172,50 @@ cs_err cs_sub_start_at(cs_sub *s, cs_start where) {
     if (where != CS_START_EARLIEST && where != CS_START_LATEST)
         return cs__fail(CS_ERR_ARG, "cs_sub_start_at(%s): unknown start position %d", s->name, (int)where);
     s->start = where;
+    return CS_OK;
+}
+
+cs_err cs_sub_start_at_offset(cs_sub *s, const char *topic, int32_t partition, int64_t offset) {
+    cs_err err = sub_configurable(s, "cs_sub_start_at_offset");
+    if (err) return err;
+    if (!topic || !cs__sub_has_topic(s, topic))
+        return cs__fail(CS_ERR_ARG, "cs_sub_start_at_offset(%s): topic %s is not one of the subscription's", s->name,
+                        topic ? topic : "(null)");
+    if (partition < 0 || offset < 0)
+        return cs__fail(CS_ERR_ARG, "cs_sub_start_at_offset(%s): topic=%s partition=%d offset=%lld: negative", s->name,
+                        topic, (int)partition, (long long)offset);
+    for (size_t i = 0; i < s->n_start_offsets; i++) {
+        cs_start_offset *o = &s->start_offsets[i];
+        if (o->partition == partition && !strcmp(o->topic, topic)) {
+            o->offset = offset;
+            return CS_OK;
+        }
+    }
+    if (s->n_start_offsets >= CS_START_OFFSETS_MAX)
+        return cs__fail(CS_ERR_ARG, "cs_sub_start_at_offset(%s): more than %d partitions", s->name,
+                        CS_START_OFFSETS_MAX);
+    cs_start_offset *grown = realloc(s->start_offsets, (s->n_start_offsets + 1) * sizeof *grown);
+    char *name = grown ? strdup(topic) : NULL;
+    if (grown) s->start_offsets = grown;
+    if (!name) return cs__fail(CS_ERR_NOMEM, "cs_sub_start_at_offset(%s): out of memory", s->name);
+    s->start_offsets[s->n_start_offsets++] = (cs_start_offset){.topic = name, .partition = partition, .offset = offset};
+    return CS_OK;
+}
+
+cs_err cs_sub_start_at_time(cs_sub *s, int64_t ms_since_epoch) {
+    cs_err err = sub_configurable(s, "cs_sub_start_at_time");
+    if (err) return err;
+    if (ms_since_epoch < 0)
+        return cs__fail(CS_ERR_ARG, "cs_sub_start_at_time(%s): time %lld is negative", s->name,
+                        (long long)ms_since_epoch);
+    s->start_time_ms = ms_since_epoch;
+    return CS_OK;
+}
+
+cs_err cs_sub_allow_missing_topics(cs_sub *s, int allow) {
+    cs_err err = sub_configurable(s, "cs_sub_allow_missing_topics");
+    if (err) return err;
+    s->allow_missing = allow != 0;
     return CS_OK;
 }
 
@@ -248,6 +324,11 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
     if (queue_timeout_ms < CS__REPLY_QUEUE_TIMEOUT_MIN_MS)
         return cs__fail(CS_ERR_ARG, "cs_sub_reply(%s): queue timeout %d is below %d", s->name, queue_timeout_ms,
                         CS__REPLY_QUEUE_TIMEOUT_MIN_MS);
+    if (s->pattern && cs__sub_has_topic(s, topic))
+        return cs__fail(CS_ERR_ARG,
+                        "cs_sub_reply(%s): reply topic %s matches the subscription's pattern: its replies would be "
+                        "consumed again, in a loop",
+                        s->name, topic);
     s->reply_queue_timeout_ms = queue_timeout_ms;
     return cs__kafka_replace_string(&s->reply_topic, topic, "cs_sub_reply");
 }
@@ -261,6 +342,11 @@ cs_err cs_sub_dead_letter(cs_sub *s, const char *topic) {
     cs_err err = sub_configurable(s, "cs_sub_dead_letter");
     if (err) return err;
     if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_sub_dead_letter(%s): topic is empty", s->name);
+    if (s->pattern && cs__sub_has_topic(s, topic))
+        return cs__fail(CS_ERR_ARG,
+                        "cs_sub_dead_letter(%s): dead-letter topic %s matches the subscription's pattern: its dead "
+                        "letters would be consumed again, in a loop",
+                        s->name, topic);
     return cs__kafka_replace_string(&s->dead_letter, topic, "cs_sub_dead_letter");
 }
 

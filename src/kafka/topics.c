@@ -20,7 +20,8 @@ static cs_err check_names(const struct rd_kafka_metadata *md, const char *who, c
         if (!found)
             return cs__fail(CS_ERR_TOPIC,
                             "topic %s does not exist on %s: create it first (on the embedded cluster, declare it "
-                            "with cs_kafka_topic())",
+                            "with cs_kafka_topic(); a subscription may start before its topics exist with "
+                            "cs_sub_allow_missing_topics())",
                             topics[i], who);
     }
     return CS_OK;
