@@ -247,6 +247,10 @@ void cs__fetch_resume_drained(cs_consumer *c);
 
 /* ---- rebalance.c ------------------------------------------------------------ */
 void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
+/* Manual assignment (cs_sub_partitions): assigns the fixed partitions as a
+ * rebalance would (partition state, attempt counts, fetch queues), once, at
+ * the start of the fetch thread; the consumer counts as joined after it. */
+void cs__rebalance_assign_fixed(cs_consumer *c);
 
 /* ---- committer.c ------------------------------------------------------------ */
 /* Commits the partitions in `only` (all known ones if NULL) whose position or
