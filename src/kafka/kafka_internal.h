@@ -229,6 +229,9 @@ cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, si
 cs_err cs__partitions_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n_topics,
                             const int32_t *partitions, size_t n);
 
+/* reset.c: cs_broker_ops.reset_offsets (impl: the cs_kafka). */
+cs_err cs__kafka_reset_offsets(void *impl, const cs_broker_reset *req, cs_broker_reset_row **rows, size_t *n_rows);
+
 /* What the start-up check's client heard through error_cb. */
 typedef struct cs_conn_watch {
     int refused;           /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
