@@ -207,12 +207,64 @@ static void a_bad_partition_names_topic_and_partition(void **state) {
     fixture_free(f);
 }
 
+/* Transactional on manual partitions: no group generation, the positions go
+ * into each transaction with the consumer's group metadata (generation -1)
+ * and the broker stores them under the group; outputs are committed once.
+ * On the embedded cluster the mock stores no transactional offsets: there
+ * the test checks that the replies arrive. */
+static cs_outcome reply_offset(cs_delivery *d, void *user) {
+    fixture *f = user;
+    char v[32];
+    int n = snprintf(v, sizeof v, "%d:%lld", (int)cs_delivery_partition(d), (long long)cs_delivery_offset(d));
+    atomic_fetch_add(&f->handled, 1);
+    return cs_delivery_reply(d, NULL, 0, v, (size_t)n) == CS_OK ? CS_ACK : CS_RETRY;
+}
+
+static void count_value(const void *value, size_t len, void *arg) {
+    (void)value;
+    (void)len;
+    (*(long *)arg)++;
+}
+
+static void transactional_commits_positions_into_its_transactions(void **state) {
+    (void)state;
+    char topic[128], group[160], out[160];
+    cst_fresh("manual-txn", 2, topic, group, sizeof topic);
+    snprintf(out, sizeof out, "%s.out", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, out, 1));
+    produce(topic, 1, 12);
+    fixture *f = fixture_new();
+    cs_app *app = cs_app_new("manual-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_instance_id(k, group));
+    cs_sub *s = cs_kafka_subscribe(k, topic, reply_offset, f);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_reply(s, out, 5000));
+    int32_t mine[] = {1};
+    CST_OK(cs_sub_partitions(s, mine, 1));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    if (!cs_test_cluster_is_embedded(cst_cluster)) {
+        CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 1, 12, 30000));
+    } else {
+        int64_t deadline = cst_now_ms() + 30000;
+        while (atomic_load(&f->handled) < 12 && cst_now_ms() < deadline) cs_test_app_wait_idle(app, 1000);
+    }
+    stop(app);
+    long replies = 0;
+    assert_int_equal(cst_read_committed(out, 1, count_value, &replies, 30000), 12);
+    assert_int_equal(atomic_load(&f->handled), 12);
+    fixture_free(f);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracked_commits_and_a_restart_resumes),
         cmocka_unit_test(a_crash_reads_the_open_record_again_with_its_attempt),
         cmocka_unit_test(two_instances_on_disjoint_partitions),
         cmocka_unit_test(a_bad_partition_names_topic_and_partition),
+        cmocka_unit_test(transactional_commits_positions_into_its_transactions),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
