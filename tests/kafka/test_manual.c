@@ -3,8 +3,9 @@
  * partitions handles and commits; a new consumer resumes from the committed
  * position, also after a crash (attempt counts included); two instances on
  * disjoint partitions split the topic; a partition the topic lacks fails the
- * start naming the topic and the partition. Runs on the embedded cluster and
- * on the real broker (real.kafka.manual). */
+ * start naming the topic and the partition; Auto and Transactional commit
+ * to the group too. Runs on the embedded cluster and on the real broker
+ * (real.kafka.manual). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -207,6 +208,33 @@ static void a_bad_partition_names_topic_and_partition(void **state) {
     fixture_free(f);
 }
 
+/* Auto on manual partitions: librdkafka's periodic commit stores what was
+ * handed out under the group, as with a subscribe. */
+static void auto_commits_to_the_group(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("manual-auto", 2, topic, group, sizeof topic);
+    produce(topic, 0, 6);
+    produce(topic, 1, 6);
+    fixture *f = fixture_new();
+    cs_app *app = cs_app_new("manual-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, handle, f);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_config(s, "auto.commit.interval.ms", "100"));
+    int32_t mine[] = {0};
+    CST_OK(cs_sub_partitions(s, mine, 1));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 6, 30000));
+    stop(app);
+    assert_int_equal(cst_seen_total(f->seen), 6);
+    int64_t other = 0;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 1, &other));
+    assert_int_equal(other, -1); /* not assigned: never read, never committed */
+    fixture_free(f);
+}
+
 /* Transactional on manual partitions: no group generation, the positions go
  * into each transaction with the consumer's group metadata (generation -1)
  * and the broker stores them under the group; outputs are committed once.
@@ -264,6 +292,7 @@ int main(void) {
         cmocka_unit_test(a_crash_reads_the_open_record_again_with_its_attempt),
         cmocka_unit_test(two_instances_on_disjoint_partitions),
         cmocka_unit_test(a_bad_partition_names_topic_and_partition),
+        cmocka_unit_test(auto_commits_to_the_group),
         cmocka_unit_test(transactional_commits_positions_into_its_transactions),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
