@@ -304,6 +304,24 @@ CS_API cs_sub *cs_kafka_subscribe_pattern(cs_kafka *k, const char *pattern, cs_h
  * @retval CS_ERR_STATE the app has started.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_group(cs_sub *s, const char *group);
+/** Manual assignment: the subscription reads exactly these partitions of
+ * each of its topics, without joining its group's rebalances (librdkafka's
+ * rd_kafka_assign instead of a subscribe). Positions are still committed to
+ * the subscription's group (a group stays required), in every commit mode:
+ * Auto's periodic commit, Tracked's settled positions with their attempt
+ * counts, Transactional's positions inside each transaction. Under
+ * Transactional no group generation fences an older instance any more: the
+ * transactional id alone does. Two instances must be given disjoint
+ * partitions; nothing checks it. At start, a partition the topic does not
+ * have fails the start with CS_ERR_TOPIC naming the topic and the partition.
+ * @param s the subscription.
+ * @param partitions n partition numbers (copied), each >= 0, no repeats.
+ * @param n how many, at least 1.
+ * @retval CS_OK set (a second call replaces the first).
+ * @retval CS_ERR_ARG s or partitions is NULL, n is 0, a number is negative or repeated.
+ * @retval CS_ERR_STATE the app has started.
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_sub_partitions(cs_sub *s, const int32_t *partitions, size_t n);
 /** A librdkafka consumer property for this subscription only. Properties the
  * commit mode owns (enable.auto.commit, enable.auto.offset.store) are refused.
  *

@@ -45,6 +45,41 @@ typedef struct cs_broker_sub_counters {
     CS__BROKER_SUB_COUNTERS(CS__COUNTER_MEMBER)
 #undef CS__COUNTER_MEMBER
 } cs_broker_sub_counters;
+/* reset-offsets (cli_reset.c asks, the broker answers): where a group's
+ * committed positions go. */
+typedef enum cs_broker_reset_to {
+    CS_RESET_EARLIEST, /* the oldest record still kept */
+    CS_RESET_LATEST,   /* the end: only records written from now on */
+    CS_RESET_OFFSET,   /* `value`, kept inside [earliest, end] */
+    CS_RESET_TIME,     /* the first record with a timestamp >= `value` (ms since the epoch), else the end */
+    CS_RESET_SHIFT     /* the committed position + `value` (negative: back), kept inside [earliest, end] */
+} cs_broker_reset_to;
+
+/* One --topic: a topic, all of its partitions (n_partitions 0) or some. */
+typedef struct cs_broker_reset_scope {
+    const char *topic;
+    const int32_t *partitions;
+    size_t n_partitions;
+} cs_broker_reset_scope;
+
+typedef struct cs_broker_reset {
+    const char *group; /* NULL: the service's only group */
+    const cs_broker_reset_scope *scopes;
+    size_t n_scopes; /* 0: every topic the group's subscriptions read */
+    cs_broker_reset_to to;
+    int64_t value;
+    int execute; /* 0: a dry run, nothing is written */
+} cs_broker_reset;
+
+/* One line of the plan. */
+#define CS_BROKER_RESET_NOTE 96
+typedef struct cs_broker_reset_row {
+    char topic[256]; /* Kafka's names are at most 249 characters */
+    int32_t partition;
+    int64_t current;                 /* the committed position, -1: none */
+    int64_t next;                    /* where it goes; == current when unchanged */
+    char note[CS_BROKER_RESET_NOTE]; /* why it is not the asked position, or "" */
+} cs_broker_reset_row;
 /* ---- end operations surface ---------------------------------------------------- */
 
 typedef struct cs_metrics cs_metrics; /* metrics.h */
@@ -85,6 +120,11 @@ typedef struct cs_broker_ops {
     /* The HTTP thread, while the app runs: adds the broker's samples to /metrics
      * (metrics.h). Atomics and short locks only, never a network round trip. */
     void (*metrics)(void *impl, cs_metrics *m);
+    /* The calling thread, with the app not running: plans (and with
+     * req->execute, commits) a reset of a group's committed positions. Refused
+     * (CS_ERR_STATE) while the group has live members. *rows (the caller
+     * frees it) holds the plan, also when the commit then failed. */
+    cs_err (*reset_offsets)(void *impl, const cs_broker_reset *req, cs_broker_reset_row **rows, size_t *n_rows);
 } cs_broker_ops;
 
 cs_err cs__app_add_broker(cs_app *app, const cs_broker_ops *ops, void *impl);

@@ -1,5 +1,6 @@
 /* cli.c — cs_app_main: the command line every service shares (run, docs,
- * publish, --help, --version; see cstream/main.h) and, under `run --http`, the
+ * publish, reset-offsets (its run is in cli_reset.c), --help, --version; see
+ * cstream/main.h) and, under `run --http`, the
  * routes of the operations server (/metrics, /healthz, /readyz).
  *
  * Threads: the calling thread drives the lifecycle; a signal thread turns
@@ -40,6 +41,9 @@ static void usage(FILE *f, const char *prog) {
             "       %s docs [--yaml] [--brokers LIST]\n"
             "       %s publish TOPIC [--key K] [--header NAME=VALUE]... [--partition N] [--lines]\n"
             "          [--brokers LIST] [--log-level L] [--log-format F]\n"
+            "       %s reset-offsets (--to-earliest | --to-latest | --to-offset N | --to-datetime TIME |\n"
+            "          --to-timestamp MS | --shift-by N) [--group G] [--topic T[:P,P...]]... [--execute]\n"
+            "          [--brokers LIST]\n"
             "       %s --help | --version\n"
             "\n"
             "commands:\n"
@@ -47,13 +51,18 @@ static void usage(FILE *f, const char *prog) {
             "  docs      print the service's AsyncAPI 3.0 document (JSON; --yaml for YAML)\n"
             "  publish   send stdin to TOPIC as one record (--lines: one record per line) and print\n"
             "            partition=P offset=O from each delivery report\n"
+            "  reset-offsets  move a group's committed positions (the service's group unless --group;\n"
+            "            every topic it reads unless --topic). A dry run by default: prints\n"
+            "            TOPIC PARTITION CURRENT -> NEW; --execute commits it. Refused while the group\n"
+            "            has live members (a crashed static member counts until its session expires).\n"
+            "            TIME: 2026-12-01T10:00:00Z (or +02:00), MS: milliseconds since the epoch\n"
             "\n"
             "options (flags beat the environment, the environment beats the code):\n"
             "  --brokers LIST     bootstrap servers (CSTREAM_BROKERS; none: the embedded cluster)\n"
             "  --log-level L      error|warn|info|debug (CSTREAM_LOG_LEVEL)\n"
             "  --log-format F     text|json (CSTREAM_LOG_FORMAT)\n"
             "  --http ADDR:PORT   serve /metrics, /healthz and /readyz (CSTREAM_HTTP)\n",
-            prog, prog, prog, prog);
+            prog, prog, prog, prog, prog);
 }
 
 /* ---- arguments ------------------------------------------------------------------ */
@@ -73,19 +82,51 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name, b
     return argv[++*i];
 }
 
+static bool append(const char ***list, size_t *n, const char *v) {
+    const char **grown = realloc(*list, (*n + 1) * sizeof *grown);
+    if (!grown) return false;
+    *list = grown;
+    grown[(*n)++] = v;
+    return true;
+}
+
+/* reset-offsets' --to-* and --shift-by: true if argv[*i] is one (then
+ * o->reset_to is set, or NULL when one was given before). */
+static bool reset_target(int argc, char **argv, int *i, cs__cli_options *o, bool *missing) {
+    static const char *const bare[] = {"earliest", "latest"};
+    static const char *const valued[][2] = {{"--to-offset", "offset"},
+                                            {"--to-datetime", "datetime"},
+                                            {"--to-timestamp", "timestamp"},
+                                            {"--shift-by", "shift"}};
+    const char *to = NULL, *v = NULL;
+    for (size_t b = 0; b < 2; b++) {
+        char flag[32];
+        snprintf(flag, sizeof flag, "--to-%s", bare[b]);
+        if (!strcmp(argv[*i], flag)) to = bare[b];
+    }
+    for (size_t k = 0; !to && k < 4; k++)
+        if ((v = flag_value(argc, argv, i, valued[k][0], missing))) to = valued[k][1];
+    if (!to) return false;
+    o->reset_to = o->reset_to ? NULL : to;
+    o->reset_value = v;
+    return true;
+}
+
 int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, options *o, FILE *out, FILE *err) {
     int i = 1;
     o->command = "run";
     if (argc > 1 && argv[1][0] != '-') {
         o->command = argv[1];
         i = 2;
-        if (strcmp(o->command, "run") && strcmp(o->command, "docs") && strcmp(o->command, "publish")) {
+        if (strcmp(o->command, "run") && strcmp(o->command, "docs") && strcmp(o->command, "publish") &&
+            strcmp(o->command, "reset-offsets")) {
             fprintf(err, "%s: unknown command \"%s\"\n", prog, o->command);
             usage(err, prog);
             return 2;
         }
     }
     bool publish = !strcmp(o->command, "publish"), docs = !strcmp(o->command, "docs");
+    bool reset = !strcmp(o->command, "reset-offsets");
     for (; i < argc; i++) {
         const char *a = argv[i], *v;
         bool missing = false;
@@ -100,8 +141,20 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
         if ((v = flag_value(argc, argv, &i, "--brokers", &missing))) o->brokers = v;
         else if (!docs && (v = flag_value(argc, argv, &i, "--log-level", &missing))) o->log_level = v;
         else if (!docs && (v = flag_value(argc, argv, &i, "--log-format", &missing))) o->log_format = v;
-        else if (!docs && !publish && (v = flag_value(argc, argv, &i, "--http", &missing))) o->http = v;
-        else if (docs && !strcmp(a, "--yaml")) o->yaml = true;
+        else if (!docs && !publish && !reset && (v = flag_value(argc, argv, &i, "--http", &missing))) o->http = v;
+        else if (reset && (v = flag_value(argc, argv, &i, "--group", &missing))) o->group = v;
+        else if (reset && !strcmp(a, "--execute")) o->execute = true;
+        else if (reset && reset_target(argc, argv, &i, o, &missing)) {
+            if (o->reset_to == NULL) { /* a second one */
+                fprintf(err, "%s: reset-offsets takes one --to-* or --shift-by, %s is a second\n", prog, a);
+                return 2;
+            }
+        } else if (reset && (v = flag_value(argc, argv, &i, "--topic", &missing))) {
+            if (!append(&o->scopes, &o->n_scopes, v)) {
+                fprintf(err, "%s: out of memory\n", prog);
+                return 2;
+            }
+        } else if (docs && !strcmp(a, "--yaml")) o->yaml = true;
         else if (publish && !strcmp(a, "--lines")) o->lines = true;
         else if (publish && (v = flag_value(argc, argv, &i, "--key", &missing))) o->key = v;
         else if (publish && (v = flag_value(argc, argv, &i, "--partition", &missing))) o->partition = v;
@@ -110,13 +163,10 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
                 fprintf(err, "%s: --header %s: expected NAME=VALUE\n", prog, v);
                 return 2;
             }
-            const char **grown = realloc(o->headers, (o->n_headers + 1) * sizeof *grown);
-            if (!grown) {
+            if (!append(&o->headers, &o->n_headers, v)) {
                 fprintf(err, "%s: out of memory\n", prog);
                 return 2;
             }
-            o->headers = grown;
-            o->headers[o->n_headers++] = v;
         } else if (publish && a[0] != '-' && !o->topic) o->topic = a;
         else {
             if (missing) fprintf(err, "%s: %s needs a value\n", prog, a);
@@ -137,6 +187,14 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
         usage(err, prog);
         return 2;
     }
+    if (reset && !o->reset_to) {
+        fprintf(err,
+                "%s: reset-offsets needs where to: --to-earliest, --to-latest, --to-offset N, --to-datetime "
+                "TIME, --to-timestamp MS or --shift-by N\n",
+                prog);
+        usage(err, prog);
+        return 2;
+    }
     return 0;
 }
 
@@ -144,6 +202,9 @@ void cs__cli_options_free(options *o) {
     free(o->headers);
     o->headers = NULL;
     o->n_headers = 0;
+    free(o->scopes);
+    o->scopes = NULL;
+    o->n_scopes = 0;
 }
 
 int cs__cli_partition(const char *text, int32_t *out) {
@@ -459,6 +520,7 @@ int cs_app_main(cs_app *app, int argc, char **argv) {
         if (!status) {
             if (docs) status = cmd_docs(app, &o, prog);
             else if (!strcmp(o.command, "publish")) status = cmd_publish(app, &o, prog);
+            else if (!strcmp(o.command, "reset-offsets")) status = cs__cli_reset_offsets(app, &o, prog, stdout);
             else status = cmd_run(app, &o, prog);
         }
     }

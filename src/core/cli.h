@@ -12,12 +12,19 @@
 #include "cstream/app.h"
 
 typedef struct cs__cli_options {
-    const char *command; /* "run", "docs" or "publish" */
+    const char *command; /* "run", "docs", "publish" or "reset-offsets" */
     const char *brokers, *log_level, *log_format, *http;
     bool yaml, lines;
     const char *topic, *key, *partition;
     const char **headers; /* "NAME=VALUE", each with an '='; free() the array (cs__cli_options_free) */
     size_t n_headers;
+    /* reset-offsets: --group, the one --to-* or --shift-by given ("earliest",
+     * "latest", "offset", "datetime", "timestamp", "shift") and its value,
+     * the --topic scopes ("TOPIC" or "TOPIC:P,P..."; free() the array) */
+    const char *group, *reset_to, *reset_value;
+    const char **scopes;
+    size_t n_scopes;
+    bool execute;
 } cs__cli_options;
 
 /* 0: parsed; 1: --help or --version answered (on out); 2: usage error (on err).
@@ -27,5 +34,17 @@ void cs__cli_options_free(cs__cli_options *o);
 
 /* --partition: a decimal partition number 0..INT32_MAX, nothing else. 0 or -1. */
 int cs__cli_partition(const char *text, int32_t *out);
+
+/* ---- reset-offsets (cli_reset.c) ---- */
+
+/* --to-datetime: "YYYY-MM-DDTHH:MM:SS[.fff]" then "Z" or "+HH:MM" / "-HH:MM"
+ * (a zone is required: a reset by local time is a trap), as milliseconds
+ * since the epoch. 0 or -1. */
+int cs__cli_parse_datetime(const char *text, int64_t *ms);
+/* A signed decimal number (an offset, a shift, a timestamp), nothing else. 0 or -1. */
+int cs__cli_parse_i64(const char *text, int64_t *out);
+/* The command: plans, prints the plan on out, commits it with --execute.
+ * Returns the process status (0, 1 failed, 2 usage). */
+int cs__cli_reset_offsets(cs_app *app, const cs__cli_options *o, const char *prog, FILE *out);
 
 #endif

@@ -106,8 +106,9 @@ static bool destroy_handle(cs_consumer *c, int flags) {
 static void *fetch_main(void *arg) {
     cs_consumer *c = arg;
     int interval = c->interval_ms;
-    c->next_commit_ms = cs__now_ms() + interval;
     bool fatal = false;
+    if (c->sub->partitions) cs__rebalance_assign_fixed(c); /* manual assignment, on this thread as a rebalance */
+    c->next_commit_ms = cs__now_ms() + interval;
     while (!atomic_load(&c->stop) && !fatal) {
         int64_t now = cs__now_ms();
         if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
@@ -167,6 +168,17 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
 }
 
 static void consumer_free(cs_consumer *c) { consumer_free_flags(c, 0); }
+
+static cs_err subscribe(cs_consumer *c) {
+    cs_sub *s = c->sub;
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
+    for (size_t i = 0; i < s->n_topics; i++)
+        rd_kafka_topic_partition_list_add(topics, s->topics[i], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t rerr = rd_kafka_subscribe(c->rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (rerr) return cs__fail(CS_ERR_KAFKA, "subscription %s: subscribe failed: %s", s->name, rd_kafka_err2str(rerr));
+    return CS_OK;
+}
 
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     cs_consumer *c = calloc(1, sizeof *c);
@@ -269,21 +281,22 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         consumer_free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its workers", s->name);
     }
-    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
-    for (size_t i = 0; i < s->n_topics; i++)
-        rd_kafka_topic_partition_list_add(topics, s->topics[i], RD_KAFKA_PARTITION_UA);
-    rd_kafka_resp_err_t rerr = rd_kafka_subscribe(c->rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (rerr) {
+    /* Manual assignment: no subscribe; the fetch thread assigns the fixed
+     * partitions first thing, through the rebalance path (rebalance.c). */
+    if (s->partitions)
+        err = cs__partitions_exist(c->rk, c->who, s->topics, s->n_topics, s->partitions, s->n_partitions);
+    else err = subscribe(c);
+    if (err) {
         consumer_free(c);
-        return cs__fail(CS_ERR_KAFKA, "subscription %s: subscribe failed: %s", s->name, rd_kafka_err2str(rerr));
+        return err;
     }
     if (pthread_create(&c->thread, NULL, fetch_main, c) != 0) {
         consumer_free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: could not start its fetch thread", s->name);
     }
     c->thread_started = true;
-    CS_LOG_INFO("subscribed subscription=%s group=%s commit=%s workers=%d group.instance.id=%s", s->name,
+    CS_LOG_INFO("%s subscription=%s group=%s commit=%s workers=%d group.instance.id=%s",
+                s->partitions ? "partitions assigned manually, no group rebalance" : "subscribed", s->name,
                 s->group ? s->group : s->k->default_group,
                 c->transactional ? "transactional"
                 : c->tracked     ? "tracked"

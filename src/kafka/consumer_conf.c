@@ -137,7 +137,8 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     if (!err) err = cs__conf_apply(conf, c->who, &s->config);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
-    if (!err) err = static_member_id(s, app, group);
+    /* Manual assignment never joins the group: no member, static or not. */
+    if (!err && !s->partitions) err = static_member_id(s, app, group);
     if (!err && s->static_id) err = cs__conf_set(conf, c->who, "group.instance.id", s->static_id);
     if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
     /* Auto too: the fetch thread stores the offset of the last record it

@@ -256,6 +256,10 @@ void cs__fetch_resume_drained(cs_consumer *c);
 
 /* ---- rebalance.c ------------------------------------------------------------ */
 void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
+/* Manual assignment (cs_sub_partitions): assigns the fixed partitions as a
+ * rebalance would (partition state, attempt counts, fetch queues), once, at
+ * the start of the fetch thread; the consumer counts as joined after it. */
+void cs__rebalance_assign_fixed(cs_consumer *c);
 
 /* ---- start_position.c ------------------------------------------------------- */
 /* At assign, before librdkafka assigns l: sets the offset of each partition

@@ -470,6 +470,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .add_publisher = kafka_add_publisher,
     .publish = kafka_publish_op,
     .metrics = kafka_metrics,
+    .reset_offsets = cs__kafka_reset_offsets,
 };
 
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {

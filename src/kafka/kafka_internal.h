@@ -133,6 +133,10 @@ struct cs_sub {
     const cs_type *type;
     void *user;
     char *group;
+    /* cs_sub_partitions: the partitions of every topic it reads without a
+     * group rebalance (manual assignment), else NULL (a subscribe). */
+    int32_t *partitions;
+    size_t n_partitions;
     cs_kvlist config;
     cs_start start;
     /* Start positions for partitions without a committed offset (start_position.c). */
@@ -253,6 +257,14 @@ bool cs__kafka_output_topic_ok(void *arg, const char *topic);
 
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);
+
+/* Manual assignment: every topic exists and has every partition (CS_ERR_TOPIC
+ * naming the topic and the partition otherwise). */
+cs_err cs__partitions_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n_topics,
+                            const int32_t *partitions, size_t n);
+
+/* reset.c: cs_broker_ops.reset_offsets (impl: the cs_kafka). */
+cs_err cs__kafka_reset_offsets(void *impl, const cs_broker_reset *req, cs_broker_reset_row **rows, size_t *n_rows);
 
 /* What the start-up check's client heard through error_cb. */
 typedef struct cs_conn_watch {

@@ -144,6 +144,19 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     call_hook(c, c->sub->on_assign, c->sub->on_assign_user, l);
 }
 
+void cs__rebalance_assign_fixed(cs_consumer *c) {
+    cs_sub *s = c->sub;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)(s->n_topics * s->n_partitions));
+    for (size_t t = 0; t < s->n_topics; t++)
+        for (size_t i = 0; i < s->n_partitions; i++)
+            rd_kafka_topic_partition_list_add(l, s->topics[t], s->partitions[i]);
+    /* Eager: rd_kafka_assign; with no group rebalance there is no
+     * cooperative protocol to follow, and no revoke until the close. */
+    assign_partitions(c, l, false);
+    rd_kafka_topic_partition_list_destroy(l);
+    atomic_store(&c->joined, true);
+}
+
 /* Stop handing out, wait (bounded) for in-flight settlements, commit what is
  * settled, then release. Idempotent: close runs it again on released parts. */
 static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l, bool lost) {

@@ -24,6 +24,7 @@ void cs__sub_free(cs_sub *s) {
     free(s->name);
     free(s->static_id);
     free(s->group);
+    free(s->partitions);
     free(s->reply_topic);
     free(s->dead_letter);
     for (size_t i = 0; i < s->n_start_offsets; i++) free(s->start_offsets[i].topic);
@@ -155,6 +156,28 @@ cs_err cs_sub_group(cs_sub *s, const char *group) {
     if (err) return err;
     if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_sub_group(%s): group name is empty", s->name);
     return cs__kafka_replace_string(&s->group, group, "cs_sub_group");
+}
+
+cs_err cs_sub_partitions(cs_sub *s, const int32_t *partitions, size_t n) {
+    cs_err err = sub_configurable(s, "cs_sub_partitions");
+    if (err) return err;
+    if (!partitions || n == 0)
+        return cs__fail(CS_ERR_ARG, "cs_sub_partitions(%s): at least one partition is needed", s->name);
+    for (size_t i = 0; i < n; i++) {
+        if (partitions[i] < 0)
+            return cs__fail(CS_ERR_ARG, "cs_sub_partitions(%s): partition %d is negative", s->name, (int)partitions[i]);
+        for (size_t j = 0; j < i; j++)
+            if (partitions[j] == partitions[i])
+                return cs__fail(CS_ERR_ARG, "cs_sub_partitions(%s): partition %d is given twice", s->name,
+                                (int)partitions[i]);
+    }
+    int32_t *copy = malloc(n * sizeof *copy);
+    if (!copy) return cs__fail(CS_ERR_NOMEM, "cs_sub_partitions(%s): out of memory", s->name);
+    memcpy(copy, partitions, n * sizeof *copy);
+    free(s->partitions);
+    s->partitions = copy;
+    s->n_partitions = n;
+    return CS_OK;
 }
 
 cs_err cs_sub_config(cs_sub *s, const char *key, const char *value) {

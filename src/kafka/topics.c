@@ -36,6 +36,28 @@ cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, si
     return result;
 }
 
+/* Manual assignment (cs_sub_partitions): each topic has each partition. */
+cs_err cs__partitions_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n_topics,
+                            const int32_t *partitions, size_t n) {
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 1, NULL, &md, 10000);
+    if (err) return cs__fail(CS_ERR_KAFKA, "cannot read cluster metadata from %s: %s", who, rd_kafka_err2str(err));
+    cs_err result = check_names(md, who, topics, n_topics);
+    for (size_t i = 0; !result && i < n_topics; i++) {
+        int count = 0;
+        for (int t = 0; t < md->topic_cnt; t++)
+            if (!strcmp(md->topics[t].topic, topics[i])) count = md->topics[t].partition_cnt;
+        for (size_t p = 0; !result && p < n; p++)
+            if (partitions[p] >= count)
+                result = cs__fail(CS_ERR_TOPIC,
+                                  "%s: topic %s has no partition %d (it has %d, numbered 0 to %d): fix "
+                                  "cs_sub_partitions()",
+                                  who, topics[i], (int)partitions[p], count, count - 1);
+    }
+    rd_kafka_metadata_destroy(md);
+    return result;
+}
+
 /* ---- the start-up check ------------------------------------------------------ */
 
 /* Authentication and TLS failures are configuration, not weather: librdkafka

@@ -1,5 +1,7 @@
 /* test_cli.c — the command line of cs_app_main (src/core/cli.c) without
- * running an app: the parser and the --partition number. */
+ * running an app: the parser, the --partition number, and reset-offsets'
+ * flags, times and numbers (src/core/cli_reset.c; the command itself runs on
+ * the real broker, tests/real/test_reset_offsets.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -73,12 +75,85 @@ static void partition_is_plain_digits(void **state) {
     }
 }
 
+static void reset_offsets_flags(void **state) {
+    (void)state;
+    char *argv[] = {"svc", "reset-offsets", "--group",    "g",  "--topic",
+                    "a",   "--topic=b:0,2", "--shift-by", "-5", "--execute"};
+    cs__cli_options o;
+    assert_int_equal(parse(&o, 10, argv), 0);
+    assert_string_equal(o.command, "reset-offsets");
+    assert_string_equal(o.group, "g");
+    assert_int_equal(o.n_scopes, 2);
+    assert_string_equal(o.scopes[1], "b:0,2");
+    assert_string_equal(o.reset_to, "shift");
+    assert_string_equal(o.reset_value, "-5");
+    assert_true(o.execute);
+    cs__cli_options_free(&o);
+
+    char *bare[] = {"svc", "reset-offsets", "--to-latest"};
+    assert_int_equal(parse(&o, 3, bare), 0);
+    assert_string_equal(o.reset_to, "latest");
+    assert_false(o.execute); /* a dry run unless asked */
+    cs__cli_options_free(&o);
+
+    char *none[] = {"svc", "reset-offsets", "--group", "g"};
+    char *two[] = {"svc", "reset-offsets", "--to-earliest", "--to-offset", "3"};
+    char *no_value[] = {"svc", "reset-offsets", "--to-offset"};
+    char *http[] = {"svc", "reset-offsets", "--to-earliest", "--http", "1.2.3.4:1"};
+    char *execute_elsewhere[] = {"svc", "run", "--execute"};
+    assert_int_equal(parse(&o, 4, none), 2);
+    cs__cli_options_free(&o);
+    assert_int_equal(parse(&o, 5, two), 2);
+    cs__cli_options_free(&o);
+    assert_int_equal(parse(&o, 3, no_value), 2);
+    cs__cli_options_free(&o);
+    assert_int_equal(parse(&o, 5, http), 2);
+    cs__cli_options_free(&o);
+    assert_int_equal(parse(&o, 3, execute_elsewhere), 2);
+    cs__cli_options_free(&o);
+}
+
+static void reset_offsets_times_and_numbers(void **state) {
+    (void)state;
+    int64_t ms = 0;
+    assert_int_equal(cs__cli_parse_datetime("1970-01-01T00:00:00Z", &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(cs__cli_parse_datetime("2026-12-01T10:00:00.250Z", &ms), 0);
+    assert_int_equal(ms, 1796119200250LL);
+    assert_int_equal(cs__cli_parse_datetime("2026-12-01T12:00:00.250+02:00", &ms), 0);
+    assert_int_equal(ms, 1796119200250LL); /* the same instant */
+    assert_int_equal(cs__cli_parse_datetime("2026-12-01T05:30:00-04:30", &ms), 0);
+    assert_int_equal(ms, 1796119200000LL);
+    const char *bad[] = {"",
+                         "2026-12-01",
+                         "2026-12-01T10:00:00",  /* no zone: local time is a trap */
+                         "2026-13-01T10:00:00Z", /* month 13 */
+                         "2026-12-01T10:00:00.Z",
+                         "2026-12-01T10:00:00+2:00",
+                         "2026-12-01T10:00:00Zjunk",
+                         "1796119200250"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ms = -7;
+        if (cs__cli_parse_datetime(bad[i], &ms) != -1) fail_msg("accepted \"%s\"", bad[i]);
+        assert_int_equal(ms, -7);
+    }
+    int64_t v = 0;
+    assert_int_equal(cs__cli_parse_i64("-12", &v), 0);
+    assert_int_equal(v, -12);
+    assert_int_equal(cs__cli_parse_i64("+3", &v), 0);
+    assert_int_equal(v, 3);
+    const char *bad_n[] = {"", "-", " 1", "1 ", "1x", "99999999999999999999"};
+    for (size_t i = 0; i < sizeof bad_n / sizeof *bad_n; i++) assert_int_equal(cs__cli_parse_i64(bad_n[i], &v), -1);
+}
+
 int main(void) {
     app = cs_app_new("svc", "1.0.0");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(publish_flags),
         cmocka_unit_test(usage_errors),
         cmocka_unit_test(partition_is_plain_digits),
+        cmocka_unit_test(reset_offsets_flags),
+        cmocka_unit_test(reset_offsets_times_and_numbers),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cs_app_destroy(app);
