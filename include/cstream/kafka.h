@@ -318,7 +318,8 @@ CS_API cs_err cs_sub_group(cs_sub *s, const char *group);
  * @param partitions n partition numbers (copied), each >= 0, no repeats.
  * @param n how many, at least 1.
  * @retval CS_OK set (a second call replaces the first).
- * @retval CS_ERR_ARG s or partitions is NULL, n is 0, a number is negative or repeated.
+ * @retval CS_ERR_ARG s or partitions is NULL, n is 0, a number is negative or repeated, or s is a pattern
+ *         subscription (cs_kafka_subscribe_pattern).
  * @retval CS_ERR_STATE the app has started.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_partitions(cs_sub *s, const int32_t *partitions, size_t n);

@@ -161,6 +161,10 @@ cs_err cs_sub_group(cs_sub *s, const char *group) {
 cs_err cs_sub_partitions(cs_sub *s, const int32_t *partitions, size_t n) {
     cs_err err = sub_configurable(s, "cs_sub_partitions");
     if (err) return err;
+    if (s->pattern)
+        return cs__fail(CS_ERR_ARG,
+                        "cs_sub_partitions(%s): a pattern subscription has no fixed topics to take partitions of",
+                        s->name);
     if (!partitions || n == 0)
         return cs__fail(CS_ERR_ARG, "cs_sub_partitions(%s): at least one partition is needed", s->name);
     for (size_t i = 0; i < n; i++) {

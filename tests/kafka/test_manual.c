@@ -204,6 +204,12 @@ static void a_bad_partition_names_topic_and_partition(void **state) {
     assert_int_equal(cs_sub_partitions(s, neg, 1), CS_ERR_ARG);
     assert_int_equal(cs_sub_partitions(s, twice, 2), CS_ERR_ARG);
     assert_int_equal(cs_sub_partitions(s, NULL, 0), CS_ERR_ARG);
+    /* A pattern names no topic to take partitions of. */
+    cs_sub *p = cs_kafka_subscribe_pattern(k, "^manual-bad-.*", handle, f);
+    assert_non_null(p);
+    int32_t one[] = {0};
+    assert_int_equal(cs_sub_partitions(p, one, 1), CS_ERR_ARG);
+    if (!strstr(cs_errmsg(), "pattern")) fail_msg("message does not say why: %s", cs_errmsg());
     cs_kafka_destroy(k);
     fixture_free(f);
 }
