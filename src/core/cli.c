@@ -1,6 +1,7 @@
 /* cli.c — cs_app_main: the command line every service shares (run, docs,
- * publish, --help, --version; see cstream/main.h) and, under `run --http`, the
- * routes of the operations server (/metrics, /healthz, /readyz).
+ * publish, --help, --version; see cstream/main.h), under `run --http` the
+ * routes of the operations server (/metrics, /healthz, /readyz), and
+ * cs_app_asyncapi, which `docs` prints (the broker writes the document).
  *
  * Threads: the calling thread drives the lifecycle; a signal thread turns
  * SIGINT/SIGTERM into a stop request; the HTTP thread answers requests. The
@@ -22,7 +23,7 @@
 #include "broker.h"
 #include "cli.h"
 #include "cstream/main.h"
-#include "cstream/publish.h"
+#include "cstream/record.h"
 #include "error.h"
 #include "http.h"
 #include "log.h"
@@ -320,6 +321,22 @@ static int cmd_run(cs_app *app, const options *o, const char *prog) {
 }
 
 /* ---- docs ------------------------------------------------------------------------------ */
+
+/* The document is the broker's to write (it knows its protocol's bindings):
+ * the core asks the first broker that has the op. */
+cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out) {
+    if (!app || !out) return cs__fail(CS_ERR_ARG, "cs_app_asyncapi: app and out are required");
+    *out = NULL;
+    for (size_t b = 0; b < cs__app_n_brokers(app); b++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(app, b, &impl);
+        if (ops->asyncapi) return ops->asyncapi(app, yaml, out);
+    }
+    return cs__fail(CS_ERR_STATE,
+                    "cs_app_asyncapi(%s): no broker of the app writes an AsyncAPI document (add one "
+                    "with cs_app_add_kafka)",
+                    cs_app_name(app));
+}
 
 static int cmd_docs(cs_app *app, const options *o, const char *prog) {
     char *doc = NULL;

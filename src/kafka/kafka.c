@@ -465,6 +465,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .add_publisher = kafka_add_publisher,
     .publish = kafka_publish_op,
     .metrics = kafka_metrics,
+    .asyncapi = cs__kafka_asyncapi,
 };
 
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {

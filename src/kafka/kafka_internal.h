@@ -194,6 +194,11 @@ int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Tran
 /* config.c, for kafka.c's and subscription.c's setters: fails, naming `what`, for
  * a NULL broker (CS_ERR_ARG) or once the app has started (CS_ERR_STATE). */
 cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
+
+/* The broker's asyncapi op (asyncapi.c): the app's AsyncAPI document, every
+ * Kafka broker of the app included; app and result are not NULL (cs_app_asyncapi
+ * checked them). */
+cs_err cs__kafka_asyncapi(cs_app *app, int yaml, char **result);
 /* config.c, for kafka.c and subscription.c: replaces *slot with a copy of value
  * (*slot unchanged when out of memory). */
 cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
