@@ -5,11 +5,10 @@
  * outcome. A handler that returns CS_PENDING keeps the delivery and settles it
  * later, from any thread, with cs_delivery_settle(); after that call the
  * delivery is gone. Pointers returned by the accessors live as long as the
- * delivery, with one exception: when the app stops (or the partition is
- * revoked at close) while a delivery is still pending, its key, value and
- * headers are released before the consumer closes (librdkafka requires it);
- * the handle stays valid, its accessors then return NULL/0, and settling it
- * returns CS_ERR_STALE. Copy what a pending delivery needs later.
+ * delivery, a pending one included: its record is cstream's own copy (the
+ * fetch buffer), not librdkafka's, so a delivery still pending when the app
+ * stops or its partition is revoked keeps its key, value and headers until
+ * it is settled (settling it then returns CS_ERR_STALE).
  *
  * Threads: whoever holds a delivery may call its functions (the handler, or
  * any thread once the handler returned CS_PENDING), one thread at a time: a
