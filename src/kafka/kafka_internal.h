@@ -249,7 +249,8 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */
 void cs__consumer_stop_fetching(cs_consumer *c);
-/* Commits what is settled, releases payloads and closes the consumer (blocks
+/* Commits what is settled, detaches pending deliveries (they keep their
+ * records, copies in the store) and closes the consumer (blocks
  * on the group; the revoke callback runs the on_revoke hook on this thread).
  * Call it with no lock held. c stays readable (cs__consumer_stats,
  * cs__consumer_metrics) until cs__consumer_destroy, which frees it. */
