@@ -53,7 +53,7 @@
  * thread (an op on the group's queue, awaited without a timeout), so it lasts
  * as long as that thread takes to reach the op. That thread serves timers and
  * ops and talks to no broker synchronously; of cstream's locks it takes only
- * wake_lock (on_partition_records), which no commit_lock holder holds across
+ * wake_lock (on_records), which no commit_lock holder holds across
  * the call, so the wait ends, but it is not bounded by anything of ours. */
 #ifndef CS_LOCK_ORDER_H
 #define CS_LOCK_ORDER_H

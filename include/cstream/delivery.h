@@ -5,11 +5,10 @@
  * outcome. A handler that returns CS_PENDING keeps the delivery and settles it
  * later, from any thread, with cs_delivery_settle(); after that call the
  * delivery is gone. Pointers returned by the accessors live as long as the
- * delivery, with one exception: when the app stops (or the partition is
- * revoked at close) while a delivery is still pending, its key, value and
- * headers are released before the consumer closes (librdkafka requires it);
- * the handle stays valid, its accessors then return NULL/0, and settling it
- * returns CS_ERR_STALE. Copy what a pending delivery needs later.
+ * delivery, a pending one included: its record is cstream's own copy (the
+ * fetch buffer), not librdkafka's, so a delivery still pending when the app
+ * stops or its partition is revoked keeps its key, value and headers until
+ * it is settled (settling it then returns CS_ERR_STALE).
  *
  * Threads: whoever holds a delivery may call its functions (the handler, or
  * any thread once the handler returned CS_PENDING), one thread at a time: a
@@ -24,6 +23,7 @@
 
 #include "cstream/codec.h"
 #include "cstream/error.h"
+#include "cstream/record.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -246,6 +246,27 @@ CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, c
  * @retval CS_ERR_ARG d is NULL or outcome is none of the three; nothing
  *         happened and d is still the caller's. */
 CS_API cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome);
+
+/** An output of delivery d on a Transactional subscription: the record is
+ * copied now and joins d's window when d is acked or dropped (a retry
+ * discards it with the attempt); it becomes visible to read_committed
+ * consumers exactly once, in the transaction that commits past d. Call it
+ * from the handler (or before settling a pending delivery). The topic must
+ * be declared with cs_kafka_topic (it is checked at start-up, so a typo
+ * cannot abort every window). The output follows from d: it carries d's
+ * traceparent unless the record sets its own header (or another .parent).
+ * CS_ERR_STATE on other commit modes: use cs_publish or cs_publish_async
+ * there.
+ *
+ * Called by whoever holds d (see above).
+ * @param d the delivery the output belongs to.
+ * @param rec the record (copied).
+ * @retval CS_OK staged in d's current attempt.
+ * @retval CS_ERR_ARG d or rec is NULL, the topic is empty or not declared, or
+ *         a header has no name.
+ * @retval CS_ERR_STATE d's subscription is not Transactional (or it closed).
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
 
 #ifdef __cplusplus
 }

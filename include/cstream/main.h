@@ -66,6 +66,8 @@ CS_API int cs_app_main(cs_app *app, int argc, char **argv);
  * @retval CS_OK *out holds the document.
  * @retval CS_ERR_ARG app or out is NULL, or the schema a subscription's codec
  *         wrote does not parse.
+ * @retval CS_ERR_STATE no broker of the app writes a document (the app has
+ *         no cs_kafka).
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out);
 

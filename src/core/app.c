@@ -16,6 +16,14 @@
 #include "error.h"
 #include "log.h"
 
+/* cs_app_run looks at the stop request at least this often while it waits
+ * for a signal (a stop requested from another thread ends the wait no later). */
+#define STOP_CHECK_NS (100 * 1000000L)
+/* cs_app_new's version when the caller gives none. */
+#define DEFAULT_VERSION "0.0.0"
+/* The bytes kept of a fatal reason (cs__app_fatal; a longer one is cut). */
+#define FATAL_REASON_MAX 1024
+
 typedef struct broker_slot {
     const cs_broker_ops *ops;
     void *impl;
@@ -38,7 +46,8 @@ struct cs_app {
     pthread_mutex_t lock; /* stop request, fatal reason: a leaf (lock_order.h) */
     pthread_cond_t stop_cv;
     bool stop_requested;
-    char *fatal; /* first fatal reason */
+    bool has_fatal;
+    char fatal[FATAL_REASON_MAX]; /* first fatal reason: kept in place, a fatal error never needs memory */
     char hook_error[512];
 };
 
@@ -48,9 +57,19 @@ cs_app *cs_app_new(const char *name, const char *version) {
         return NULL;
     }
     cs_app *app = calloc(1, sizeof *app);
-    if (!app) return NULL;
-    app->name = strdup(name);
-    app->version = strdup(version ? version : "0.0.0");
+    if (app) {
+        app->name = strdup(name);
+        app->version = strdup(version ? version : DEFAULT_VERSION);
+    }
+    if (!app || !app->name || !app->version) {
+        if (app) {
+            free(app->name);
+            free(app->version);
+            free(app);
+        }
+        cs__fail(CS_ERR_NOMEM, "cs_app_new(%s): out of memory", name);
+        return NULL;
+    }
     pthread_mutex_init(&app->lock, NULL);
     pthread_cond_init(&app->stop_cv, NULL);
     return app;
@@ -101,14 +120,17 @@ cs_err cs_app_fail(cs_app *app, const char *fmt, ...) {
 }
 
 void cs__app_fatal(cs_app *app, const char *fmt, ...) {
-    char reason[1024];
+    char reason[FATAL_REASON_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(reason, sizeof reason, fmt, ap);
     va_end(ap);
     pthread_mutex_lock(&app->lock);
-    bool first = !app->fatal;
-    if (first) app->fatal = strdup(reason);
+    bool first = !app->has_fatal;
+    if (first) {
+        app->has_fatal = true;
+        memcpy(app->fatal, reason, sizeof reason);
+    }
     app->stop_requested = true;
     pthread_cond_broadcast(&app->stop_cv);
     pthread_mutex_unlock(&app->lock);
@@ -172,7 +194,7 @@ cs_err cs_app_start(cs_app *app) {
 static cs_err fatal_status(cs_app *app) {
     pthread_mutex_lock(&app->lock);
     cs_err err =
-        app->fatal ? cs__fail(CS_ERR_FATAL, "app %s stopped by a fatal error: %s", app->name, app->fatal) : CS_OK;
+        app->has_fatal ? cs__fail(CS_ERR_FATAL, "app %s stopped by a fatal error: %s", app->name, app->fatal) : CS_OK;
     pthread_mutex_unlock(&app->lock);
     return err;
 }
@@ -228,7 +250,7 @@ cs_err cs_app_run(cs_app *app) {
             bool stop = app->stop_requested;
             pthread_mutex_unlock(&app->lock);
             if (stop) break;
-            struct timespec tick = {0, 100 * 1000000L};
+            struct timespec tick = {0, STOP_CHECK_NS};
             int sig = sigtimedwait(&stop_signals, NULL, &tick);
             if (sig > 0) {
                 CS_LOG_INFO("signal received, stopping gracefully app=%s signal=%s", app->name,
@@ -249,7 +271,6 @@ void cs_app_destroy(cs_app *app) {
     free(app->brokers);
     pthread_mutex_destroy(&app->lock);
     pthread_cond_destroy(&app->stop_cv);
-    free(app->fatal);
     free(app->name);
     free(app->version);
     free(app);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "cstream/codec.h"
+#include "cstream/record.h"
 
 /* What the operations surface knows of one subscription. Strings and arrays
  * are borrowed from the broker (valid until it is destroyed). */
@@ -83,8 +84,6 @@ typedef struct cs_broker_reset_row {
 /* ---- end operations surface ---------------------------------------------------- */
 
 typedef struct cs_metrics cs_metrics; /* metrics.h */
-struct cs_record;                     /* cstream/publish.h */
-struct cs_published;
 
 typedef struct cs_broker_ops {
     const char *kind;
@@ -115,8 +114,8 @@ typedef struct cs_broker_ops {
      * cs_errmsg and nothing added. */
     void *(*add_publisher)(void *impl, cs_app *tool, const char *servers);
     /* While `tool` runs: publishes rec through what add_publisher returned
-     * (cstream/publish.h's record and result). */
-    cs_err (*publish)(void *publisher, const struct cs_record *rec, struct cs_published *out);
+     * (cstream/record.h's record and result). */
+    cs_err (*publish)(void *publisher, const cs_record *rec, cs_published *out);
     /* The HTTP thread, while the app runs: adds the broker's samples to /metrics
      * (metrics.h). Atomics and short locks only, never a network round trip. */
     void (*metrics)(void *impl, cs_metrics *m);
@@ -125,6 +124,12 @@ typedef struct cs_broker_ops {
      * (CS_ERR_STATE) while the group has live members. *rows (the caller
      * frees it) holds the plan, also when the commit then failed. */
     cs_err (*reset_offsets)(void *impl, const cs_broker_reset *req, cs_broker_reset_row **rows, size_t *n_rows);
+    /* Before or while the app runs: the app's AsyncAPI document (JSON, or YAML
+     * when yaml != 0; the caller frees *out), with the bindings of this
+     * broker's protocol. Not per broker: it describes every broker of the app,
+     * and cs_app_asyncapi asks the first broker that has the op. app and out
+     * are not NULL; errors as cs_app_asyncapi's. */
+    cs_err (*asyncapi)(cs_app *app, int yaml, char **out);
 } cs_broker_ops;
 
 cs_err cs__app_add_broker(cs_app *app, const cs_broker_ops *ops, void *impl);

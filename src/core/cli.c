@@ -1,7 +1,8 @@
 /* cli.c — cs_app_main: the command line every service shares (run, docs,
  * publish, reset-offsets (its run is in cli_reset.c), --help, --version; see
- * cstream/main.h) and, under `run --http`, the
- * routes of the operations server (/metrics, /healthz, /readyz).
+ * cstream/main.h), under `run --http` the routes of the operations server
+ * (/metrics, /healthz, /readyz), and cs_app_asyncapi, which `docs` prints (the
+ * broker writes the document).
  *
  * Threads: the calling thread drives the lifecycle; a signal thread turns
  * SIGINT/SIGTERM into a stop request; the HTTP thread answers requests. The
@@ -23,7 +24,7 @@
 #include "broker.h"
 #include "cli.h"
 #include "cstream/main.h"
-#include "cstream/publish.h"
+#include "cstream/record.h"
 #include "error.h"
 #include "http.h"
 #include "log.h"
@@ -33,6 +34,8 @@
 #endif
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+/* The signal thread looks at its `done` flag at least this often. */
+#define SIGNAL_CHECK_NS (100 * 1000000L)
 
 static void usage(FILE *f, const char *prog) {
     fprintf(f,
@@ -318,7 +321,7 @@ static int route(void *ctx, const char *path, char **body, const char **type) {
 static void *signal_thread(void *arg) {
     ops_state *s = arg;
     while (!atomic_load(&s->done)) {
-        struct timespec tick = {0, 100 * 1000000L};
+        struct timespec tick = {0, SIGNAL_CHECK_NS};
         int sig = sigtimedwait(&s->signals, NULL, &tick);
         if (sig > 0) {
             CS_LOG_INFO("signal received, stopping gracefully app=%s signal=%s", cs_app_name(s->app),
@@ -381,6 +384,22 @@ static int cmd_run(cs_app *app, const options *o, const char *prog) {
 }
 
 /* ---- docs ------------------------------------------------------------------------------ */
+
+/* The document is the broker's to write (it knows its protocol's bindings):
+ * the core asks the first broker that has the op. */
+cs_err cs_app_asyncapi(cs_app *app, int yaml, char **out) {
+    if (!app || !out) return cs__fail(CS_ERR_ARG, "cs_app_asyncapi: app and out are required");
+    *out = NULL;
+    for (size_t b = 0; b < cs__app_n_brokers(app); b++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(app, b, &impl);
+        if (ops->asyncapi) return ops->asyncapi(app, yaml, out);
+    }
+    return cs__fail(CS_ERR_STATE,
+                    "cs_app_asyncapi(%s): no broker of the app writes an AsyncAPI document (add one "
+                    "with cs_app_add_kafka)",
+                    cs_app_name(app));
+}
 
 static int cmd_docs(cs_app *app, const options *o, const char *prog) {
     char *doc = NULL;
@@ -453,18 +472,21 @@ static int cmd_publish(cs_app *app, const options *o, const char *prog) {
     }
     cs_header *headers = calloc(o->n_headers ? o->n_headers : 1, sizeof *headers);
     char **names = calloc(o->n_headers ? o->n_headers : 1, sizeof *names);
-    for (size_t i = 0; headers && names && i < o->n_headers; i++) {
+    bool oom = !headers || !names;
+    for (size_t i = 0; !oom && i < o->n_headers; i++) {
         const char *eq = strchr(o->headers[i], '=');
         names[i] = strndup(o->headers[i], (size_t)(eq - o->headers[i]));
+        oom = !names[i];
         headers[i] = (cs_header){names[i], eq + 1, strlen(eq + 1)};
     }
+    if (oom) cs__fail(CS_ERR_NOMEM, "publish %s: out of memory copying the headers", o->topic);
     /* A broker of its own: the same client properties and declared topics,
      * no subscriptions (publishing must not join the service's groups). */
-    cs_app *tool = cs_app_new(cs_app_name(app), cs_app_version(app));
+    cs_app *tool = oom ? NULL : cs_app_new(cs_app_name(app), cs_app_version(app));
     void *k = tool ? ops->add_publisher(impl, tool, flag_or_env(o->brokers, "CSTREAM_BROKERS")) : NULL;
     int status = EXIT_FAILED;
     bool added = k != NULL; /* the app owns it once added */
-    if (!added || !headers || !names) {
+    if (!added) {
         fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());
     } else if (cs_app_start(tool) != CS_OK) {
         fprintf(stderr, "%s publish: %s\n", prog, cs_errmsg());

@@ -76,11 +76,6 @@ void *cs__delay_main(void *arg) {
     return NULL;
 }
 
-cs_outcome cs_delivery_retry_after(cs_delivery *d, int delay_ms) {
-    d->retry_at_ms = cs__now_ms() + (delay_ms > 0 ? delay_ms : 0);
-    return CS_RETRY;
-}
-
 /* ---- stopping ------------------------------------------------------------- */
 
 void cs__stop_delays(cs_pipeline *p) {

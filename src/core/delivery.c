@@ -1,7 +1,13 @@
-/* delivery.c — the public accessors of cs_delivery and its release (and its
- * discard: a delivery that will not run leaves its partition's held count).
- * Accessors read fields the fetch thread wrote before the hand-over (the lane
- * lock orders them), so they need no lock. */
+/* delivery.c — cstream/delivery.h, the public face of cs_delivery: its
+ * accessors, the reply and reason a handler sets, an output it publishes
+ * (cs_delivery_publish, Transactional), a retry's delay, and
+ * cs_delivery_settle, which hands the outcome to settle.c. Its life inside
+ * the pipeline (alloc, decode, free, discard) is delivery_life.c's.
+ *
+ * Threads: whoever holds the delivery. Accessors read fields the fetch thread
+ * wrote before the hand-over (the lane lock orders them), so they need no
+ * lock; cs_delivery_publish reads the pipeline's configuration under the
+ * partition lock. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,35 +23,6 @@ int64_t cs_delivery_offset(const cs_delivery *d) { return d->offset; }
 int64_t cs_delivery_timestamp(const cs_delivery *d) { return d->timestamp; }
 int cs_delivery_attempt(const cs_delivery *d) { return d->attempt; }
 const char *cs_delivery_traceparent(const cs_delivery *d) { return d && d->traceparent[0] ? d->traceparent : NULL; }
-
-const char *cs__inherited_traceparent(const cs_record *r) {
-    const char *tp = r->parent ? cs_delivery_traceparent(r->parent) : NULL;
-    for (size_t i = 0; tp && i < r->n_headers; i++)
-        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
-    return tp;
-}
-
-/* The last traceparent header wins, like cs_delivery_header_get; an invalid
- * one means no trace context (a valid earlier one is not used instead). */
-void cs__delivery_read_trace(cs_delivery *d) {
-    d->traceparent[0] = d->trace_id[0] = '\0';
-    if (!d->msg) return;
-    size_t n = d->part->ops->header_count(d->msg);
-    for (size_t i = n; i-- > 0;) {
-        const char *name = NULL;
-        const void *v = NULL;
-        size_t len = 0;
-        if (d->part->ops->header_at(d->msg, i, &name, &v, &len) != 0 || !name || strcmp(name, CS_TRACEPARENT_HEADER))
-            continue;
-        if (cs__traceparent_valid(v, len)) {
-            memcpy(d->traceparent, v, CS_TRACEPARENT_LEN);
-            d->traceparent[CS_TRACEPARENT_LEN] = '\0';
-            memcpy(d->trace_id, d->traceparent + 3, CS_TRACE_ID_LEN);
-            d->trace_id[CS_TRACE_ID_LEN] = '\0';
-        }
-        return;
-    }
-}
 
 const void *cs_delivery_key(const cs_delivery *d, size_t *len) {
     if (len) *len = d->key ? d->key_len : 0;
@@ -88,11 +65,6 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
                     (int)d->partition, (long long)d->offset);
 }
 
-cs_delivery *cs__delivery_alloc(cs_part *part) {
-    cs_delivery *d = cs__delivery_pool_take(part->spares);
-    return d ? d : calloc(1, sizeof(cs_delivery));
-}
-
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len) {
     if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_reply: delivery is NULL");
     size_t kl = key ? key_len : 0, vl = value ? value_len : 0;
@@ -109,12 +81,6 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
     d->reply_key_null = !key;
     d->reply_value_null = !value;
     return CS_OK;
-}
-
-void cs__delivery_add_output(cs_delivery *d, cs_output *o) {
-    if (!d->outputs_tail) d->outputs_tail = &d->outputs;
-    *d->outputs_tail = o;
-    d->outputs_tail = &o->next;
 }
 
 const void *cs_delivery_decoded(const cs_delivery *d) { return d->decoded; }
@@ -146,43 +112,43 @@ cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs
     return err;
 }
 
-cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type) {
-    if (d->decoded) return CS_OK; /* decoded on an earlier attempt */
-    void *out = type->size <= sizeof d->decoded_inline ? (void *)d->decoded_inline.bytes : malloc(type->size);
-    if (!out)
-        return cs__fail(CS_ERR_NOMEM, "decode %s/%d@%lld: out of memory", d->topic, (int)d->partition,
-                        (long long)d->offset);
-    cs_err err = codec->decode(codec, type, d->value, d->value ? d->value_len : 0, out);
-    if (err) {
-        if (out != d->decoded_inline.bytes) free(out);
-        return err;
-    }
-    d->decoded = out;
-    d->decoded_type = type;
-    return CS_OK;
+cs_outcome cs_delivery_retry_after(cs_delivery *d, int delay_ms) {
+    d->retry_at_ms = cs__now_ms() + (delay_ms > 0 ? delay_ms : 0);
+    return CS_RETRY;
 }
 
-void cs__delivery_free(cs_delivery *d) {
-    if (d->decoded) {
-        cs_value_free(d->decoded_type, d->decoded);
-        if (d->decoded != d->decoded_inline.bytes) free(d->decoded);
-    }
-    free(d->reply_buf);
-    free(d->reason);
-    cs__output_free_all(d->outputs);
-    if (d->msg) d->part->ops->release(d->msg);
-    /* Read part before the put: once d is a spare, the fetch thread may take
-     * it. The partition's reference keeps the pool alive across the put. */
-    cs_part *part = d->part;
-    if (!cs__delivery_pool_put(part->spares, d)) free(d);
-    cs__part_unref(part);
+cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome) {
+    if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_settle: delivery is NULL");
+    if (outcome != CS_ACK && outcome != CS_DROP && outcome != CS_RETRY)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry", d->topic,
+                        (int)d->partition, (long long)d->offset);
+    return cs__settle_or_reply(d, outcome);
 }
 
-/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
-void cs__discard(cs_delivery *d) {
+cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
+    if (!d || !rec || !rec->topic || !*rec->topic)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_publish: delivery, record and topic are required");
+    for (size_t i = 0; i < rec->n_headers; i++)
+        if (!rec->headers[i].name)
+            return cs__fail(CS_ERR_ARG, "cs_delivery_publish(%s): header %zu has no name", rec->topic, i);
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
-    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0) cs__signal_drained(part);
+    cs_pipeline *p = part->pipe;
+    bool transactional = p && p->cfg.transactional;
+    bool (*topic_ok)(void *, const char *) = transactional ? p->cfg.output_topic_ok : NULL;
+    void *topic_arg = transactional ? p->cfg.output_topic_arg : NULL;
     pthread_mutex_unlock(&part->lock);
-    cs__delivery_free(d);
+    if (!transactional)
+        return cs__fail(CS_ERR_STATE,
+                        "cs_delivery_publish(%s): record %s/%d@%lld is not on a Transactional subscription (or it "
+                        "closed); use cs_publish or cs_publish_async",
+                        rec->topic, d->topic, (int)d->partition, (long long)d->offset);
+    if (topic_ok && !topic_ok(topic_arg, rec->topic)) return CS_ERR_ARG;
+    cs_record copy = *rec;
+    if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
+    cs_output *out = cs__output_new(&copy, cs__inherited_traceparent(&copy), d->offset);
+    if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
+    out->source_attempt = (uint32_t)d->attempt;
+    cs__delivery_add_output(d, out);
+    return CS_OK;
 }

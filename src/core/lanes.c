@@ -177,8 +177,8 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
         int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
         if (tracked == -2) {
             /* This record and those after it are not handed out, and the
-             * committed position stays below them; the fetch thread stops the
-             * app (cs__part_out_of_memory). */
+             * committed position stays below them; the source sees `consumed`
+             * fall short and stops the app. */
             part->out_of_memory = true;
             break;
         }

@@ -12,7 +12,7 @@
 
 #include <stdint.h>
 
-#include "cstream/publish.h"
+#include "cstream/record.h"
 
 typedef struct cs_output {
     struct cs_output *next;

@@ -1,7 +1,7 @@
 /* settle.c — settlement: what an outcome does to a record's partition (the
  * tracker, the held count, a retry back to its lane or the delay heap, a
  * Transactional window), the reply that gates an ack, and the dead letter of
- * a record given up; the public cs_delivery_settle and cs_delivery_publish.
+ * a record given up (the public cs_delivery_settle, in delivery.c, leads here).
  *
  * Threads: workers after a handler, any thread for a pending delivery, the
  * producer's delivery reports (cs__delivery_reply_done,
@@ -259,40 +259,4 @@ cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome) {
     return rc == 0 ? CS_OK : cs__settle(d, CS_RETRY);
 }
 
-cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
-    if (!d || !rec || !rec->topic || !*rec->topic)
-        return cs__fail(CS_ERR_ARG, "cs_delivery_publish: delivery, record and topic are required");
-    for (size_t i = 0; i < rec->n_headers; i++)
-        if (!rec->headers[i].name)
-            return cs__fail(CS_ERR_ARG, "cs_delivery_publish(%s): header %zu has no name", rec->topic, i);
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    cs_pipeline *p = part->pipe;
-    bool transactional = p && p->cfg.transactional;
-    bool (*topic_ok)(void *, const char *) = transactional ? p->cfg.output_topic_ok : NULL;
-    void *topic_arg = transactional ? p->cfg.output_topic_arg : NULL;
-    pthread_mutex_unlock(&part->lock);
-    if (!transactional)
-        return cs__fail(CS_ERR_STATE,
-                        "cs_delivery_publish(%s): record %s/%d@%lld is not on a Transactional subscription (or it "
-                        "closed); use cs_publish or cs_publish_async",
-                        rec->topic, d->topic, (int)d->partition, (long long)d->offset);
-    if (topic_ok && !topic_ok(topic_arg, rec->topic)) return CS_ERR_ARG;
-    cs_record copy = *rec;
-    if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
-    cs_output *out = cs__output_new(&copy, cs__inherited_traceparent(&copy), d->offset);
-    if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
-    out->source_attempt = (uint32_t)d->attempt;
-    cs__delivery_add_output(d, out);
-    return CS_OK;
-}
-
 void cs__delivery_reply_done(cs_delivery *d, bool ok) { cs__settle(d, ok ? CS_ACK : CS_RETRY); }
-
-cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome) {
-    if (!d) return cs__fail(CS_ERR_ARG, "cs_delivery_settle: delivery is NULL");
-    if (outcome != CS_ACK && outcome != CS_DROP && outcome != CS_RETRY)
-        return cs__fail(CS_ERR_ARG, "cs_delivery_settle %s/%d@%lld: outcome must be ack, drop or retry", d->topic,
-                        (int)d->partition, (long long)d->offset);
-    return cs__settle_or_reply(d, outcome);
-}

@@ -1,5 +1,6 @@
-/* asyncapi.c — the app's AsyncAPI 3.0 document (cs_app_asyncapi), built as a
- * small tree from what the brokers describe (broker.h's describe ops) and
+/* asyncapi.c — the app's AsyncAPI 3.0 document with its Kafka bindings
+ * (cs__kafka_asyncapi, the broker's asyncapi op behind cs_app_asyncapi and the
+ * `docs` command), built as a small tree from what the brokers describe (broker.h's describe ops) and
  * written as JSON or YAML. Payload schemas come from the codecs' schema
  * function (JSON Schema for the JSON codec), parsed back with yajl so the same
  * tree writes both formats; their $defs and "#" references are hoisted into
@@ -14,10 +15,9 @@
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
-#include "cstream/main.h"
-
 #include "../core/broker.h"
 #include "../core/error.h"
+#include "kafka_internal.h"
 
 #define KAFKA_BINDING_VERSION "0.5.0"
 
@@ -540,8 +540,7 @@ static cs_err build(cs_app *app, doc *d, node *root) {
     return CS_OK;
 }
 
-cs_err cs_app_asyncapi(cs_app *app, int yaml, char **result) {
-    if (!app || !result) return cs__fail(CS_ERR_ARG, "cs_app_asyncapi: app and out are required");
+cs_err cs__kafka_asyncapi(cs_app *app, int yaml, char **result) {
     *result = NULL;
     doc d = {0};
     node *root = node_new(&d, N_OBJ, NULL);

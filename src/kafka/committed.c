@@ -3,6 +3,9 @@
 #include "../core/error.h"
 #include "kafka_internal.h"
 
+/* How long a read of committed offsets waits for the group coordinator. */
+#define COMMITTED_TIMEOUT_MS 5000
+
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -25,7 +28,7 @@ rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kv
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, partition);
-    rd_kafka_resp_err_t err = rd_kafka_committed(rk, l, 5000);
+    rd_kafka_resp_err_t err = rd_kafka_committed(rk, l, COMMITTED_TIMEOUT_MS);
     if (!err) err = l->elems[0].err;
     int64_t off = l->elems[0].offset;
     rd_kafka_topic_partition_list_destroy(l);

@@ -13,6 +13,17 @@
 #include "../core/error.h"
 #include "consumer_internal.h"
 
+/* A rewind's seek, and a suspect record's commit, wait this long for their
+ * result before the app stops (the seek) or the commit counts as failed. */
+#define RESULT_TIMEOUT_MS 10000
+/* rd_kafka_version() of the last release whose seek waits in the wrong unit
+ * (2.0.2; fixed in 2.0.3, librdkafka #4230). */
+#define RDKAFKA_SEEK_UNIT_FIXED 0x020003ff
+/* A window that aborts again and again waits at most this long before the
+ * next try: long enough not to spin on a broken broker, short enough to
+ * notice it recovered. */
+#define ABORT_BACKOFF_MAX_MS 5000
+
 /* ---- commits (Tracked) ---------------------------------------------------- */
 
 static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafka_topic_partition_list_t *offsets) {
@@ -130,6 +141,7 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
+        /* Out of memory: committed without attempt counts; the position still moves. */
         e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
     if (all) rd_kafka_topic_partition_list_destroy(all);
@@ -170,8 +182,8 @@ static void rewind_partition(cs_consumer *c, cs_part *part) {
      * than asked (it hands milliseconds to a wait in microseconds; fixed by
      * #4230): ask for 10 s there too, or a seek answered after 10 ms would
      * stop the app although it happened. */
-    int timeout_ms = 10000;
-    if (rd_kafka_version() < 0x020003ff) timeout_ms *= 1000;
+    int timeout_ms = RESULT_TIMEOUT_MS;
+    if (rd_kafka_version() < RDKAFKA_SEEK_UNIT_FIXED) timeout_ms *= 1000; /* ms read as µs */
     rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, l, timeout_ms);
     rd_kafka_resp_err_t err = e ? rd_kafka_error_code(e) : l->elems[0].err;
     if (err)
@@ -216,6 +228,7 @@ static void close_window(cs_consumer *c, bool final) {
         rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(offsets, part->topic, part->partition);
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
+        /* Out of memory: committed without attempt counts; the position still moves. */
         e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
     c->n_failed = 0;
@@ -244,7 +257,7 @@ static void close_window(cs_consumer *c, bool final) {
         if (r == CS_TXN_ABORTED) {
             cs__pipeline_count_abort(c->pipe);
             c->abort_backoff_ms = c->abort_backoff_ms ? c->abort_backoff_ms * 2 : c->interval_ms;
-            if (c->abort_backoff_ms > 5000) c->abort_backoff_ms = 5000;
+            if (c->abort_backoff_ms > ABORT_BACKOFF_MAX_MS) c->abort_backoff_ms = ABORT_BACKOFF_MAX_MS;
         }
         cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
     }
@@ -284,12 +297,13 @@ int cs__commit_precommit(void *arg, cs_part *part) {
     rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
     e->offset = pos;
     e->metadata = strdup(meta);
+    /* Out of memory: committed without attempt counts; the position still moves. */
     e->metadata_size = e->metadata ? strlen(meta) : 0;
     rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
     rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
     pthread_mutex_unlock(&c->commit_lock);
     if (!err) {
-        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 10000);
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, RESULT_TIMEOUT_MS);
         if (!ev) err = RD_KAFKA_RESP_ERR__TIMED_OUT;
         else {
             err = rd_kafka_event_error(ev);

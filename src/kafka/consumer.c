@@ -28,6 +28,14 @@
  * threads idle at about 1% of a core until the process exits) and said so,
  * rather than hanging the service's stop forever. */
 enum { DESTROY_WAIT_MS = 3000 };
+/* The fetch loop's longest wait for events: the stop flag and the commit tick
+ * are looked at least this often, whatever wakes it. */
+enum { POLL_MAX_WAIT_MS = 100 };
+/* serve_pending_events takes at most this many events at once, so a steady
+ * stream of events cannot hold its caller in the loop. */
+enum { PENDING_EVENTS_MAX = 64 };
+/* cs__consumer_idle's watermark query (tests only: cs_test_app_wait_idle). */
+enum { WATERMARK_TIMEOUT_MS = 2000 };
 
 typedef struct destroyer {
     rd_kafka_t *rk;
@@ -131,7 +139,9 @@ static void *fetch_main(void *arg) {
          * (rd_kafka_queue_yield). */
         int64_t wait = taken || more ? 0 : c->next_commit_ms - now;
         if (fatal) break;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0 ? 0 : wait > 100 ? 100 : wait));
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0                  ? 0
+                                                                    : wait > POLL_MAX_WAIT_MS ? POLL_MAX_WAIT_MS
+                                                                                              : wait));
         if (m) {
             /* The consumer queue carries no records: errors only. */
             if (m->err) cs__consumer_on_record_error(c, m);
@@ -178,6 +188,15 @@ static cs_err subscribe(cs_consumer *c) {
     rd_kafka_topic_partition_list_destroy(topics);
     if (rerr) return cs__fail(CS_ERR_KAFKA, "subscription %s: subscribe failed: %s", s->name, rd_kafka_err2str(rerr));
     return CS_OK;
+}
+
+/* The benchmarks' switch for stop-the-world window commits (bench/cs_bench.c,
+ * bench/cs_latency.c; docs/transactions.md): "1" turns it on. */
+#define TXN_BARRIER_ENV "CSTREAM_TXN_BARRIER"
+
+static bool txn_barrier_requested(void) {
+    const char *v = getenv(TXN_BARRIER_ENV);
+    return v && !strcmp(v, "1");
 }
 
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
@@ -270,9 +289,9 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .output_topic_arg = s,
         .window_records = c->transactional ? s->window_records : 0,
         /* Measurement switch (bench/): stop-the-world window commits, to
-         * compare with the default where handlers keep running meanwhile. */
-        .window_barrier =
-            c->transactional && getenv("CSTREAM_TXN_BARRIER") && !strcmp(getenv("CSTREAM_TXN_BARRIER"), "1"),
+         * compare with the default where handlers keep running meanwhile.
+         * Read here, once per subscription start; workers test the bool. */
+        .window_barrier = c->transactional && txn_barrier_requested(),
         .precommit = c->transactional ? NULL : cs__commit_precommit, /* plain commits would pass uncommitted outputs */
         .precommit_arg = c,
     };
@@ -361,7 +380,7 @@ static void close_after_fatal(cs_consumer *c) {
  * callback makes and rd_kafka_assign waits forever (seen once in 8 runs of
  * real.only.exactly_once's rebalance test; librdkafka #4884, #4041). */
 static void serve_pending_events(cs_consumer *c) {
-    for (int i = 0; i < 64; i++) {
+    for (int i = 0; i < PENDING_EVENTS_MAX; i++) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, 0);
         if (!m) return;
         if (m->err) cs__consumer_on_record_error(c, m);
@@ -409,7 +428,7 @@ int cs__consumer_idle(cs_consumer *c) {
     for (int i = 0; idle && i < assigned->cnt; i++) {
         rd_kafka_topic_partition_t *e = &assigned->elems[i];
         int64_t lo = 0, hi = 0;
-        if (rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &lo, &hi, 2000)) {
+        if (rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &lo, &hi, WATERMARK_TIMEOUT_MS)) {
             idle = 0;
             break;
         }

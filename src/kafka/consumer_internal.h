@@ -137,9 +137,9 @@ struct cs_consumer {
      * rd_kafka_queue_yield reaches the consumer queue. rd_kafka_consumer_close
      * forwards that queue to its own and returns at the first yield it sees,
      * before the group is left (the destroy then waits forever). Lock order:
-     * level 6, a leaf (src/lock_order.h): taken under a partition lock
-     * (settle wakes the fetch thread) and under a librdkafka queue lock
-     * (on_partition_records); it only yields. */
+     * level 7, the last (src/lock_order.h): taken under a partition lock
+     * (settle wakes the fetch thread), under the store's wake_mx and under a
+     * librdkafka queue lock (on_records, fetch_take.c); it only yields. */
     pthread_mutex_t wake_lock;
     char who[256];
 };

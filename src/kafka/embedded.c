@@ -43,6 +43,10 @@ cs_err cs__embedded_new(int brokers, cs_embedded **out) {
     e->host = host;
     e->mock = mock;
     e->bootstraps = strdup(rd_kafka_mock_cluster_bootstraps(mock));
+    if (!e->bootstraps) {
+        cs__embedded_destroy(e);
+        return cs__fail(CS_ERR_NOMEM, "embedded Kafka: out of memory");
+    }
     *out = e;
     return CS_OK;
 }

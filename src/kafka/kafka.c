@@ -21,15 +21,18 @@
 static const cs_broker_ops kafka_broker_ops;
 
 cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
+    const char *from_env = getenv("CSTREAM_BROKERS");
+    const char *servers = bootstrap_servers && *bootstrap_servers ? bootstrap_servers
+                          : from_env && *from_env                 ? from_env
+                                                                  : NULL; /* NULL: the embedded cluster */
     cs_kafka *k = calloc(1, sizeof *k);
-    if (!k) {
-        cs__fail(CS_ERR_NOMEM, "cs_kafka_new: out of memory");
+    if (k && servers) k->bootstrap = strdup(servers);
+    if (!k || (servers && !k->bootstrap)) {
+        free(k);
+        cs__fail(CS_ERR_NOMEM, "cs_kafka_new(%s): out of memory", servers ? servers : "embedded cluster");
         return NULL;
     }
-    const char *from_env = getenv("CSTREAM_BROKERS");
-    if (bootstrap_servers && *bootstrap_servers) k->bootstrap = strdup(bootstrap_servers);
-    else if (from_env && *from_env) k->bootstrap = strdup(from_env);
-    else k->embedded = true;
+    k->embedded = !servers;
     k->queue_timeout_ms = CS__DEFAULT_QUEUE_TIMEOUT_MS;
     k->flush_timeout_ms = CS__DEFAULT_FLUSH_TIMEOUT_MS;
     pthread_rwlock_init(&k->producer_lock, NULL);
@@ -88,6 +91,7 @@ cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions) {
     if (!grown) return cs__fail(CS_ERR_NOMEM, "cs_kafka_topic(%s): out of memory", topic);
     k->topics = grown;
     k->topics[k->n_topics].name = strdup(topic);
+    if (!k->topics[k->n_topics].name) return cs__fail(CS_ERR_NOMEM, "cs_kafka_topic(%s): out of memory", topic);
     k->topics[k->n_topics].partitions = partitions;
     k->n_topics++;
     return CS_OK;
@@ -161,6 +165,7 @@ static cs_err start_embedded(cs_kafka *k) {
     }
     free(k->bootstrap);
     k->bootstrap = strdup(cs__embedded_bootstraps(k->cluster));
+    if (!k->bootstrap) return cs__fail(CS_ERR_NOMEM, "embedded Kafka: out of memory");
     CS_LOG_WARN("embedded Kafka: data lives in this process only bootstrap=%s (set CSTREAM_BROKERS or pass "
                 "bootstrap servers to cs_kafka_new for a real cluster)",
                 k->bootstrap);
@@ -471,6 +476,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .publish = kafka_publish_op,
     .metrics = kafka_metrics,
     .reset_offsets = cs__kafka_reset_offsets,
+    .asyncapi = cs__kafka_asyncapi,
 };
 
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {

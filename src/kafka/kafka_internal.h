@@ -222,6 +222,11 @@ int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Tran
 /* config.c, for kafka.c's and subscription.c's setters: fails, naming `what`, for
  * a NULL broker (CS_ERR_ARG) or once the app has started (CS_ERR_STATE). */
 cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
+
+/* The broker's asyncapi op (asyncapi.c): the app's AsyncAPI document, every
+ * Kafka broker of the app included; app and result are not NULL (cs_app_asyncapi
+ * checked them). */
+cs_err cs__kafka_asyncapi(cs_app *app, int yaml, char **result);
 /* config.c, for kafka.c and subscription.c: replaces *slot with a copy of value
  * (*slot unchanged when out of memory). */
 cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
@@ -290,7 +295,8 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* Stop fetching and let handlers finish (bounded by the drain timeout). */
 void cs__consumer_stop_fetching(cs_consumer *c);
-/* Commits what is settled, releases payloads and closes the consumer (blocks
+/* Commits what is settled, detaches pending deliveries (they keep their
+ * records, copies in the store) and closes the consumer (blocks
  * on the group; the revoke callback runs the on_revoke hook on this thread).
  * Call it with no lock held. c stays readable (cs__consumer_stats,
  * cs__consumer_metrics) until cs__consumer_destroy, which frees it. */

@@ -35,7 +35,10 @@ static void call_hook_by_topic(cs_consumer *c, cs_partitions_fn fn, void *user,
 static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_kafka_topic_partition_list_t *l) {
     if (!fn || !l || l->cnt == 0) return;
     int32_t *ids = calloc((size_t)l->cnt, sizeof *ids);
-    if (!ids) return;
+    if (!ids) {
+        CS_LOG_ERR("out of memory: partition hook not called subscription=%s partitions=%d", c->sub->name, l->cnt);
+        return;
+    }
     if (c->sub->pattern) {
         call_hook_by_topic(c, fn, user, l, ids);
         free(ids);
@@ -82,6 +85,7 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
             rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_add(running, e->topic, e->partition);
             r->offset = e->offset;
             r->metadata = strdup(meta);
+            /* Out of memory: committed without attempt counts; the position still moves. */
             r->metadata_size = r->metadata ? strlen(meta) : 0;
         }
         /* Say which of the three it was: a first start is not a crash. */

@@ -84,6 +84,11 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     for (size_t i = 0; i < n_topics; i++) {
         s->topics[i] = strdup(topics[i]);
         s->n_topics++;
+        if (!s->topics[i]) {
+            cs__sub_free(s);
+            cs__fail(CS_ERR_NOMEM, "cs_kafka_subscribe(%s): out of memory", topics[i]);
+            return NULL;
+        }
         if (i) strcat(s->name, ",");
         strcat(s->name, topics[i]);
     }

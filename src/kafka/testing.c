@@ -62,10 +62,15 @@ static cs_err cluster_new(int brokers, cs_test_cluster **out) {
     } else {
         cs_err err = cs__embedded_new(brokers > 0 ? brokers : 1, &c->embedded);
         if (err) {
+            pthread_mutex_destroy(&c->lock);
             free(c);
             return err;
         }
         c->brokers = strdup(cs__embedded_bootstraps(c->embedded));
+    }
+    if (!c->brokers) {
+        cs_test_cluster_destroy(c);
+        return cs__fail(CS_ERR_NOMEM, "test cluster: out of memory");
     }
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();

@@ -1,13 +1,67 @@
-#!/bin/sh
-# check_core_generic.sh [SOURCE_DIR]
-# The core knows no Kafka: no file of src/core names Kafka's header, a
-# librdkafka call or a cs_kafka_/cs_sub_ symbol, not even in a comment (what the
-# core needs from a broker goes through src/core/broker.h). Fails listing the
-# lines that do.
-set -eu
+#!/usr/bin/env bash
+# check_core_generic.sh [SOURCE_DIR [BUILD_DIR]]
+# The core knows no Kafka (what it needs from a broker goes through
+# src/core/broker.h). Three checks, each failing with the lines that break it:
+# - no file of src/core names Kafka's header, a librdkafka call or a
+#   cs_kafka_/cs_sub_ symbol, not even in a comment;
+# - no file of src/core includes a public header that includes, directly or
+#   through other public headers, cstream/kafka.h or cstream/rdkafka.h (the
+#   core takes the record types from cstream/record.h);
+# - with BUILD_DIR: no object file of src/core uses a symbol that an object
+#   file of src/kafka defines (nm), so a call to a public function the Kafka
+#   side defines is caught whatever its name.
+set -euo pipefail
 root=${1:-$(dirname "$0")/../..}
+build=${2:-}
+inc=$root/include
+status=0
+
 if hits=$(grep -rnE 'kafka\.h|rd_kafka|cs_kafka_|cs_sub_' "$root/src/core"); then
     echo "src/core names Kafka (route it through src/core/broker.h):" >&2
     echo "$hits" >&2
-    exit 1
+    status=1
 fi
+
+# The public headers a public header includes, transitively.
+closure() {
+    local seen=" $1 " todo=$1 h next
+    while [ -n "$todo" ]; do
+        next=
+        for h in $todo; do
+            for n in $(grep -oE '^[[:space:]]*#[[:space:]]*include[[:space:]]+["<]cstream/[a-z0-9_]+\.h[">]' "$inc/$h" |
+                grep -oE 'cstream/[a-z0-9_]+\.h'); do
+                case $seen in *" $n "*) ;; *) seen="$seen$n " next="$next $n" ;; esac
+            done
+        done
+        todo=$next
+    done
+    echo "$seen"
+}
+while IFS=: read -r file line text; do
+    h=$(grep -oE 'cstream/[a-z0-9_]+\.h' <<<"$text")
+    [ -f "$inc/$h" ] || continue
+    c=$(closure "$h")
+    case $c in
+    *" cstream/kafka.h "* | *" cstream/rdkafka.h "*)
+        echo "$file:$line: includes $h, which brings in the Kafka headers ($c)" >&2
+        status=1
+        ;;
+    esac
+done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]+["<]cstream/' "$root/src/core")
+
+if [ -n "$build" ]; then
+    objdir=$build/CMakeFiles/cstream_objects.dir/src
+    if ! compgen -G "$objdir/core/*.o" >/dev/null || ! compgen -G "$objdir/kafka/*.o" >/dev/null; then
+        echo "check_core_generic: no object files under $objdir: build the library first" >&2
+        exit 1
+    fi
+    kafka_defs=$(nm --defined-only "$objdir"/kafka/*.o | awk 'NF == 3 && $2 ~ /[TDRB]/ {print $3}' | sort -u)
+    for o in "$objdir"/core/*.o; do
+        hits=$(nm --undefined-only "$o" | awk '{print $NF}' | sort -u | comm -12 - <(echo "$kafka_defs"))
+        if [ -n "$hits" ]; then
+            echo "src/core/$(basename "$o" .c.o).c calls into src/kafka (route it through src/core/broker.h):" $hits >&2
+            status=1
+        fi
+    done
+fi
+exit $status

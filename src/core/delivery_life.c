@@ -1,0 +1,97 @@
+/* delivery_life.c — a delivery's life inside the pipeline, apart from its
+ * public face (delivery.c): made for a record (cs__delivery_alloc, its trace
+ * context read once at fetch), decoded for its handler, given the outputs of
+ * its attempt (Transactional), then released to the pipeline's spares or
+ * discarded when it will not run. On its own so that settle.c, lanes.c and
+ * worker.c use it without calling back into the public calls that use them.
+ *
+ * Threads: the fetch thread makes it; whoever holds it (a worker, a pending
+ * handler's thread, a delivery report) decodes, adds outputs and frees it;
+ * the partition lock only for the held count of a discard. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "delivery_internal.h"
+#include "error.h"
+#include "pipeline_internal.h"
+
+const char *cs__inherited_traceparent(const cs_record *r) {
+    const char *tp = r->parent && r->parent->traceparent[0] ? r->parent->traceparent : NULL;
+    for (size_t i = 0; tp && i < r->n_headers; i++)
+        if (!strcmp(r->headers[i].name, CS_TRACEPARENT_HEADER)) return NULL;
+    return tp;
+}
+
+/* The last traceparent header wins, like cs_delivery_header_get; an invalid
+ * one means no trace context (a valid earlier one is not used instead). */
+void cs__delivery_read_trace(cs_delivery *d) {
+    d->traceparent[0] = d->trace_id[0] = '\0';
+    if (!d->msg) return;
+    size_t n = d->part->ops->header_count(d->msg);
+    for (size_t i = n; i-- > 0;) {
+        const char *name = NULL;
+        const void *v = NULL;
+        size_t len = 0;
+        if (d->part->ops->header_at(d->msg, i, &name, &v, &len) != 0 || !name || strcmp(name, CS_TRACEPARENT_HEADER))
+            continue;
+        if (cs__traceparent_valid(v, len)) {
+            memcpy(d->traceparent, v, CS_TRACEPARENT_LEN);
+            d->traceparent[CS_TRACEPARENT_LEN] = '\0';
+            memcpy(d->trace_id, d->traceparent + 3, CS_TRACE_ID_LEN);
+            d->trace_id[CS_TRACE_ID_LEN] = '\0';
+        }
+        return;
+    }
+}
+
+cs_delivery *cs__delivery_alloc(cs_part *part) {
+    cs_delivery *d = cs__delivery_pool_take(part->spares);
+    return d ? d : calloc(1, sizeof(cs_delivery));
+}
+
+void cs__delivery_add_output(cs_delivery *d, cs_output *o) {
+    if (!d->outputs_tail) d->outputs_tail = &d->outputs;
+    *d->outputs_tail = o;
+    d->outputs_tail = &o->next;
+}
+
+cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type) {
+    if (d->decoded) return CS_OK; /* decoded on an earlier attempt */
+    void *out = type->size <= sizeof d->decoded_inline ? (void *)d->decoded_inline.bytes : malloc(type->size);
+    if (!out)
+        return cs__fail(CS_ERR_NOMEM, "decode %s/%d@%lld: out of memory", d->topic, (int)d->partition,
+                        (long long)d->offset);
+    cs_err err = codec->decode(codec, type, d->value, d->value ? d->value_len : 0, out);
+    if (err) {
+        if (out != d->decoded_inline.bytes) free(out);
+        return err;
+    }
+    d->decoded = out;
+    d->decoded_type = type;
+    return CS_OK;
+}
+
+void cs__delivery_free(cs_delivery *d) {
+    if (d->decoded) {
+        cs_value_free(d->decoded_type, d->decoded);
+        if (d->decoded != d->decoded_inline.bytes) free(d->decoded);
+    }
+    free(d->reply_buf);
+    free(d->reason);
+    cs__output_free_all(d->outputs);
+    if (d->msg) d->part->ops->release(d->msg);
+    /* Read part before the put: once d is a spare, the fetch thread may take
+     * it. The partition's reference keeps the pool alive across the put. */
+    cs_part *part = d->part;
+    if (!cs__delivery_pool_put(part->spares, d)) free(d);
+    cs__part_unref(part);
+}
+
+/* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
+void cs__discard(cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0) cs__signal_drained(part);
+    pthread_mutex_unlock(&part->lock);
+    cs__delivery_free(d);
+}
