@@ -102,8 +102,9 @@ CS_API cs_err cs_avro_decode(const cs_type *type, const cs_avro_schema *writer, 
 
 /** Encodes *value as one Avro binary datum of `schema`: its fields in the
  * schema's order, each taken from the table field of the same name (a schema
- * field the table lacks is written as its default, or null in a nullable
- * union). The caller frees *out with free().
+ * field the table lacks is written as null when it is a nullable union, or as
+ * its default when that is an empty array or map; otherwise CS_ERR_ENCODE).
+ * The caller frees *out with free().
  * @param type the struct's type.
  * @param schema the schema to write (a record).
  * @param value the struct to encode (read only).

@@ -86,8 +86,13 @@ static cs_err encode_record(encoder *e, const av_node *w, const cs_type *t, cons
             err = encode_value(e, wf->type, f, f->kind, base + f->offset, base);
         } else if (null_branch(wf->type) >= 0) {
             put_long(e, null_branch(wf->type));
+        } else if ((wf->type->type == AV_ARRAY || wf->type->type == AV_MAP) && wf->def != NULL &&
+                   ((YAJL_IS_ARRAY(wf->def) && YAJL_GET_ARRAY(wf->def)->len == 0) ||
+                    (YAJL_IS_OBJECT(wf->def) && YAJL_GET_OBJECT(wf->def)->len == 0))) {
+            put_long(e, 0); /* its default, empty */
         } else {
-            err = fail(e, "in the schema but not in the table \"%s\" (and not nullable)", t->name);
+            err = fail(e, "in the schema but not in the table \"%s\" (neither nullable nor with an empty default)",
+                       t->name);
         }
         if (err) return err;
         e->n_path--;
