@@ -117,15 +117,15 @@ typedef struct cs_type cs_type;
 
 /** One member of a struct. Write these with the CS_FIELD_* macros. */
 typedef struct cs_field {
-    const char *name;     /**< JSON key */
-    cs_kind kind;         /**< the member's kind */
-    cs_presence presence; /**< optional or required */
-    size_t offset;        /**< offsetof the member (ARRAY: of the pointer) */
-    size_t size;          /**< sizeof the member (ARRAY: of one element) */
-    const cs_type *type;  /**< OBJECT, ARRAY of OBJECT: the nested type */
-    cs_kind elem;         /**< ARRAY: the element kind */
-    size_t count_offset;  /**< ARRAY, MAP: offsetof the size_t count; UNION: of the int32_t which */
-    size_t max_items;     /**< ARRAY, MAP: 0 means CS_ARRAY_MAX_ITEMS */
+    const char *name;           /**< JSON key */
+    cs_kind kind;               /**< the member's kind */
+    cs_presence presence;       /**< optional or required */
+    size_t offset;              /**< offsetof the member (ARRAY: of the pointer) */
+    size_t size;                /**< sizeof the member (ARRAY: of one element) */
+    const cs_type *type;        /**< OBJECT, ARRAY of OBJECT: the nested type */
+    cs_kind elem;               /**< ARRAY: the element kind */
+    size_t count_offset;        /**< ARRAY, MAP: offsetof the size_t count; UNION: of the int32_t which */
+    size_t max_items;           /**< ARRAY, MAP: 0 means CS_ARRAY_MAX_ITEMS */
     const char *const *symbols; /**< ENUM: the symbols, in index order */
     size_t n_symbols;           /**< ENUM: how many */
     cs_logical logical;         /**< the logical type, CS_LOGICAL_NONE for most fields */

@@ -77,9 +77,11 @@ cs_err cs_codec_avro_new(const char *writer_json, const char *reader_json, cs_co
         err = cs__fail(err, "%s %s", which, why);
     }
     if (!err && impl->writer->root->type != AV_RECORD)
-        err = cs__fail(CS_ERR_ARG, "writer Avro schema is a %s, not a record", cs__avro_type_name(impl->writer->root->type));
+        err = cs__fail(CS_ERR_ARG, "writer Avro schema is a %s, not a record",
+                       cs__avro_type_name(impl->writer->root->type));
     if (!err && impl->reader && impl->reader->root->type != AV_RECORD)
-        err = cs__fail(CS_ERR_ARG, "reader Avro schema is a %s, not a record", cs__avro_type_name(impl->reader->root->type));
+        err = cs__fail(CS_ERR_ARG, "reader Avro schema is a %s, not a record",
+                       cs__avro_type_name(impl->reader->root->type));
     if (err) {
         cs_codec_avro_destroy(c);
         return err;

@@ -59,33 +59,6 @@ static const av_node *reader_items(const av_node *r) {
     return u && (u->type == AV_ARRAY || u->type == AV_MAP) ? u->items : NULL;
 }
 
-void *cs__avro_append(decoder *d, const cs_field *f, unsigned char *base, size_t *capacity) {
-    size_t *count = (size_t *)(base + f->count_offset);
-    size_t max = cs__codec_array_max(f);
-    if (*count >= max) {
-        cs__avro_fail(d, "more than %zu items", max);
-        return NULL;
-    }
-    unsigned char *items;
-    memcpy(&items, base + f->offset, sizeof items);
-    if (*count == *capacity) {
-        size_t grown_cap = *capacity ? *capacity * 2 : 4;
-        if (grown_cap > max) grown_cap = max;
-        unsigned char *grown = realloc(items, grown_cap * f->size);
-        if (grown == NULL) {
-            cs__avro_no_memory(d);
-            return NULL;
-        }
-        items = grown;
-        memcpy(base + f->offset, &items, sizeof items);
-        *capacity = grown_cap;
-    }
-    unsigned char *item = items + *count * f->size;
-    memset(item, 0, f->size);
-    (*count)++;
-    return item;
-}
-
 /* Whether a writer value of schema w can be read into kind (promotions
  * included); for records, whether the names match. */
 static bool fits(const av_node *w, const cs_field *f, cs_kind kind) {
@@ -116,7 +89,8 @@ static cs_err read_record(decoder *d, const av_node *w, const cs_type *t, const 
     uint64_t seen[SEEN_WORDS] = {0};
     cs_err err;
     if (w->type != AV_RECORD)
-        return cs__avro_unresolvable(d, "the writer has %s, the reader record %s", cs__avro_type_name(w->type), t->name);
+        return cs__avro_unresolvable(d, "the writer has %s, the reader record %s", cs__avro_type_name(w->type),
+                                     t->name);
     for (size_t i = 0; i < w->n_fields; i++) {
         const av_field *wf = &w->fields[i];
         const cs_field *f = find_field(t, wf->name);
@@ -365,8 +339,8 @@ static cs_err read_value(decoder *d, const av_node *w, const cs_field *f, cs_kin
     return err;
 }
 
-cs_err cs_avro_decode(const cs_type *type, const cs_avro_schema *writer, const cs_avro_schema *reader,
-                      const void *data, size_t len, void *out) {
+cs_err cs_avro_decode(const cs_type *type, const cs_avro_schema *writer, const cs_avro_schema *reader, const void *data,
+                      size_t len, void *out) {
     if (type == NULL || writer == NULL || out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_avro_decode: type, writer and out must not be NULL");
     cs_err err = cs__codec_type_check_cached(type);

@@ -69,7 +69,8 @@ static cs_err default_items(decoder *d, const cs_field *f, const av_node *r, yaj
         unsigned char *item = cs__avro_append(d, f, base, &capacity);
         if (item == NULL) return CS_ERR_DECODE;
         cs_err err = cs__avro_push_index(d, i);
-        if (!err) err = cs__avro_apply_default(d, f, f->elem, f->type, items, YAJL_GET_ARRAY(def)->values[i], item, NULL);
+        if (!err)
+            err = cs__avro_apply_default(d, f, f->elem, f->type, items, YAJL_GET_ARRAY(def)->values[i], item, NULL);
         if (err) return err;
         cs__avro_pop(d);
     }

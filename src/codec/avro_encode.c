@@ -75,7 +75,8 @@ static int null_branch(const av_node *w) {
 }
 
 static cs_err encode_record(encoder *e, const av_node *w, const cs_type *t, const unsigned char *base) {
-    if (w->type != AV_RECORD) return fail(e, "the schema has %s where the table has a struct", cs__avro_type_name(w->type));
+    if (w->type != AV_RECORD)
+        return fail(e, "the schema has %s where the table has a struct", cs__avro_type_name(w->type));
     if (e->n_path + 1 >= CS__AVRO_MAX_DEPTH) return fail(e, "nested deeper than 64 levels");
     for (size_t i = 0; i < w->n_fields; i++) {
         const av_field *wf = &w->fields[i];
@@ -109,8 +110,7 @@ static bool takes(const av_node *w, const cs_field *f, cs_kind kind) {
     case AV_FLOAT:
     case AV_DOUBLE: return kind == CS_KIND_F32 || kind == CS_KIND_F64;
     case AV_STRING: return kind == CS_KIND_STRING || kind == CS_KIND_CHARS;
-    case AV_BYTES:
-        return kind == CS_KIND_BYTES || (kind == CS_KIND_I64 && f->logical == CS_LOGICAL_DECIMAL);
+    case AV_BYTES: return kind == CS_KIND_BYTES || (kind == CS_KIND_I64 && f->logical == CS_LOGICAL_DECIMAL);
     case AV_FIXED:
         return (kind == CS_KIND_FIXED && f->size == w->size) ||
                (kind == CS_KIND_I64 && f->logical == CS_LOGICAL_DECIMAL);
@@ -138,10 +138,12 @@ static cs_err encode_union(encoder *e, const av_node *w, const cs_field *f, cs_k
         return CS_OK;
     }
     const cs_field *b = f;
+    const unsigned char *holder = base; /* the struct holding the member (arrays find their count there) */
     if (kind == CS_KIND_UNION) {
         int32_t which = *(const int32_t *)(base + f->count_offset);
         if (which < 1 || (size_t)which > f->type->n_fields) return fail(e, "union selector %d is out of range", which);
         b = &f->type->fields[which - 1];
+        holder = slot;
         slot += b->offset;
         kind = b->kind;
     }
@@ -151,16 +153,19 @@ static cs_err encode_union(encoder *e, const av_node *w, const cs_field *f, cs_k
             pick = i;
     for (size_t i = 0; i < w->n_branches && pick == w->n_branches; i++)
         if (takes(w->branches[i], b, kind)) pick = i;
-    if (pick == w->n_branches) return fail(e, "no branch of the schema's union takes %s", cs__codec_kind_expectation(kind));
+    if (pick == w->n_branches)
+        return fail(e, "no branch of the schema's union takes %s", cs__codec_kind_expectation(kind));
     put_long(e, (int64_t)pick);
-    return encode_value(e, w->branches[pick], b, kind, slot, NULL);
+    return encode_value(e, w->branches[pick], b, kind, slot, holder);
 }
 
 static cs_err encode_decimal(encoder *e, const av_node *w, int64_t v) {
-    if (w->logical != CS_LOGICAL_DECIMAL) return fail(e, "the schema's %s is not a decimal", cs__avro_type_name(w->type));
+    if (w->logical != CS_LOGICAL_DECIMAL)
+        return fail(e, "the schema's %s is not a decimal", cs__avro_type_name(w->type));
     uint64_t magnitude = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v, limit = 1;
     for (int i = 0; i < w->precision && limit <= UINT64_MAX / 10; i++) limit *= 10;
-    if (w->precision <= 19 && magnitude >= limit) return fail(e, "%lld does not fit a decimal of precision %d", (long long)v, w->precision);
+    if (w->precision <= 19 && magnitude >= limit)
+        return fail(e, "%lld does not fit a decimal of precision %d", (long long)v, w->precision);
     unsigned char b[8];
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (56 - 8 * i));
     size_t skip = 0; /* the shortest two's complement */
@@ -239,8 +244,9 @@ static cs_err encode_value(encoder *e, const av_node *w, const cs_field *f, cs_k
     case CS_KIND_U32: l = *(const uint32_t *)slot; break;
     case CS_KIND_I64: l = *(const int64_t *)slot; break;
     case CS_KIND_U64:
-        if (*(const uint64_t *)slot > INT64_MAX) return fail(e, "%llu does not fit a long", (unsigned long long)*(const uint64_t *)slot);
-        l = (int64_t)*(const uint64_t *)slot;
+        if (*(const uint64_t *)slot > INT64_MAX)
+            return fail(e, "%llu does not fit a long", (unsigned long long)*(const uint64_t *)slot);
+        l = (int64_t) * (const uint64_t *)slot;
         break;
     default: break;
     }
@@ -278,7 +284,8 @@ static cs_err encode_value(encoder *e, const av_node *w, const cs_field *f, cs_k
         return CS_OK;
     case AV_ENUM: {
         int32_t i = *(const int32_t *)slot;
-        if (i < 0 || (size_t)i >= f->n_symbols) return fail(e, "enum index %d is not one of %zu symbols", i, f->n_symbols);
+        if (i < 0 || (size_t)i >= f->n_symbols)
+            return fail(e, "enum index %d is not one of %zu symbols", i, f->n_symbols);
         for (size_t k = 0; k < w->n_symbols; k++)
             if (strcmp(w->symbols[k], f->symbols[i]) == 0) {
                 put_long(e, (int64_t)k);

@@ -47,23 +47,23 @@ typedef struct av_field {
 struct av_node {
     av_type type;
     cs_logical logical;
-    int precision, scale;   /* decimal */
-    const char *name;       /* record, enum, fixed: the full name */
-    char *space;            /* record, enum, fixed: its namespace, NULL for none */
-    size_t size;            /* fixed */
-    const char **symbols;   /* enum */
+    int precision, scale; /* decimal */
+    const char *name;     /* record, enum, fixed: the full name */
+    char *space;          /* record, enum, fixed: its namespace, NULL for none */
+    size_t size;          /* fixed */
+    const char **symbols; /* enum */
     size_t n_symbols;
-    av_field *fields;       /* record */
+    av_field *fields; /* record */
     size_t n_fields;
-    av_node *items;         /* array items, map values */
-    av_node **branches;     /* union */
+    av_node *items;     /* array items, map values */
+    av_node **branches; /* union */
     size_t n_branches;
-    av_node *next_alloc;    /* every node of a schema, for freeing */
+    av_node *next_alloc; /* every node of a schema, for freeing */
 };
 
 struct cs_avro_schema {
-    char *json;     /* the text as given */
-    yajl_val tree;  /* its parse: names, symbols and defaults point into it */
+    char *json;    /* the text as given */
+    yajl_val tree; /* its parse: names, symbols and defaults point into it */
     av_node *root;
     av_node *nodes; /* allocation list */
 };

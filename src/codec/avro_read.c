@@ -9,9 +9,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/error.h"
+#include "codec_internal.h"
 
 #define VARINT_MAX_BYTES 10 /* 64 bits, 7 per byte */
 #define PATH_SHOWN 256
@@ -187,4 +189,31 @@ cs_err cs__avro_skip(decoder *d, const av_node *w) {
     }
     d->depth--;
     return err;
+}
+
+void *cs__avro_append(decoder *d, const cs_field *f, unsigned char *base, size_t *capacity) {
+    size_t *count = (size_t *)(base + f->count_offset);
+    size_t max = cs__codec_array_max(f);
+    if (*count >= max) {
+        cs__avro_fail(d, "more than %zu items", max);
+        return NULL;
+    }
+    unsigned char *items;
+    memcpy(&items, base + f->offset, sizeof items);
+    if (*count == *capacity) {
+        size_t grown_cap = *capacity ? *capacity * 2 : 4;
+        if (grown_cap > max) grown_cap = max;
+        unsigned char *grown = realloc(items, grown_cap * f->size);
+        if (grown == NULL) {
+            cs__avro_no_memory(d);
+            return NULL;
+        }
+        items = grown;
+        memcpy(base + f->offset, &items, sizeof items);
+        *capacity = grown_cap;
+    }
+    unsigned char *item = items + *count * f->size;
+    memset(item, 0, f->size);
+    (*count)++;
+    return item;
 }

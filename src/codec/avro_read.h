@@ -47,7 +47,8 @@ cs_err cs__avro_skip(decoder *d, const av_node *w);
 cs_err cs__avro_apply_default(decoder *d, const cs_field *f, cs_kind kind, const cs_type *nested, const av_node *rtype,
                               yajl_val def, unsigned char *slot, unsigned char *base);
 
-/* Appends a zeroed item to the array or map member f of base (avro_decode.c). */
+/* Appends a zeroed item to the array or map member f of base; NULL (message
+ * set) past its max_items or out of memory. */
 void *cs__avro_append(decoder *d, const cs_field *f, unsigned char *base, size_t *capacity);
 
 #endif

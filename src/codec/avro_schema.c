@@ -19,7 +19,7 @@
 
 #include "../core/error.h"
 
-#define NAMES_MAX 1024  /* named types one schema may define */
+#define NAMES_MAX 1024 /* named types one schema may define */
 #define FULL_NAME_MAX 512
 
 typedef struct parser {
@@ -73,8 +73,8 @@ static bool primitive(const char *name, av_type *out) {
     static const struct {
         const char *name;
         av_type type;
-    } prims[] = {{"null", AV_NULL},     {"boolean", AV_BOOLEAN}, {"int", AV_INT},       {"long", AV_LONG},
-                 {"float", AV_FLOAT},   {"double", AV_DOUBLE},   {"bytes", AV_BYTES},   {"string", AV_STRING}};
+    } prims[] = {{"null", AV_NULL},   {"boolean", AV_BOOLEAN}, {"int", AV_INT},     {"long", AV_LONG},
+                 {"float", AV_FLOAT}, {"double", AV_DOUBLE},   {"bytes", AV_BYTES}, {"string", AV_STRING}};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         if (strcmp(name, prims[i].name) == 0) {
             *out = prims[i].type;

@@ -14,7 +14,7 @@
 #include "codec_internal.h"
 
 #define BUF_MIN 256
-#define NAMES_MAX 256   /* named types one table may define */
+#define NAMES_MAX 256 /* named types one table may define */
 #define NAME_LEN_MAX 256
 
 void cs__avro_buf_put(cs__avro_buf *b, const void *p, size_t n) {
@@ -119,7 +119,8 @@ static void write_kind(writer *w, const cs_type *t, const cs_field *f, cs_kind k
             cs__avro_buf_put_json_string(&w->out, name);
             return;
         }
-        cs__avro_buf_puts(&w->out, kind == CS_KIND_FIXED ? "{\"type\":\"fixed\",\"name\":" : "{\"type\":\"enum\",\"name\":");
+        cs__avro_buf_puts(&w->out,
+                          kind == CS_KIND_FIXED ? "{\"type\":\"fixed\",\"name\":" : "{\"type\":\"enum\",\"name\":");
         cs__avro_buf_put_json_string(&w->out, name);
         if (kind == CS_KIND_FIXED) {
             snprintf(text, sizeof text, ",\"size\":%zu}", f->size);
@@ -181,14 +182,16 @@ static void write_record(writer *w, const cs_type *t) {
 
 cs_err cs_avro_schema_of(const cs_type *type, char **json_out) {
     if (json_out != NULL) *json_out = NULL;
-    if (type == NULL || json_out == NULL) return cs__fail(CS_ERR_ARG, "cs_avro_schema_of: type and json_out must not be NULL");
+    if (type == NULL || json_out == NULL)
+        return cs__fail(CS_ERR_ARG, "cs_avro_schema_of: type and json_out must not be NULL");
     cs_err err = cs__codec_type_check_cached(type);
     if (err) return err;
     writer *w = calloc(1, sizeof *w);
     if (w == NULL) return cs__fail(CS_ERR_NOMEM, "out of memory writing the Avro schema of %s", type->name);
     write_record(w, type);
     if (w->out.failed) err = cs__fail(CS_ERR_NOMEM, "out of memory writing the Avro schema of %s", type->name);
-    else if (w->too_many) err = cs__fail(CS_ERR_ARG, "type \"%s\" defines more than %d named types", type->name, NAMES_MAX);
+    else if (w->too_many)
+        err = cs__fail(CS_ERR_ARG, "type \"%s\" defines more than %d named types", type->name, NAMES_MAX);
     if (err) free(w->out.data);
     else *json_out = w->out.data;
     free(w);

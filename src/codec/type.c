@@ -173,10 +173,9 @@ static cs_err check_field(const cs_type *t, const cs_field *f, const cs_type **s
     case CS_KIND_MAP:
         if (!fits(t, f->offset, sizeof(void *)) || !fits(t, f->count_offset, sizeof(size_t)))
             return bad_field(t, f, "pointer or count lies outside the struct");
-        if (f->type == NULL || f->type->n_fields != 2 || f->type->fields == NULL ||
-            f->type->fields[0].name == NULL || strcmp(f->type->fields[0].name, "key") != 0 ||
-            f->type->fields[0].kind != CS_KIND_STRING || f->type->fields[1].name == NULL ||
-            strcmp(f->type->fields[1].name, "value") != 0)
+        if (f->type == NULL || f->type->n_fields != 2 || f->type->fields == NULL || f->type->fields[0].name == NULL ||
+            strcmp(f->type->fields[0].name, "key") != 0 || f->type->fields[0].kind != CS_KIND_STRING ||
+            f->type->fields[1].name == NULL || strcmp(f->type->fields[1].name, "value") != 0)
             return bad_field(t, f, "map entries must be a type of two fields, \"key\" (STRING) and \"value\"");
         if (f->size != f->type->size) return bad_field(t, f, "entry size does not match the entry type's size");
         return check_nested(t, f, f->type, stack, depth);

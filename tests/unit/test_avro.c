@@ -137,12 +137,34 @@ static everything sample(void) {
     static line lines[] = {{"x", 1}, {"y", -2}};
     static label labels[] = {{"env", 3}, {"zone", 4}};
     everything e = {
-        .flag = true, .i32 = INT32_MIN, .u32 = UINT32_MAX, .i64 = INT64_MIN, .u64 = INT64_MAX, .f32 = 1.5f,
-        .f64 = 0.1, .text = "héllo", .code = "EUR", .blob = {(unsigned char *)"\0\1\2", 3},
-        .hash = {0xde, 0xad, 0xbe, 0xef}, .status = 2, .first = {"sku-1", 42}, .numbers = numbers,
-        .n_numbers = 4, .words = words, .n_words = 3, .lines = lines, .n_lines = 2, .labels = labels,
-        .n_labels = 2, .pay_which = 2, .memo = NULL, .day = 19000, .at_ms = 1700000000123,
-        .at_us = 1700000000123456, .id = "123e4567-e89b-12d3-a456-426614174000", .price = -123456,
+        .flag = true,
+        .i32 = INT32_MIN,
+        .u32 = UINT32_MAX,
+        .i64 = INT64_MIN,
+        .u64 = INT64_MAX,
+        .f32 = 1.5f,
+        .f64 = 0.1,
+        .text = "héllo",
+        .code = "EUR",
+        .blob = {(unsigned char *)"\0\1\2", 3},
+        .hash = {0xde, 0xad, 0xbe, 0xef},
+        .status = 2,
+        .first = {"sku-1", 42},
+        .numbers = numbers,
+        .n_numbers = 4,
+        .words = words,
+        .n_words = 3,
+        .lines = lines,
+        .n_lines = 2,
+        .labels = labels,
+        .n_labels = 2,
+        .pay_which = 2,
+        .memo = NULL,
+        .day = 19000,
+        .at_ms = 1700000000123,
+        .at_us = 1700000000123456,
+        .id = "123e4567-e89b-12d3-a456-426614174000",
+        .price = -123456,
     };
     strcpy(e.pay.bank.iban, "DE89370400440532013000");
     return e;
@@ -351,14 +373,14 @@ static void test_v1_reader_skips_v2_fields(void **state) {
     /* Writer bytes of v2 by hand: id 3, extra {"k": "v", "n": null}, amount 4,
      * rate 1.0, currency "USD", status FAILED, note "x", tags [] */
     static const unsigned char bytes[] = {
-        0x06,                                                           /* id 3 */
-        0x04, 0x02, 'k', 0x02, 0x02, 'v', 0x02, 'n', 0x00, 0x00,        /* extra: 2 entries, end */
-        0x08,                                                           /* amount 4 */
-        0, 0, 0, 0, 0, 0, 0xf0, 0x3f,                                   /* rate 1.0 */
-        0x06, 'U', 'S', 'D',                                            /* currency */
-        0x04,                                                           /* status 2 */
-        0x02, 0x02, 'x',                                                /* note: branch 1, "x" */
-        0x00,                                                           /* tags [] */
+        0x06,                                                     /* id 3 */
+        0x04, 0x02, 'k', 0x02, 0x02, 'v', 0x02, 'n',  0x00, 0x00, /* extra: 2 entries, end */
+        0x08,                                                     /* amount 4 */
+        0,    0,    0,   0,    0,    0,   0xf0, 0x3f,             /* rate 1.0 */
+        0x06, 'U',  'S', 'D',                                     /* currency */
+        0x04,                                                     /* status 2 */
+        0x02, 0x02, 'x',                                          /* note: branch 1, "x" */
+        0x00,                                                     /* tags [] */
     };
     pay_v1 out;
     /* v1 reads amount int <- long? No: long cannot become int. The v1 table
@@ -390,6 +412,24 @@ static void test_v1_reader_skips_v2_fields(void **state) {
     assert_int_equal(small.id, 3);
     assert_int_equal(small.amount, 4);
     cs_avro_schema_destroy(v2);
+}
+
+/* An optional array is ["null", array]: the fuzzer found encode lost the
+ * struct holding its count there (a NULL dereference). */
+static void test_optional_array_in_nullable_union(void **state) {
+    (void)state;
+    cs_avro_schema *s = schema_of(&pay_v2_type);
+    int64_t tags[] = {5, 6, 7};
+    pay_v2 in = {.id = 1, .currency = "EUR", .tags = tags, .n_tags = 3}, out;
+    char *bytes;
+    size_t len;
+    assert_int_equal(cs_avro_encode(&pay_v2_type, s, &in, &bytes, &len), CS_OK);
+    assert_int_equal(cs_avro_decode(&pay_v2_type, s, NULL, bytes, len, &out), CS_OK);
+    assert_int_equal(out.n_tags, 3);
+    assert_int_equal(out.tags[2], 7);
+    cs_value_free(&pay_v2_type, &out);
+    free(bytes);
+    cs_avro_schema_destroy(s);
 }
 
 static void test_unresolvable_writer(void **state) {
@@ -529,6 +569,7 @@ int main(void) {
         cmocka_unit_test(test_bytes_agree_with_avro_c),
         cmocka_unit_test(test_v2_reader_reads_v1_with_defaults),
         cmocka_unit_test(test_v1_reader_skips_v2_fields),
+        cmocka_unit_test(test_optional_array_in_nullable_union),
         cmocka_unit_test(test_unresolvable_writer),
         cmocka_unit_test(test_every_truncation_fails_cleanly),
         cmocka_unit_test(test_random_input_never_crashes),
