@@ -4,7 +4,7 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
 # de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
@@ -155,7 +155,7 @@ valgrind: build valgrind-deps
 # new inputs go to build-fuzz/corpus/<name>). Crashes land in
 # build-fuzz/artifacts/ and fail the target.
 FUZZ_SECONDS ?= 60
-FUZZERS      := json_decode headers attempts_meta config
+FUZZERS      := json_decode avro_decode headers attempts_meta config
 fuzz-build: fuzz-deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCSTREAM_FUZZ=ON >/dev/null
 	cmake --build build-fuzz -j$$(nproc)

@@ -11,6 +11,7 @@
 #define CSTREAM_VERSION "0.1.0"
 
 #include "cstream/app.h"
+#include "cstream/avro.h"
 #include "cstream/codec.h"
 #include "cstream/delivery.h"
 #include "cstream/error.h"

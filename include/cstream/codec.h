@@ -78,8 +78,33 @@ typedef enum cs_kind {
     CS_KIND_STRING,   /**< char *: NUL-terminated UTF-8, malloc'ed by decode, NULL when absent */
     CS_KIND_CHARS,    /**< char name[N]: at most N-1 bytes of UTF-8 and a NUL, "" when absent */
     CS_KIND_OBJECT,   /**< a nested struct, held by value */
-    CS_KIND_ARRAY,    /**< T *items + size_t n_items; elements are scalars, STRING or OBJECT */
+    CS_KIND_ARRAY,    /**< T *items + size_t n_items; elements are scalars, STRING, OBJECT or BYTES */
+    /* The kinds below are Avro's (cstream/avro.h); the JSON codec refuses a
+     * table that uses them with CS_ERR_ARG naming the field. */
+    CS_KIND_F32,   /**< float */
+    CS_KIND_BYTES, /**< cs_bytes: data malloc'ed by decode, {NULL, 0} when absent */
+    CS_KIND_FIXED, /**< unsigned char name[N]: exactly N bytes (Avro fixed of size N) */
+    CS_KIND_ENUM,  /**< int32_t: the index of the symbol in the field's symbols */
+    CS_KIND_MAP,   /**< E *entries + size_t n_entries; E is a struct of "key" (STRING) and "value" */
+    CS_KIND_UNION, /**< a struct of branches held by value + int32_t which: 0 none, i + 1 branch i */
 } cs_kind;
+
+/** What a field's value means beyond its C type: an Avro logical type. The
+ * JSON codec writes and reads the plain C value. */
+typedef enum cs_logical {
+    CS_LOGICAL_NONE = 0,         /**< the C value itself */
+    CS_LOGICAL_DATE,             /**< int32_t: days since 1970-01-01 */
+    CS_LOGICAL_TIMESTAMP_MILLIS, /**< int64_t: milliseconds since 1970-01-01T00:00:00Z */
+    CS_LOGICAL_TIMESTAMP_MICROS, /**< int64_t: microseconds since 1970-01-01T00:00:00Z */
+    CS_LOGICAL_UUID,             /**< STRING or CHARS: a UUID's 36-character text */
+    CS_LOGICAL_DECIMAL,          /**< int64_t: the unscaled value; value = unscaled * 10^-scale */
+} cs_logical;
+
+/** Bytes owned by a struct (CS_KIND_BYTES): decode mallocs data, cs_value_free frees it. */
+typedef struct cs_bytes {
+    unsigned char *data; /**< the bytes; NULL when len is 0 */
+    size_t len;          /**< how many */
+} cs_bytes;
 
 /** Whether a field must be in the JSON. */
 typedef enum cs_presence {
@@ -92,15 +117,20 @@ typedef struct cs_type cs_type;
 
 /** One member of a struct. Write these with the CS_FIELD_* macros. */
 typedef struct cs_field {
-    const char *name;     /**< JSON key */
-    cs_kind kind;         /**< the member's kind */
-    cs_presence presence; /**< optional or required */
-    size_t offset;        /**< offsetof the member (ARRAY: of the pointer) */
-    size_t size;          /**< sizeof the member (ARRAY: of one element) */
-    const cs_type *type;  /**< OBJECT, ARRAY of OBJECT: the nested type */
-    cs_kind elem;         /**< ARRAY: the element kind */
-    size_t count_offset;  /**< ARRAY: offsetof the size_t count */
-    size_t max_items;     /**< ARRAY: 0 means CS_ARRAY_MAX_ITEMS */
+    const char *name;           /**< JSON key */
+    cs_kind kind;               /**< the member's kind */
+    cs_presence presence;       /**< optional or required */
+    size_t offset;              /**< offsetof the member (ARRAY: of the pointer) */
+    size_t size;                /**< sizeof the member (ARRAY: of one element) */
+    const cs_type *type;        /**< OBJECT, ARRAY of OBJECT: the nested type */
+    cs_kind elem;               /**< ARRAY: the element kind */
+    size_t count_offset;        /**< ARRAY, MAP: offsetof the size_t count; UNION: of the int32_t which */
+    size_t max_items;           /**< ARRAY, MAP: 0 means CS_ARRAY_MAX_ITEMS */
+    const char *const *symbols; /**< ENUM: the symbols, in index order */
+    size_t n_symbols;           /**< ENUM: how many */
+    cs_logical logical;         /**< the logical type, CS_LOGICAL_NONE for most fields */
+    int precision;              /**< DECIMAL: digits in all (1..18) */
+    int scale;                  /**< DECIMAL: digits after the point (0..precision) */
 } cs_field;
 
 /** A struct described by its fields. Write it with CS_TYPE.
@@ -184,6 +214,96 @@ struct cs_type {
         .elem = _Generic((elem_), const cs_type *: CS_KIND_OBJECT, cs_type *: CS_KIND_OBJECT,     \
                          default: (elem_)),                                                       \
         .count_offset = CS__OFFSET_AS(S, count, size_t), .max_items = (max)                    \
+    }
+
+/** A float member (Avro float).
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_F32(S, m, req) CS__FIELD(S, m, CS_KIND_F32, float, req)
+/** A cs_bytes member (Avro bytes): decode mallocs data, cs_value_free frees it.
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_BYTES(S, m, req) CS__FIELD(S, m, CS_KIND_BYTES, cs_bytes, req)
+/** unsigned char m[N] (Avro fixed of size N, named "<struct>_<member>").
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_FIXED(S, m, req)                                                                                      \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_FIXED, .presence = (req),                                                          \
+        .offset = _Generic(&CS__MEMBER(S, m), unsigned char(*)[sizeof(CS__MEMBER(S, m))]                               \
+                           : offsetof(S, m)),                                                                          \
+        .size = sizeof(CS__MEMBER(S, m))                                                                               \
+    }
+/** An int32_t member holding the index of one of `syms`, an array (not a
+ * pointer) of symbol strings (Avro enum named "<struct>_<member>").
+ * @param S the struct type. @param m the member. @param syms the symbols.
+ * @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_ENUM(S, m, syms, req)                                                                                 \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_ENUM, .presence = (req), .offset = CS__OFFSET_AS(S, m, int32_t),                   \
+        .size = sizeof(int32_t), .symbols = (syms), .n_symbols = sizeof(syms) / sizeof((syms)[0])                      \
+    }
+/** A map with string keys (Avro map): the pointer member `ptr` to entries of
+ * `entry_type` (a struct whose fields are exactly "key", a STRING, and
+ * "value", any kind) and the size_t member `count`. Decode mallocs the
+ * entries, cs_value_free frees them. At most CS_ARRAY_MAX_ITEMS entries.
+ * @param S the struct type. @param ptr the pointer member. @param count the
+ * size_t count member. @param entry_type the const cs_type * of an entry.
+ * @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_MAP(S, ptr, count, entry_type, req)                                                                   \
+    {                                                                                                                  \
+        .name = #ptr, .kind = CS_KIND_MAP, .presence = (req), .offset = offsetof(S, ptr),                              \
+        .size = sizeof(*CS__MEMBER(S, ptr)), .type = (entry_type), .elem = CS_KIND_OBJECT,                             \
+        .count_offset = CS__OFFSET_AS(S, count, size_t)                                                                \
+    }
+/** A union (Avro union): the member `m`, a struct of `type_` with one field
+ * per branch (each a scalar, STRING, BYTES or OBJECT; their presence is
+ * ignored), and the int32_t member `which`: 0 for none (Avro null, only for an
+ * optional field), i + 1 when branch i holds the value. Branches that are
+ * records match a writer's by the record's name.
+ * @param S the struct type. @param m the branches' struct. @param which the
+ * int32_t selector. @param type_ the branches' cs_type. @param req
+ * CS_OPTIONAL (the union has a null branch) or CS_REQUIRED. */
+#define CS_FIELD_UNION(S, m, which, type_, req)                                                                        \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_UNION, .presence = (req), .offset = offsetof(S, m),                                \
+        .size = sizeof(CS__MEMBER(S, m)), .type = (type_), .count_offset = CS__OFFSET_AS(S, which, int32_t)            \
+    }
+/** An int32_t member counting days since 1970-01-01 (Avro date).
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_DATE(S, m, req)                                                                                       \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_I32, .presence = (req), .offset = CS__OFFSET_AS(S, m, int32_t),                    \
+        .size = sizeof(int32_t), .logical = CS_LOGICAL_DATE                                                            \
+    }
+/** An int64_t member counting milliseconds since the epoch (Avro timestamp-millis).
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_TIMESTAMP_MILLIS(S, m, req)                                                                           \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_I64, .presence = (req), .offset = CS__OFFSET_AS(S, m, int64_t),                    \
+        .size = sizeof(int64_t), .logical = CS_LOGICAL_TIMESTAMP_MILLIS                                                \
+    }
+/** An int64_t member counting microseconds since the epoch (Avro timestamp-micros).
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_TIMESTAMP_MICROS(S, m, req)                                                                           \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_I64, .presence = (req), .offset = CS__OFFSET_AS(S, m, int64_t),                    \
+        .size = sizeof(int64_t), .logical = CS_LOGICAL_TIMESTAMP_MICROS                                                \
+    }
+/** char m[N] (N >= 37) holding a UUID's text (Avro uuid).
+ * @param S the struct type. @param m the member. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_UUID(S, m, req)                                                                                       \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_CHARS, .presence = (req),                                                          \
+        .offset = _Generic(&CS__MEMBER(S, m), char(*)[sizeof(CS__MEMBER(S, m))]                                        \
+                           : offsetof(S, m)),                                                                          \
+        .size = sizeof(CS__MEMBER(S, m)), .logical = CS_LOGICAL_UUID                                                   \
+    }
+/** An int64_t member holding a decimal's unscaled value (Avro decimal on
+ * bytes): 12.34 with scale 2 is 1234.
+ * @param S the struct type. @param m the member. @param prec digits in all
+ * (1..18). @param scale_ digits after the point. @param req CS_OPTIONAL or CS_REQUIRED. */
+#define CS_FIELD_DECIMAL(S, m, prec, scale_, req)                                                                      \
+    {                                                                                                                  \
+        .name = #m, .kind = CS_KIND_I64, .presence = (req), .offset = CS__OFFSET_AS(S, m, int64_t),                    \
+        .size = sizeof(int64_t), .logical = CS_LOGICAL_DECIMAL, .precision = (prec), .scale = (scale_)                 \
     }
 
 /** Defines `const cs_type var` for struct S (title "S") from the array `fields`.

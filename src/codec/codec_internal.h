@@ -26,6 +26,9 @@ size_t cs__codec_array_max(const cs_field *f);
 void cs__codec_member_clear(const cs_field *f, unsigned char *base);
 /* cs_type_check, remembered per thread for the last few types checked. */
 cs_err cs__codec_type_check_cached(const cs_type *type);
+/* The same, and every kind has a JSON form (no Avro-only kinds): CS_ERR_ARG
+ * naming the field otherwise. */
+cs_err cs__codec_json_check_cached(const cs_type *type);
 
 /* ---- strings (utf8.c) ---- */
 

@@ -581,7 +581,7 @@ static cs_err report_syntax_error(decoder *d, size_t len, bool at_end) {
 
 cs_err cs_json_decode(const cs_type *type, const void *json, size_t len, void *out) {
     if (type == NULL || out == NULL) return cs__fail(CS_ERR_ARG, "cs_json_decode: type and out must not be NULL");
-    cs_err err = cs__codec_type_check_cached(type);
+    cs_err err = cs__codec_json_check_cached(type);
     if (err) return err;
     memset(out, 0, type->size);
     if (json == NULL || len == 0) return cs__fail(CS_ERR_DECODE, "payload is null (tombstone)");

@@ -149,6 +149,7 @@ static cs_err encode_value(encoder *e, cs_kind kind, const cs_field *f, const un
     }
     case CS_KIND_OBJECT: return encode_object(e, f->type, p);
     case CS_KIND_ARRAY: break; /* written by encode_object, which knows where the count is */
+    default: break;            /* Avro-only kinds: refused by cs__codec_json_check_cached */
     }
     return fail(e, "cannot write kind %d here", (int)kind);
 }
@@ -213,7 +214,7 @@ cs_err cs_json_encode(const cs_type *type, const void *value, char **json_out, s
     if (len_out) *len_out = 0;
     if (type == NULL || value == NULL || json_out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_json_encode: type, value and json_out must not be NULL");
-    cs_err err = cs__codec_type_check_cached(type);
+    cs_err err = cs__codec_json_check_cached(type);
     if (err) return err;
 
     encoder e;

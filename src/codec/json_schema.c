@@ -130,6 +130,7 @@ static void write_kind(schema_writer *w, cs_kind kind, const cs_field *f) {
         break;
     }
     case CS_KIND_OBJECT: break;
+    default: break; /* Avro-only kinds: refused by cs__codec_json_check_cached */
     }
     yajl_gen_map_close(w->gen);
 }
@@ -170,7 +171,7 @@ cs_err cs_json_schema(const cs_type *type, char **schema_out) {
     if (schema_out) *schema_out = NULL;
     if (type == NULL || schema_out == NULL)
         return cs__fail(CS_ERR_ARG, "cs_json_schema: type and schema_out must not be NULL");
-    cs_err err = cs__codec_type_check_cached(type);
+    cs_err err = cs__codec_json_check_cached(type);
     if (err) return err;
 
     schema_writer w = {.root = type};
