@@ -9,6 +9,7 @@
 
 #include "delivery_internal.h"
 #include "error.h"
+#include "partition_internal.h"
 #include "pipeline_internal.h"
 
 const char *cs_delivery_topic(const cs_delivery *d) { return d->topic; }
@@ -90,7 +91,12 @@ cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, const void
 
 cs_delivery *cs__delivery_alloc(cs_part *part) {
     cs_delivery *d = cs__delivery_pool_take(part->spares);
-    return d ? d : calloc(1, sizeof(cs_delivery));
+    if (!d && !(d = calloc(1, sizeof(cs_delivery)))) return NULL;
+    /* Filled here, where the partition's fields are known, rather than by the
+     * source: the source sees the partition only through partition.h. */
+    d->topic = part->topic;
+    d->partition = part->partition;
+    return d;
 }
 
 cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const void *value, size_t value_len) {
