@@ -177,7 +177,7 @@ void cs__pipeline_destroy(cs_pipeline *p) {
     pthread_mutex_destroy(&p->gate_lock);
     pthread_cond_destroy(&p->gate_cv);
     cs__delivery_pool_unref(p->spares);
-    free(p->delayed);
+    cs__heap_free(&p->delayed);
     free(p->parts);
     free(p->lanes);
     free(p->name);

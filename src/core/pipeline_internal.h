@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "heap.h"
 #include "log.h"
 #include "pipeline.h"
 
@@ -71,14 +72,13 @@ struct cs_pipeline {
 
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */
 
-    /* Deliveries waiting for their retry_after delay, soonest first (a binary
-     * heap). `delay_lock` guards them; lock order: level 6, after the
+    /* Deliveries waiting for their retry_after delay, keyed by their due time
+     * (heap.h), soonest first. `delay_lock` guards them; lock order: level 6, after the
      * partition's (a delayed retry enters the heap under it); a leaf: the
      * timer releases it before it takes a lane lock (lock_order.h). */
     pthread_mutex_t delay_lock;
     pthread_cond_t delay_cv;
-    cs_delivery **delayed;
-    size_t n_delayed, cap_delayed;
+    cs_heap delayed;
     bool delay_stop;
     pthread_t delay_thread;
     bool delay_started;
