@@ -14,7 +14,7 @@
  *                                                      /metrics, cs_sub_rdkafka_consumer)
  *   3  cs_consumer.commit_lock src/kafka/committer.c   the order in which commits are enqueued
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
- *   5  cs_part.lock            src/core/partition.h    one partition's state
+ *   5  cs_part.lock            src/core/partition_internal.h  one partition's state
  *   6  lane.lock               src/core/lanes.c        a lane's queue (a retry to its head)
  *   6  cs_pipeline.delay_lock  src/core/delay.c        the delay heap (a delayed retry)
  *   6  cs_store.free_lock      src/core/store.c        the store's recycled chunks (a record released

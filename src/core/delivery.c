@@ -15,6 +15,7 @@
 
 #include "delivery_internal.h"
 #include "error.h"
+#include "partition_internal.h"
 #include "pipeline_internal.h"
 
 const char *cs_delivery_topic(const cs_delivery *d) { return d->topic; }

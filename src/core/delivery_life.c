@@ -13,6 +13,7 @@
 
 #include "delivery_internal.h"
 #include "error.h"
+#include "partition_internal.h"
 #include "pipeline_internal.h"
 
 const char *cs__inherited_traceparent(const cs_record *r) {
@@ -46,7 +47,12 @@ void cs__delivery_read_trace(cs_delivery *d) {
 
 cs_delivery *cs__delivery_alloc(cs_part *part) {
     cs_delivery *d = cs__delivery_pool_take(part->spares);
-    return d ? d : calloc(1, sizeof(cs_delivery));
+    if (!d && !(d = calloc(1, sizeof(cs_delivery)))) return NULL;
+    /* Filled here, where the partition's fields are known, rather than by the
+     * source: the source sees the partition only through partition.h. */
+    d->topic = part->topic;
+    d->partition = part->partition;
+    return d;
 }
 
 void cs__delivery_add_output(cs_delivery *d, cs_output *o) {

@@ -8,6 +8,7 @@
  * run of records; the count of waiting deliveries is an atomic, and the
  * source's wake hook is called with no lane lock held. */
 #define _POSIX_C_SOURCE 200809L
+#include "partition_internal.h"
 #include "pipeline_internal.h"
 
 #include <string.h>

@@ -1,26 +1,29 @@
 /* partition.c — one partition's state: its life (created on first assign,
- * freed on the last reference, the subscription's or a delivery's), its
- * epochs (assign, revoke, release), what Tracked commits for it, and its
- * pause at max_open.
+ * freed on the last reference, the subscription's or a delivery's), the
+ * accessors the rest of cstream reads it through (partition.h), its epochs
+ * (assign, revoke, release), what Tracked commits for it, and its pause at
+ * max_open.
  *
  * Threads: the fetch thread assigns, revokes, releases and asks what to
  * commit (or the closing thread after it); workers and settling threads
  * change the same fields in lanes.c, worker.c and settle.c. Every function
- * here but the reference counting takes part->lock (partition.h) and calls
- * out to nothing while it holds it. */
-#include "partition.h"
+ * here but the reference counting, the fixed fields and the atomics takes
+ * part->lock (partition_internal.h) and calls out to nothing while it holds
+ * it. */
+#include "partition_internal.h"
 
 #include "clock.h"
 #include "delivery_internal.h"
 #include "output.h"
 #include "pipeline_internal.h"
+#include "store.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops, bool tracked,
-                      cs_delivery_pool *spares) {
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, int lane, const cs_source_ops *ops,
+                      bool tracked, cs_delivery_pool *spares) {
     cs_part *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->topic = strdup(topic);
@@ -32,6 +35,7 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
         return NULL;
     }
     p->partition = partition;
+    p->lane = lane;
     p->ops = ops;
     p->pipe = pipe;
     p->last_committed = -1;
@@ -57,6 +61,63 @@ void cs__part_unref(cs_part *p) {
     cs__output_free_all(p->window);
     free(p->topic);
     free(p);
+}
+
+/* ---- what it is, its log, its bytes and settlements: no lock ------------ */
+
+const char *cs__part_topic(const cs_part *p) { return p->topic; }
+int32_t cs__part_number(const cs_part *p) { return p->partition; }
+cs_delivery_pool *cs__part_spares(const cs_part *p) { return p->spares; }
+
+bool cs__part_log_unknown(const cs_part *p) { return atomic_load(&p->log_unknown); }
+void cs__part_mark_log_unknown(cs_part *p) { atomic_store(&p->log_unknown, true); }
+void cs__part_clear_log_unknown(cs_part *p) { atomic_store(&p->log_unknown, false); }
+
+void cs__part_charge(cs_part *p, cs_stored *r) { cs__stored_charge(r, &p->out_bytes); }
+size_t cs__part_out_bytes(const cs_part *p) { return atomic_load_explicit(&p->out_bytes, memory_order_relaxed); }
+
+uint64_t cs__part_finished(const cs_part *p) {
+    return atomic_load_explicit(&p->n_acked, memory_order_relaxed) +
+           atomic_load_explicit(&p->n_dropped, memory_order_relaxed) +
+           atomic_load_explicit(&p->n_retry_unsupported, memory_order_relaxed) +
+           atomic_load_explicit(&p->n_dead_lettered, memory_order_relaxed);
+}
+
+/* ---- the registry's and the readings' view: under the partition lock ----- */
+
+void cs__part_detach(cs_part *p) {
+    pthread_mutex_lock(&p->lock);
+    p->pipe = NULL;
+    pthread_mutex_unlock(&p->lock);
+}
+
+int64_t cs__part_next_offset(cs_part *p) {
+    int64_t next = -1;
+    pthread_mutex_lock(&p->lock);
+    if (p->assigned && p->max_fetched >= 0) next = p->max_fetched + 1;
+    pthread_mutex_unlock(&p->lock);
+    return next;
+}
+
+size_t cs__part_held(cs_part *p) {
+    pthread_mutex_lock(&p->lock);
+    size_t held = p->held;
+    pthread_mutex_unlock(&p->lock);
+    return held;
+}
+
+void cs__part_metrics(cs_part *p, cs_part_metrics *m) {
+    *m = (cs_part_metrics){.topic = p->topic, .partition = p->partition};
+    pthread_mutex_lock(&p->lock);
+    m->assigned = p->assigned;
+    m->committed = p->last_committed;
+    pthread_mutex_unlock(&p->lock);
+    m->acked = atomic_load_explicit(&p->n_acked, memory_order_relaxed);
+    m->dropped = atomic_load_explicit(&p->n_dropped, memory_order_relaxed);
+    m->retried = atomic_load_explicit(&p->n_retried, memory_order_relaxed);
+    m->retry_unsupported = atomic_load_explicit(&p->n_retry_unsupported, memory_order_relaxed);
+    m->stale = atomic_load_explicit(&p->n_stale, memory_order_relaxed);
+    m->dead_lettered = atomic_load_explicit(&p->n_dead_lettered, memory_order_relaxed);
 }
 
 /* ---- epochs: assign, revoke, release -------------------------------------- */

@@ -94,14 +94,14 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
 
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops) {
     cs_part *hit = p->last_hit;
-    if (hit && hit->partition == partition && !strcmp(hit->topic, topic)) return hit;
+    if (hit && cs__part_number(hit) == partition && !strcmp(cs__part_topic(hit), topic)) return hit;
     for (size_t i = 0; i < p->n_parts; i++) {
         cs_part *c = p->parts[i];
-        if (c->partition == partition && !strcmp(c->topic, topic)) return p->last_hit = c;
+        if (cs__part_number(c) == partition && !strcmp(cs__part_topic(c), topic)) return p->last_hit = c;
     }
-    cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked, p->spares);
+    int lane = (int)(p->n_parts % (size_t)p->n_lanes); /* partitions spread over the lanes in arrival order */
+    cs_part *part = cs__part_new(p, topic, partition, lane, ops, p->cfg.tracked, p->spares);
     if (!part) return NULL;
-    part->lane = (int)(p->n_parts % (size_t)p->n_lanes);
     pthread_mutex_lock(&p->parts_lock);
     if (p->n_parts == p->cap_parts) {
         size_t cap = p->cap_parts ? p->cap_parts * 2 : 16;
@@ -161,11 +161,8 @@ void cs__pipeline_destroy(cs_pipeline *p) {
     atomic_store(&p->drain_deadline_ms, 1); /* discard anything still queued */
     stop_and_join(p);
     for (size_t i = 0; i < p->n_parts; i++) {
-        cs_part *part = p->parts[i];
-        pthread_mutex_lock(&part->lock);
-        part->pipe = NULL;
-        pthread_mutex_unlock(&part->lock);
-        cs__part_unref(part);
+        cs__part_detach(p->parts[i]);
+        cs__part_unref(p->parts[i]);
     }
     for (int i = 0; i < p->n_lanes; i++) {
         pthread_mutex_destroy(&p->lanes[i].lock);
@@ -180,7 +177,7 @@ void cs__pipeline_destroy(cs_pipeline *p) {
     pthread_mutex_destroy(&p->gate_lock);
     pthread_cond_destroy(&p->gate_cv);
     cs__delivery_pool_unref(p->spares);
-    free(p->delayed);
+    cs__heap_free(&p->delayed);
     free(p->parts);
     free(p->lanes);
     free(p->name);

@@ -8,7 +8,7 @@
  * one lane, in fetch order; a retry goes back to the head of its lane.
  * Settlement rules depend on the commit mode (Auto: counters only; Tracked:
  * the partition's tracker). Per-lane state has the lane's lock; per-partition
- * state has the partition's lock (see partition.h); counters are atomics. */
+ * state has the partition's lock (see partition_internal.h); counters are atomics. */
 #ifndef CS_CORE_PIPELINE_H
 #define CS_CORE_PIPELINE_H
 
@@ -84,11 +84,12 @@ void cs__pipeline_destroy(cs_pipeline *p);
 /* Fetch thread: registers a partition the pipeline will see records of. */
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops);
 
-/* Fetch thread: a zeroed delivery for a record of part, a spare of the
- * pipeline's when it has one (no malloc), NULL when out of memory. */
+/* Fetch thread: a delivery for a record of part, a spare of the pipeline's
+ * when it has one (no malloc), NULL when out of memory. Zeroed but for its
+ * topic and partition, which are part's (the topic borrowed from it). */
 cs_delivery *cs__delivery_alloc(cs_part *part);
 /* Fetch thread: hands a record to its lane. The delivery must have its record
- * fields and msg set (see cs__delivery_alloc). Returns true if the partition
+ * fields (offset, timestamp, key, value) and msg set (see cs__delivery_alloc). Returns true if the partition
  * has now reached max_open: it is paused, the fetch thread takes no more of
  * its records until it has drained to half. */
 bool cs__pipeline_dispatch(cs_pipeline *p, cs_part *part, cs_delivery *d);
@@ -170,6 +171,8 @@ typedef struct cs_part_metrics {
     int64_t committed; /* the position last committed this assignment, -1 none */
     uint64_t acked, dropped, retried, retry_unsupported, stale, dead_lettered;
 } cs_part_metrics;
+/* Any thread: *m for one partition (takes its lock; topic borrowed from it). */
+void cs__part_metrics(cs_part *part, cs_part_metrics *m);
 /* Any thread: calls fn for every partition the pipeline has seen (under the
  * registry lock, no partition lock held: fn must not block). */
 void cs__pipeline_each_part(cs_pipeline *p, void (*fn)(void *arg, const cs_part_metrics *m), void *arg);

@@ -11,7 +11,7 @@
  * and the counters. Threads: the fetch thread dispatches and manages
  * partitions; each worker runs its lane's handlers; any thread may settle a
  * pending delivery. Locks: lane->lock guards the lane queue; part->lock guards
- * the partition (partition.h); their order, with every other lock's, is in
+ * the partition (partition_internal.h); their order, with every other lock's, is in
  * lock_order.h: parts_lock, then partition, then lane or delay. No lock is
  * held while a handler runs. */
 #ifndef CS_CORE_PIPELINE_INTERNAL_H
@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "heap.h"
 #include "log.h"
 #include "pipeline.h"
 
@@ -71,14 +72,13 @@ struct cs_pipeline {
 
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */
 
-    /* Deliveries waiting for their retry_after delay, soonest first (a binary
-     * heap). `delay_lock` guards them; lock order: level 6, after the
+    /* Deliveries waiting for their retry_after delay, keyed by their due time
+     * (heap.h), soonest first. `delay_lock` guards them; lock order: level 6, after the
      * partition's (a delayed retry enters the heap under it); a leaf: the
      * timer releases it before it takes a lane lock (lock_order.h). */
     pthread_mutex_t delay_lock;
     pthread_cond_t delay_cv;
-    cs_delivery **delayed;
-    size_t n_delayed, cap_delayed;
+    cs_heap delayed;
     bool delay_stop;
     pthread_t delay_thread;
     bool delay_started;
@@ -124,51 +124,8 @@ typedef struct outlet {
     void *make_dead_letter_arg;
 } outlet;
 
-/* ---- partition helpers of lanes.c, worker.c, settle.c and partition.c -------
- * Inline: they run per record, and a call across files would cost each one. */
-
-/* Called with part->lock held: wakes cs__pipeline_wait_settled, if it waits. */
-static inline void cs__signal_drained(cs_part *part) {
-    if (part->drain_waiters > 0) pthread_cond_broadcast(&part->drained);
-}
-
-static inline void cs__inflight_add(cs_part *part, cs_delivery *d) {
-    d->prev = NULL;
-    d->next = part->inflight;
-    if (part->inflight) part->inflight->prev = d;
-    part->inflight = d;
-    part->n_inflight++;
-    d->listed = true;
-}
-
-static inline void cs__inflight_remove(cs_part *part, cs_delivery *d) {
-    if (d->prev) d->prev->next = d->next;
-    else part->inflight = d->next;
-    if (d->next) d->next->prev = d->prev;
-    d->next = d->prev = NULL;
-    d->listed = false;
-    if (--part->n_inflight == 0) cs__signal_drained(part);
-}
-
-/* Called with part->lock held: the attempts an earlier owner counted for this
- * offset (0 if none). Offsets arrive in increasing order. */
-static inline int cs__prior_attempts(cs_part *part, int64_t offset) {
-    while (part->prior_next < part->n_prior && part->prior_off[part->prior_next] < offset) part->prior_next++;
-    if (part->prior_next < part->n_prior && part->prior_off[part->prior_next] == offset)
-        return (int)part->prior_att[part->prior_next];
-    return 0;
-}
-
+/* A paused partition resumes once its load (cs__part_load) is down to this. */
 static inline size_t cs__resume_mark(const cs_pipeline *p) { return p->cfg.max_open / 2; }
-
-/* What max_open bounds. Under Tracked: the tracker's span, from the lowest
- * open record to the newest, so that one stuck record cannot grow memory
- * without limit (the records behind it stay in the tracker until it settles).
- * Under Auto: the records cstream holds (queued, running, pending). */
-static inline size_t cs__part_load(const cs_part *part) {
-    size_t span = part->tracker ? cs_tracker_span(part->tracker) : 0;
-    return span > part->held ? span : part->held;
-}
 
 /* ---- lanes.c ------------------------------------------------------------- */
 /* A retry goes to the head of its lane (settle.c, delay.c). False (nothing

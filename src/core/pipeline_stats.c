@@ -17,10 +17,9 @@ int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t part
     pthread_mutex_lock(&p->parts_lock);
     for (size_t i = 0; i < p->n_parts; i++) {
         cs_part *part = p->parts[i];
-        if (part->partition != partition || strcmp(part->topic, topic)) continue;
-        pthread_mutex_lock(&part->lock);
-        if (part->assigned && part->max_fetched >= 0) next = part->max_fetched + 1;
-        pthread_mutex_unlock(&part->lock);
+        if (cs__part_number(part) != partition || strcmp(cs__part_topic(part), topic)) continue;
+        int64_t n = cs__part_next_offset(part);
+        if (n >= 0) next = n;
     }
     pthread_mutex_unlock(&p->parts_lock);
     return next;
@@ -29,12 +28,7 @@ int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t part
 size_t cs__pipeline_busy(cs_pipeline *p) {
     size_t busy = 0;
     pthread_mutex_lock(&p->parts_lock);
-    for (size_t i = 0; i < p->n_parts; i++) {
-        cs_part *part = p->parts[i];
-        pthread_mutex_lock(&part->lock);
-        busy += part->held;
-        pthread_mutex_unlock(&part->lock);
-    }
+    for (size_t i = 0; i < p->n_parts; i++) busy += cs__part_held(p->parts[i]);
     pthread_mutex_unlock(&p->parts_lock);
     return busy;
 }
@@ -65,18 +59,8 @@ void cs__pipeline_stats(cs_pipeline *p, cs_broker_sub_counters *out) {
 void cs__pipeline_each_part(cs_pipeline *p, void (*fn)(void *arg, const cs_part_metrics *m), void *arg) {
     pthread_mutex_lock(&p->parts_lock);
     for (size_t i = 0; i < p->n_parts; i++) {
-        cs_part *part = p->parts[i];
-        cs_part_metrics m = {.topic = part->topic, .partition = part->partition};
-        pthread_mutex_lock(&part->lock);
-        m.assigned = part->assigned;
-        m.committed = part->last_committed;
-        pthread_mutex_unlock(&part->lock);
-        m.acked = atomic_load_explicit(&part->n_acked, memory_order_relaxed);
-        m.dropped = atomic_load_explicit(&part->n_dropped, memory_order_relaxed);
-        m.retried = atomic_load_explicit(&part->n_retried, memory_order_relaxed);
-        m.retry_unsupported = atomic_load_explicit(&part->n_retry_unsupported, memory_order_relaxed);
-        m.stale = atomic_load_explicit(&part->n_stale, memory_order_relaxed);
-        m.dead_lettered = atomic_load_explicit(&part->n_dead_lettered, memory_order_relaxed);
+        cs_part_metrics m;
+        cs__part_metrics(p->parts[i], &m);
         fn(arg, &m);
     }
     pthread_mutex_unlock(&p->parts_lock);

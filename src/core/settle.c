@@ -9,6 +9,7 @@
  * change; a retry takes the lane or delay lock under it (lock_order.h). A
  * reply or dead letter is published with no lock held. */
 #define _POSIX_C_SOURCE 200809L
+#include "partition_internal.h"
 #include "pipeline_internal.h"
 
 #include <stddef.h>

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "partition_internal.h"
 #include "pipeline.h"
 
 bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output ***outputs_tail,

@@ -8,6 +8,7 @@
  * handler runs: admission takes the partition lock before it, the time-limit
  * watch takes run_lock (a leaf) around it. */
 #define _POSIX_C_SOURCE 200809L
+#include "partition_internal.h"
 #include "pipeline_internal.h"
 
 #include <stdio.h>

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/attempts_meta.h"
 #include "../core/broker.h"
 #include "../core/error.h"
 #include "consumer_internal.h"
@@ -136,9 +137,10 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         cs_part *part = cs__consumer_part(c, only->elems[i].topic, only->elems[i].partition);
         int64_t pos;
         char meta[CS_META_MAX];
-        if (!part || atomic_load(&part->log_unknown)) continue; /* see mark_topic_partitions */
+        if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
         if (!cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
-        rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
+        rd_kafka_topic_partition_t *e =
+            rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
         /* Out of memory: committed without attempt counts; the position still moves. */
@@ -177,7 +179,7 @@ static void rewind_partition(cs_consumer *c, cs_part *part) {
      * guard expects the seek's first record next. */
     cs__fetch_rewound(c, part, seek);
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, part->topic, part->partition)->offset = seek;
+    rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part))->offset = seek;
     /* librdkafka before 2.0.3 waits for the seek's result 1000 times shorter
      * than asked (it hands milliseconds to a wait in microseconds; fixed by
      * #4230): ask for 10 s there too, or a seek answered after 10 ms would
@@ -188,12 +190,12 @@ static void rewind_partition(cs_consumer *c, cs_part *part) {
     rd_kafka_resp_err_t err = e ? rd_kafka_error_code(e) : l->elems[0].err;
     if (err)
         cs__app_fatal(c->app, "%s: window of %s/%d aborted but the seek back to offset %lld failed: %s", c->who,
-                      part->topic, (int)part->partition, (long long)seek,
+                      cs__part_topic(part), (int)cs__part_number(part), (long long)seek,
                       e ? rd_kafka_error_string(e) : rd_kafka_err2str(err));
     else
         CS_LOG_INFO("window aborted, partition read again from its committed position subscription=%s topic=%s "
                     "partition=%d offset=%lld",
-                    c->sub->name, part->topic, (int)part->partition, (long long)seek);
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)seek);
     if (e) rd_kafka_error_destroy(e);
     rd_kafka_topic_partition_list_destroy(l);
 }
@@ -223,9 +225,10 @@ static void close_window(cs_consumer *c, bool final) {
         cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
         int64_t pos;
         char meta[CS_META_MAX];
-        if (!part || atomic_load(&part->log_unknown)) continue; /* see mark_topic_partitions */
+        if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
         if (!cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
-        rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(offsets, part->topic, part->partition);
+        rd_kafka_topic_partition_t *e =
+            rd_kafka_topic_partition_list_add(offsets, cs__part_topic(part), cs__part_number(part));
         e->offset = pos;
         e->metadata = strdup(meta); /* freed with the list */
         /* Out of memory: committed without attempt counts; the position still moves. */
@@ -271,7 +274,7 @@ static void close_window(cs_consumer *c, bool final) {
             if (!part || !cs__window_stalled(part, now, c->sub->stall_timeout_ms)) continue;
             CS_LOG_WARN("window aborted: a retried record held it past the stall timeout subscription=%s topic=%s "
                         "partition=%d stall_timeout_ms=%d",
-                        c->sub->name, part->topic, (int)part->partition, c->sub->stall_timeout_ms);
+                        c->sub->name, cs__part_topic(part), (int)cs__part_number(part), c->sub->stall_timeout_ms);
             cs__pipeline_count_abort(c->pipe);
             rewind_partition(c, part);
         }
@@ -289,12 +292,12 @@ int cs__commit_precommit(void *arg, cs_part *part) {
     /* The state is taken under commit_lock, so that no older state can be
      * enqueued after this one (and this one after no newer one). */
     pthread_mutex_lock(&c->commit_lock);
-    if (atomic_load(&part->log_unknown) || !cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
+    if (cs__part_log_unknown(part) || !cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
         pthread_mutex_unlock(&c->commit_lock);
         return 0;
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, part->topic, part->partition);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
     e->offset = pos;
     e->metadata = strdup(meta);
     /* Out of memory: committed without attempt counts; the position still moves. */
@@ -317,6 +320,6 @@ int cs__commit_precommit(void *arg, cs_part *part) {
     rd_kafka_topic_partition_list_destroy(l);
     if (err)
         CS_LOG_WARN("attempt not committed before its run subscription=%s topic=%s partition=%d error=\"%s\"",
-                    c->sub->name, part->topic, (int)part->partition, rd_kafka_err2str(err));
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), rd_kafka_err2str(err));
     return err ? -1 : 0;
 }

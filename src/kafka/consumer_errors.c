@@ -78,7 +78,7 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
         if (strcmp(assigned->elems[i].topic, topic)) continue;
         cs_part *part = cs__consumer_part(c, topic, assigned->elems[i].partition);
         if (!part) continue;
-        atomic_store(&part->log_unknown, true);
+        cs__part_mark_log_unknown(part);
     }
     rd_kafka_topic_partition_list_destroy(assigned);
     cs__fetch_mark_old_log(c, topic);
@@ -93,12 +93,12 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
  * same log, nothing to do. Either way commits resume. Under Auto there is no
  * tracker to reset, only the line to log. Fetch thread. */
 void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
-    atomic_store(&part->log_unknown, false);
-    int64_t next = cs__pipeline_next_offset(c->pipe, topic, part->partition);
+    cs__part_clear_log_unknown(part);
+    int64_t next = cs__pipeline_next_offset(c->pipe, topic, cs__part_number(part));
     if (next < 0 || offset >= next) return;
     CS_LOG_WARN("partition log restarted (topic deleted and created again): read from its new start "
                 "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
-                c->sub->name, topic, (int)part->partition, (long long)offset, (long long)next);
+                c->sub->name, topic, (int)cs__part_number(part), (long long)offset, (long long)next);
     if (!c->tracked) return; /* Auto tracks no offsets: nothing to forget */
     /* A new epoch, as a Transactional rewind makes: the old topic's
      * deliveries still running or pending stay on the in-flight list (their

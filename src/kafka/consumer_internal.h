@@ -35,6 +35,10 @@
  * until the partition is under max_open. */
 typedef struct fetch_part {
     cs_part *part;
+    /* part's topic (borrowed: the pipeline keeps part for the consumer's
+     * life) and number, copied for take_cb's per-record lookup (is_part) */
+    const char *topic;
+    int32_t partition;
     rd_kafka_topic_t *rkt;  /* rd_kafka_offset_store (Auto), rd_kafka_seek */
     int64_t next;           /* offset after the last record taken this assignment, -1 unknown */
     cs_chunk *open;         /* the store chunk its records are appended to */

@@ -22,12 +22,10 @@ static cs_delivery *prepare(cs_consumer *c, fetch_part *fp, cs_stored *r) {
     cs_part *part = fp->part;
     cs_delivery *d = cs__delivery_alloc(part);
     if (!d) {
-        cs__fetch_out_of_memory(c, part->topic, part->partition, r->offset, "for the delivery");
+        cs__fetch_out_of_memory(c, fp->topic, fp->partition, r->offset, "for the delivery");
         cs__stored_release(r);
         return NULL;
     }
-    d->topic = part->topic;
-    d->partition = part->partition;
     d->offset = r->offset;
     d->timestamp = r->timestamp;
     d->key = cs__stored_key(r);
@@ -35,7 +33,7 @@ static cs_delivery *prepare(cs_consumer *c, fetch_part *fp, cs_stored *r) {
     d->value = cs__stored_value(r);
     d->value_len = r->value_len;
     d->msg = r;
-    cs__stored_charge(r, &part->out_bytes);
+    cs__part_charge(part, r);
     return d;
 }
 
@@ -64,7 +62,8 @@ static void flush_run(cs_consumer *c, fetch_part *fp, run *rn) {
     }
     if (consumed > 0) rn->last = rn->offsets[consumed - 1];
     if (consumed < rn->n)
-        cs__fetch_out_of_memory(c, part->topic, part->partition, rn->offsets[consumed], "to track the offset");
+        cs__fetch_out_of_memory(c, cs__part_topic(part), cs__part_number(part), rn->offsets[consumed],
+                                "to track the offset");
     rn->n = 0;
 }
 
@@ -73,7 +72,7 @@ static void flush_run(cs_consumer *c, fetch_part *fp, run *rn) {
  * if the lanes are full. */
 static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
     cs_part *part = fp->part;
-    const char *topic = part->topic;
+    const char *topic = cs__part_topic(part);
     rn->n = 0;
     rn->last = -1;
     rn->paused = false;
@@ -106,13 +105,13 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
          * epoch, so that the position counts them (a record of the new log
          * compared with a position short of the run would join the old epoch,
          * be refused as not increasing, and be lost). */
-        if (atomic_load_explicit(&part->log_unknown, memory_order_relaxed)) {
+        if (cs__part_log_unknown(part)) {
             flush_run(c, fp, rn);
             if (c->out_of_memory) { /* nothing more is handed out */
                 cs__stored_release(r);
                 break;
             }
-            if (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, part->partition))
+            if (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, cs__part_number(part)))
                 cs__settle_log_restart(c, part, topic, r->offset);
         }
         cs_delivery *d = prepare(c, fp, r);
@@ -141,11 +140,10 @@ bool cs__fetch_hand_out(cs_consumer *c, int64_t now) {
         lanes_full = !serve_part(c, fp, &rn);
         if (rn.last >= 0) fp->progress_ms = now;
         if (!c->tracked && rn.last >= 0) {
-            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->part->partition, rn.last);
+            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->partition, rn.last);
             if (err)
                 CS_LOG_DEBUG("offset not stored subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
-                             c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)rn.last,
-                             rd_kafka_err2str(err));
+                             c->sub->name, fp->topic, (int)fp->partition, (long long)rn.last, rd_kafka_err2str(err));
         }
         if (fp->head && !rn.paused) more = true;
     }

@@ -49,7 +49,7 @@ static void drop_backlog(fetch_part *fp);
  * and, because the forward was the application's, does not set it again at
  * the next fetch start: every assignment forwards it again. */
 static bool forward_to_recq(cs_consumer *c, const cs_part *part) {
-    rd_kafka_queue_t *q = rd_kafka_queue_get_partition(c->rk, part->topic, part->partition);
+    rd_kafka_queue_t *q = rd_kafka_queue_get_partition(c->rk, cs__part_topic(part), cs__part_number(part));
     if (!q) return false;
     rd_kafka_queue_forward(q, c->recq);
     rd_kafka_queue_destroy(q);
@@ -74,12 +74,17 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         c->parts = grown;
         c->cap_parts = cap;
     }
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, part->topic, NULL);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, cs__part_topic(part), NULL);
     if (!rkt || !forward_to_recq(c, part)) {
         if (rkt) rd_kafka_topic_destroy(rkt);
         return false;
     }
-    c->parts[c->n_parts++] = (fetch_part){.part = part, .rkt = rkt, .next = -1, .progress_ms = cs__now_ms()};
+    c->parts[c->n_parts++] = (fetch_part){.part = part,
+                                          .topic = cs__part_topic(part),
+                                          .partition = cs__part_number(part),
+                                          .rkt = rkt,
+                                          .next = -1,
+                                          .progress_ms = cs__now_ms()};
     return true;
 }
 
@@ -96,7 +101,7 @@ static void drop_backlog(fetch_part *fp) {
  * survives reassignment in librdkafka 2.0.2. */
 void cs__fetch_set_paused(cs_consumer *c, fetch_part *fp, bool paused) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, fp->part->topic, fp->part->partition);
+    rd_kafka_topic_partition_list_add(l, fp->topic, fp->partition);
     if (paused) rd_kafka_pause_partitions(c->rk, l);
     else rd_kafka_resume_partitions(c->rk, l);
     rd_kafka_topic_partition_list_destroy(l);
@@ -149,7 +154,7 @@ void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset) {
 void cs__fetch_mark_old_log(cs_consumer *c, const char *topic) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (strcmp(fp->part->topic, topic)) continue;
+        if (strcmp(fp->topic, topic)) continue;
         for (cs_stored *r = fp->head; r; r = r->next) r->old_log = true;
     }
     c->old_log_until = c->taken_total + (uint64_t)rd_kafka_queue_length(c->recq);

@@ -69,21 +69,13 @@ static void trim_backlog(fetch_part *fp, size_t share) {
  * It counts as at max_open (cs__fetch_stuck_check). A single partition has no one to
  * make room for. */
 bool cs__fetch_out_capped(cs_consumer *c, const fetch_part *fp) {
-    return c->n_parts > 1 &&
-           atomic_load_explicit(&fp->part->out_bytes, memory_order_relaxed) >= cs__store_budget(c->store) / 4;
+    return c->n_parts > 1 && cs__part_out_bytes(fp->part) >= cs__store_budget(c->store) / 4;
 }
 
 /* At max_open, or at its quarter of the buffer in flight: it gets no more
  * records. Last in a condition: cs__part_paused takes the partition lock. */
 static bool at_limit(cs_consumer *c, const fetch_part *fp) {
     return cs__fetch_out_capped(c, fp) || cs__part_paused(fp->part);
-}
-
-static uint64_t settled_count(const cs_part *p) {
-    return atomic_load_explicit(&p->n_acked, memory_order_relaxed) +
-           atomic_load_explicit(&p->n_dropped, memory_order_relaxed) +
-           atomic_load_explicit(&p->n_retry_unsupported, memory_order_relaxed) +
-           atomic_load_explicit(&p->n_dead_lettered, memory_order_relaxed);
 }
 
 void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
@@ -94,7 +86,7 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
     bool half_full = cs__store_used(c->store) >= budget / 2;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        uint64_t settled = settled_count(fp->part);
+        uint64_t settled = cs__part_finished(fp->part);
         if (settled != fp->settled_seen) {
             fp->settled_seen = settled;
             fp->progress_ms = now;
@@ -104,18 +96,18 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
             cs__fetch_set_paused(c, fp, true);
             size_t held = fp->backlog_bytes;
             trim_backlog(fp, share);
-            cs__consumer_count_topic(c, c->topic_stuck, fp->part->topic);
+            cs__consumer_count_topic(c, c->topic_stuck, fp->topic);
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
-                        c->sub->name, fp->part->topic, (int)fp->part->partition, held, share);
+                        c->sub->name, fp->topic, (int)fp->partition, held, share);
         } else if (fp->paused && fp->backlog_bytes <= share / 2 && !at_limit(c, fp)) {
             /* Only once it is under max_open again (it settled): resumed
              * while still stuck, it would refill the buffer at once. */
             cs__fetch_resume_paused(c, fp);
             fp->progress_ms = now;
             if (fp->next >= 0) cs__fetch_seek_next(c, fp); /* a resume alone waits for the broker thread's next pass */
-            CS_LOG_INFO("partition resumed subscription=%s topic=%s partition=%d", c->sub->name, fp->part->topic,
-                        (int)fp->part->partition);
+            CS_LOG_INFO("partition resumed subscription=%s topic=%s partition=%d", c->sub->name, fp->topic,
+                        (int)fp->partition);
         }
     }
 }

@@ -70,8 +70,7 @@ bool cs__fetch_init(cs_consumer *c, size_t budget) {
  * topic handle is the one rd_kafka_topic_new gave us (librdkafka keeps one
  * per topic), so a pointer compare usually answers before a strcmp. */
 static bool is_part(const fetch_part *fp, const rd_kafka_message_t *m) {
-    return fp->part->partition == m->partition &&
-           (fp->rkt == m->rkt || !strcmp(fp->part->topic, rd_kafka_topic_name(m->rkt)));
+    return fp->partition == m->partition && (fp->rkt == m->rkt || !strcmp(fp->topic, rd_kafka_topic_name(m->rkt)));
 }
 
 static fetch_part *part_for(cs_consumer *c, const rd_kafka_message_t *m) {
@@ -126,7 +125,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     }
     fetch_part *fp = part_for(c, m);
     if (!fp) return; /* not assigned here any more (an unassign that failed): its new owner reads it */
-    const char *topic = fp->part->topic;
+    const char *topic = fp->topic;
     /* Paused by cstream: its records still in recq are outdated, and one
      * that slipped through librdkafka's version check is read again after
      * the resume, which seeks to `next`. */
@@ -136,7 +135,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
      * taken twice. A gap is legitimate with compaction and read_committed
      * (aborted records, markers): counted only. A log that may have restarted
      * is settled at hand-out (cs__settle_log_restart), not here. */
-    if (fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed)) {
+    if (fp->next >= 0 && !cs__part_log_unknown(fp->part)) {
         if (m->offset < fp->next - 1) {
             /* Further back than that race goes: librdkafka moved the fetch
              * position back, by its auto.offset.reset after an out-of-range
@@ -145,7 +144,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
              * below `next` may be new ones at old offsets: dropping them as
              * repeats would lose them. The log counts as restarted: read
              * again from here (Tracked: a new epoch; duplicates, never loss). */
-            atomic_store(&fp->part->log_unknown, true);
+            cs__part_mark_log_unknown(fp->part);
             /* What waits in the backlog was taken before the jump: it is
              * handed out as before, and the first record after the jump
              * starts the new epoch (dispatch, cs__settle_log_restart). */

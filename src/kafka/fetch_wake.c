@@ -25,10 +25,10 @@
  * librdkafka, and the refetch starts where the take stopped. */
 
 void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
-    rd_kafka_resp_err_t err = rd_kafka_seek(fp->rkt, fp->part->partition, fp->next, 0);
+    rd_kafka_resp_err_t err = rd_kafka_seek(fp->rkt, fp->partition, fp->next, 0);
     if (err)
         CS_LOG_DEBUG("wake-up seek failed subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
-                     fp->part->topic, (int)fp->part->partition, (long long)fp->next, rd_kafka_err2str(err));
+                     fp->topic, (int)fp->partition, (long long)fp->next, rd_kafka_err2str(err));
 }
 
 /* Seeks every partition cstream reads (not paused by it, with a known
@@ -36,8 +36,7 @@ void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
 static void seek_readable(cs_consumer *c) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (!fp->paused && fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
-            cs__fetch_seek_next(c, fp);
+        if (!fp->paused && fp->next >= 0 && !cs__part_log_unknown(fp->part)) cs__fetch_seek_next(c, fp);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../core/attempts_meta.h"
 #include "../core/broker.h"
 #include "../core/error.h"
 #include "consumer_internal.h"
@@ -177,7 +178,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
             if (left)
                 CS_LOG_WARN("revoke: deliveries still open at the drain deadline stay uncommitted "
                             "subscription=%s topic=%s partition=%d open=%zu",
-                            c->sub->name, part->topic, (int)part->partition, left);
+                            c->sub->name, cs__part_topic(part), (int)cs__part_number(part), left);
         }
         if (!c->closing) cs__commit_positions(c, l, true); /* at close, the close committed already */
     } else {
@@ -190,8 +191,8 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
          * in the store, which outlives the consumer, and a handler running
          * past the drain deadline still reads its record. */
         cs__pipeline_release_partition(c->pipe, part);
-        CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, part->topic,
-                    (int)part->partition);
+        CS_LOG_INFO("partition released subscription=%s topic=%s partition=%d", c->sub->name, cs__part_topic(part),
+                    (int)cs__part_number(part));
     }
 }
 

@@ -194,7 +194,6 @@ static void a_delayed_retry_comes_back_on_time_after_a_clock_step(void **state) 
         cs__pipeline_assign(p, part);
         cs_delivery *d = cs__delivery_alloc(part);
         assert_non_null(d);
-        d->topic = part->topic;
         d->offset = 0;
         d->timestamp = -1;
         d->msg = &fake_msg;

@@ -33,13 +33,23 @@ static int fake_at(void *msg, size_t i, const char **name, const void **value, s
 }
 static const cs_source_ops fake_ops = {fake_release, fake_count, fake_at};
 
+/* A partition of no pipeline whose records' headers come from fake_ops. */
+static cs_part *fake_part(const char *topic, int32_t partition) {
+    cs_delivery_pool *spares = cs__delivery_pool_new(0);
+    assert_non_null(spares);
+    cs_part *part = cs__part_new(NULL, topic, partition, 0, &fake_ops, false, spares);
+    cs__delivery_pool_unref(spares); /* the partition holds its own reference */
+    assert_non_null(part);
+    return part;
+}
+
 static void originals_then_provenance(void **state) {
     (void)state;
     fake f = {
         .name = {"trace", "broken", NULL, "empty"}, .value = {"t1", "x", "y", NULL}, .broken = {false, true}, .n = 4};
-    cs_part part = {.ops = &fake_ops};
+    cs_part *part = fake_part("payouts", 3);
     cs_delivery d = {
-        .topic = "payouts", .partition = 3, .offset = 118, .timestamp = -1, .attempt = 5, .msg = &f, .part = &part};
+        .topic = "payouts", .partition = 3, .offset = 118, .timestamp = -1, .attempt = 5, .msg = &f, .part = part};
     cs_header h[4 + CS_DLQ_HEADERS];
     cs_dlq_numbers nums;
     size_t n = cs__dead_letter_headers(&d, "payouts", "bank refused", h, 4 + CS_DLQ_HEADERS, &nums);
@@ -63,19 +73,21 @@ static void originals_then_provenance(void **state) {
     rd_kafka_headers_t *hdrs = cs__headers_new(h, n);
     assert_int_equal(rd_kafka_header_cnt(hdrs), n);
     rd_kafka_headers_destroy(hdrs);
+    cs__part_unref(part);
 }
 
 static void too_small_writes_nothing(void **state) {
     (void)state;
     fake f = {.n = 0};
-    cs_part part = {.ops = &fake_ops};
-    cs_delivery d = {.topic = "t", .msg = &f, .part = &part};
+    cs_part *part = fake_part("t", 0);
+    cs_delivery d = {.topic = "t", .msg = &f, .part = part};
     cs_header h[CS_DLQ_HEADERS];
     cs_dlq_numbers nums;
     assert_int_equal(cs__dead_letter_headers(&d, NULL, NULL, h, CS_DLQ_HEADERS - 1, &nums), 0);
     assert_int_equal(cs__dead_letter_headers(&d, NULL, NULL, h, CS_DLQ_HEADERS, &nums), CS_DLQ_HEADERS);
     assert_string_equal(h[4].value, ""); /* no group: an empty value, not a NULL strlen */
     assert_string_equal(h[6].value, "");
+    cs__part_unref(part);
 }
 
 int main(void) {

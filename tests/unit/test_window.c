@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "attempts_meta.h"
 #include "log.h"
 #include "pipeline.h"
 
@@ -59,8 +60,6 @@ static cs_pipeline *start(cs_part **part_out) {
     cs__pipeline_assign(p, part);
     for (int i = 0; i < N; i++) {
         cs_delivery *d = cs__delivery_alloc(part);
-        d->topic = part->topic;
-        d->partition = 0;
         d->offset = i;
         d->timestamp = -1;
         d->msg = &fake_msg;

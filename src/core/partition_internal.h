@@ -1,0 +1,129 @@
+/* partition_internal.h — the state of one assigned (topic, partition), private
+ * to the core files that own it: partition.c (its life, epochs, commit
+ * state, pause), lanes.c (dispatch), worker.c (admission), settle.c
+ * (settlement), window.c (Transactional windows) and delivery.c (a
+ * delivery's source, spares and discard). Everything else, the rest of the
+ * core and all of src/kafka, goes through partition.h and pipeline.h
+ * (tests/unit/check_part_private.sh fails if a file outside src/core
+ * includes this header or names a field).
+ *
+ * Lock: `lock` guards every field below it. Lock order: level 5
+ * (lock_order.h): after the consumer's commit_lock and the registry's
+ * parts_lock, before a lane, the delay heap, the wake lock and the spares.
+ * Never held across a handler call or a blocking call into librdkafka. */
+#ifndef CS_CORE_PARTITION_INTERNAL_H
+#define CS_CORE_PARTITION_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "attempts_meta.h"
+#include "delivery_internal.h"
+#include "partition.h"
+#include "tracker.h"
+
+struct cs_part {
+    char *topic;
+    int32_t partition;
+    int lane; /* lane of this partition's records */
+    const cs_source_ops *ops;
+    _Atomic int refs;
+    /* Settlements of this partition's records, for /metrics by topic and
+     * outcome: atomics beside the lane counters, so that no lock is shared
+     * across partitions; kept across assignments (counters only grow). */
+    _Atomic uint64_t n_acked, n_dropped, n_retried, n_retry_unsupported, n_stale, n_dead_lettered;
+    /* Bytes of its source's records handed out and not yet released (the
+     * source charges them at hand-out: cs__stored_charge). A delivery holds
+     * a reference to the partition for as long as its record. */
+    _Atomic size_t out_bytes;
+
+    /* The pipeline's spare deliveries (delivery_pool.h), referenced so that
+     * a delivery settled after the pipeline is gone still finds them. */
+    cs_delivery_pool *spares;
+
+    /* The partition's topic was reported gone while it was assigned, so the
+     * log behind it may have restarted (deleted and created again): positions
+     * are not committed until a record shows which (the Kafka source, through
+     * cs__part_mark_log_unknown and cs__part_clear_log_unknown). Written by
+     * the fetch thread, cleared at assign; read also by workers (precommit). */
+    _Atomic bool log_unknown;
+
+    pthread_mutex_t lock;
+    pthread_cond_t drained;      /* signalled when n_inflight drops to 0 */
+    int drain_waiters;           /* threads in cs__pipeline_wait_settled: no broadcast per record without one */
+    cs_pipeline *pipe;           /* NULL once the subscription is gone */
+    uint64_t epoch;              /* bumped at every assign and every release */
+    bool assigned;               /* false: hand out nothing more (revoking or released) */
+    cs_tracker *tracker;         /* Tracked only */
+    size_t held;                 /* queued + running + open (pending) records of this epoch */
+    size_t n_inflight;           /* handed to a handler and not settled (running or pending) */
+    cs_delivery *inflight;       /* list of those, for releasing pending payloads at close */
+    bool paused;                 /* at max_open: the fetch thread takes none of its records until half */
+    bool dirty;                  /* a settlement moved the tracker since the last commit */
+    int64_t last_committed;      /* position the group holds, from the last commit result this epoch, -1 none */
+    char last_meta[CS_META_MAX]; /* its attempts metadata */
+    /* attempt counts of open records from the committed metadata (assign),
+     * ascending; prior_next walks them as the offsets are fetched */
+    int64_t prior_off[CS_PRIOR_MAX];
+    uint32_t prior_att[CS_PRIOR_MAX];
+    size_t n_prior, prior_next;
+    int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
+    size_t suspect_left; /* records that still commit their attempt before running */
+    bool out_of_memory;  /* the tracker could not record an offset: the app must stop */
+
+    /* Transactional (window.c): outputs of settled records waiting for a
+     * transaction that commits past their source, in settlement order */
+    struct cs_output *window, **window_tail;
+    size_t window_settled;  /* records settled since the window opened */
+    int64_t first_fetched;  /* first offset dispatched this epoch, -1 none */
+    int64_t stall_offset;   /* lowest retried record holding the window, -1 none */
+    int64_t stall_since_ms; /* when it started to hold it */
+};
+
+/* ---- per-record helpers of lanes.c, worker.c, settle.c and partition.c -----
+ * Inline: they run per record, and a call across files would cost each one. */
+
+/* Called with part->lock held: wakes cs__pipeline_wait_settled, if it waits. */
+static inline void cs__signal_drained(cs_part *part) {
+    if (part->drain_waiters > 0) pthread_cond_broadcast(&part->drained);
+}
+
+static inline void cs__inflight_add(cs_part *part, cs_delivery *d) {
+    d->prev = NULL;
+    d->next = part->inflight;
+    if (part->inflight) part->inflight->prev = d;
+    part->inflight = d;
+    part->n_inflight++;
+    d->listed = true;
+}
+
+static inline void cs__inflight_remove(cs_part *part, cs_delivery *d) {
+    if (d->prev) d->prev->next = d->next;
+    else part->inflight = d->next;
+    if (d->next) d->next->prev = d->prev;
+    d->next = d->prev = NULL;
+    d->listed = false;
+    if (--part->n_inflight == 0) cs__signal_drained(part);
+}
+
+/* Called with part->lock held: the attempts an earlier owner counted for this
+ * offset (0 if none). Offsets arrive in increasing order. */
+static inline int cs__prior_attempts(cs_part *part, int64_t offset) {
+    while (part->prior_next < part->n_prior && part->prior_off[part->prior_next] < offset) part->prior_next++;
+    if (part->prior_next < part->n_prior && part->prior_off[part->prior_next] == offset)
+        return (int)part->prior_att[part->prior_next];
+    return 0;
+}
+
+/* What max_open bounds. Under Tracked: the tracker's span, from the lowest
+ * open record to the newest, so that one stuck record cannot grow memory
+ * without limit (the records behind it stay in the tracker until it settles).
+ * Under Auto: the records cstream holds (queued, running, pending). */
+static inline size_t cs__part_load(const cs_part *part) {
+    size_t span = part->tracker ? cs_tracker_span(part->tracker) : 0;
+    return span > part->held ? span : part->held;
+}
+
+#endif
