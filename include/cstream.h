@@ -18,5 +18,6 @@
 #include "cstream/log.h"
 #include "cstream/main.h" /* operations surface: cs_app_main, AsyncAPI, metrics */
 #include "cstream/publish.h"
+#include "cstream/registry.h" /* Schema Registry connection (Avro/Protobuf codecs) */
 
 #endif
