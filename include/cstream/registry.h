@@ -65,7 +65,8 @@ CS_API cs_err cs_registry_ca_file(cs_registry *r, const char *path);
 /** Frees the registry and its cache. NULL is a no-op.
  *
  * Call once, after every thread that used it (codecs, lookups) is done:
- * schemas borrowed from it must have been released. */
+ * schemas borrowed from it must have been released.
+ * @param r the registry, or NULL. */
 CS_API void cs_registry_destroy(cs_registry *r);
 
 #ifdef __cplusplus
