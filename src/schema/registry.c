@@ -275,11 +275,16 @@ static cs__reg_status exchange(cs_registry *r, const char *path, const char *pos
             cs__fail(CS_ERR_DECODE, "schema registry %s: %s: answer larger than %u bytes", r->url, what,
                      CS_REGISTRY_MAX_BODY);
             st = CS__REG_REJECTED;
+        } else if (rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ||
+                   rc == CURLE_SSL_CERTPROBLEM) {
+            /* The registry answered but is not trusted: the service's TLS
+             * configuration is wrong, not the record (retried like AUTH). */
+            cs__fail(CS_ERR_AUTH, "schema registry %s: %s: TLS: %s (trusting %s)", r->url, what, curl_easy_strerror(rc),
+                     r->ca_file ? r->ca_file : "the system's CA certificates");
+            st = CS__REG_AUTH;
         } else {
-            /* No answer at all (refused, reset, timed out, TLS failed): the
-             * registry may be back later. A TLS trust failure is
-             * configuration, but retrying it costs only time and never a
-             * record, so it is not told apart here. */
+            /* No answer at all (refused, reset, timed out): the registry may
+             * be back later. */
             cs__fail(CS_ERR_TIMEOUT, "schema registry %s unreachable: %s: %s", r->url, what, curl_easy_strerror(rc));
             st = CS__REG_UNAVAILABLE;
         }

@@ -29,8 +29,9 @@ typedef enum cs__reg_status {
     /* 409: the registry refused the schema as incompatible with the
      * subject's earlier versions. */
     CS__REG_INCOMPATIBLE,
-    /* 401 / 403: the registry refused the credentials. The service's
-     * configuration, not the record, is wrong: retried like UNAVAILABLE. */
+    /* 401 / 403: the registry refused the credentials; or its TLS
+     * certificate is not trusted. The service's configuration, not the
+     * record, is wrong: retried like UNAVAILABLE. */
     CS__REG_AUTH,
     /* 422 (an invalid schema), another 4xx, or an answer that is not what
      * the API promises: permanent. */

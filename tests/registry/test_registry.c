@@ -13,6 +13,9 @@
  *   - basic auth: the right password works, a wrong one and none are
  *     CS__REG_AUTH naming HTTP 401 (fails, never skips, when the registry
  *     was started without --auth);
+ *   - TLS (the registry's second port): trusting the CA that signed its
+ *     certificate works; trusting another CA is CS__REG_AUTH naming TLS and
+ *     the CA file;
  *   - a schema the subject's BACKWARD compatibility refuses is
  *     CS__REG_INCOMPATIBLE naming HTTP 409;
  *   - threads looking up one cached id make no request.
@@ -266,6 +269,40 @@ static size_t discard(char *p, size_t size, size_t n, void *u) {
     return size * n;
 }
 
+static void tls_with_the_right_ca_and_a_wrong_one(void **state) {
+    (void)state;
+    const char *tls_url = getenv("CSTREAM_REGISTRY_TLS_URL"), *ca = getenv("CSTREAM_REGISTRY_CA"),
+               *wrong_ca = getenv("CSTREAM_REGISTRY_WRONG_CA");
+    char subj[128];
+    int32_t id;
+    const cs__schema *s;
+    if (!tls_url || !ca || !wrong_ca)
+        fail_msg("CSTREAM_REGISTRY_TLS_URL, _CA and _WRONG_CA are not set: run through tests/with-registry "
+                 "(a registry started by an older scripts/registry has no TLS port: restart it)");
+    subject(subj, sizeof subj, "tls");
+    cs_registry *r = cs_registry_new(tls_url);
+    assert_non_null(r);
+    if (user) assert_int_equal(cs_registry_basic_auth(r, user, password), CS_OK);
+    assert_int_equal(cs_registry_ca_file(r, ca), CS_OK);
+    id = register_ok(r, subj, CS__SCHEMA_AVRO, AVRO_V1);
+    cs_registry_destroy(r);
+
+    cs_registry *wrong = cs_registry_new(tls_url);
+    if (user) assert_int_equal(cs_registry_basic_auth(wrong, user, password), CS_OK);
+    assert_int_equal(cs_registry_ca_file(wrong, wrong_ca), CS_OK);
+    cs__reg_status got = cs__registry_schema(wrong, id, &s);
+    expect(got, CS__REG_AUTH);
+    assert_true(cs__reg_status_retryable(got));
+    if (!strstr(cs_errmsg(), "TLS") || !strstr(cs_errmsg(), wrong_ca))
+        fail_msg("the message should name TLS and the CA file %s: %s", wrong_ca, cs_errmsg());
+    /* Back to the right CA: the same client now gets it. */
+    assert_int_equal(cs_registry_ca_file(wrong, ca), CS_OK);
+    expect(cs__registry_schema(wrong, id, &s), CS__REG_OK);
+    assert_string_equal(s->text, AVRO_V1);
+    cs__schema_release(s);
+    cs_registry_destroy(wrong);
+}
+
 /* PUT /config/{subject}: the subject's compatibility level (not part of the
  * client: the test sets up what an operator would). */
 static void set_compatibility(const char *subj, const char *level) {
@@ -385,6 +422,7 @@ int main(void) {
         cmocka_unit_test(unreachable_registry_is_transient),
         cmocka_unit_test(server_error_is_transient),
         cmocka_unit_test(basic_auth_right_and_wrong),
+        cmocka_unit_test(tls_with_the_right_ca_and_a_wrong_one),
         cmocka_unit_test(incompatible_schema_is_refused_with_409),
         cmocka_unit_test(threads_hit_the_cache_without_requests),
         cmocka_unit_test(bad_configuration_is_refused),
