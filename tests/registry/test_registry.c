@@ -10,6 +10,9 @@
  *     permanent: the one failure a record may be dead-lettered for;
  *   - a registry that does not answer (nothing listening on the port) and one
  *     that answers 503 are CS__REG_UNAVAILABLE, retryable, never NOT_FOUND;
+ *   - the real registry stopped mid-run (scripts/registry stop, then
+ *     restart): a cached id is still served with no request, an uncached one
+ *     is CS__REG_UNAVAILABLE until it is back, then found;
  *   - basic auth: the right password works, a wrong one and none are
  *     CS__REG_AUTH naming HTTP 401 (fails, never skips, when the registry
  *     was started without --auth);
@@ -20,7 +23,8 @@
  *     CS__REG_INCOMPATIBLE naming HTTP 409;
  *   - threads looking up one cached id make no request.
  *
- * Subjects carry this run's pid and time: the registry outlives one run. */
+ * Subjects carry this run's pid and time: the registry outlives one run.
+ * The outage test stops and restarts the registry it runs against. */
 #include <arpa/inet.h>
 #include <curl/curl.h>
 #include <netinet/in.h>
@@ -348,6 +352,54 @@ static void incompatible_schema_is_refused_with_409(void **state) {
     cs_registry_destroy(r);
 }
 
+static void registry_script(const char *verb) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s/scripts/registry %s >/dev/null", CSTREAM_SOURCE_DIR, verb);
+    if (system(cmd) != 0) fail_msg("%s failed", cmd);
+}
+
+/* The real registry stopped in the middle of the run, then back on the same
+ * port with its schemas (scripts/registry restart): what was cached is still
+ * served with no request, what was not is UNAVAILABLE (retry, never
+ * dead-letter) while it is down, and found once it is back. */
+static void registry_outage_is_transient_and_the_cache_still_serves(void **state) {
+    (void)state;
+    char subj_a[128], subj_b[128];
+    const cs__schema *s;
+    cs__registry_stats before, after;
+    subject(subj_a, sizeof subj_a, "outage-a");
+    subject(subj_b, sizeof subj_b, "outage-b");
+    cs_registry *w = client();
+    int32_t a = register_ok(w, subj_a, CS__SCHEMA_AVRO, AVRO_V1);
+    int32_t b = register_ok(w, subj_b, CS__SCHEMA_PROTOBUF, PROTO);
+    cs_registry_destroy(w);
+
+    cs_registry *r = client();
+    assert_int_equal(cs__registry_timeouts(r, 2000, 4000), CS_OK);
+    expect(cs__registry_schema(r, a, &s), CS__REG_OK);
+    cs__schema_release(s);
+
+    registry_script("stop");
+    cs__registry_stats_get(r, &before);
+    expect(cs__registry_schema(r, a, &s), CS__REG_OK); /* cached: the registry is not needed */
+    assert_string_equal(s->text, AVRO_V1);
+    cs__schema_release(s);
+    cs__reg_status got = cs__registry_schema(r, b, &s);
+    cs__registry_stats_get(r, &after);
+    /* Bring it back before asserting, so a failure leaves the suite a registry. */
+    registry_script("restart");
+    expect(got, CS__REG_UNAVAILABLE);
+    assert_true(cs__reg_status_retryable(got));
+    assert_int_equal(after.requests - before.requests, 1); /* only the miss asked */
+    assert_int_equal(after.cache_hits - before.cache_hits, 1);
+    assert_int_equal(after.retryable_errors - before.retryable_errors, 1);
+
+    expect(cs__registry_schema(r, b, &s), CS__REG_OK);
+    assert_int_equal(s->type, CS__SCHEMA_PROTOBUF);
+    cs__schema_release(s);
+    cs_registry_destroy(r);
+}
+
 #define LOOKUP_THREADS 4
 #define LOOKUPS_PER_THREAD 50000
 typedef struct hot {
@@ -426,6 +478,8 @@ int main(void) {
         cmocka_unit_test(incompatible_schema_is_refused_with_409),
         cmocka_unit_test(threads_hit_the_cache_without_requests),
         cmocka_unit_test(bad_configuration_is_refused),
+        /* Last: it stops and restarts the registry. */
+        cmocka_unit_test(registry_outage_is_transient_and_the_cache_still_serves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
