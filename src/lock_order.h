@@ -35,6 +35,8 @@
  *   -  outgoing.lock           src/kafka/producer.c    one blocking publish's completion
  *   -  destroyer.lock          src/kafka/consumer.c    a consumer destroy that may hang
  *   -  cs_test_cluster.lock    src/kafka/testing.c     the test API's producer (tests only)
+ *   -  cs__schema_cache.lock   src/schema/schema_cache.h  a registry client's schema cache (never held
+ *                                                      across the HTTP request of a miss)
  *
  * What no mutex is ever held across: a handler, a hook or any other user
  * callback; a thread join; a librdkafka call that blocks (rd_kafka_consumer_close,
