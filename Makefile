@@ -4,7 +4,7 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libmicrohttpd-dev openjdk-17-jre-headless maven openssl
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev openjdk-17-jre-headless maven openssl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
 # de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
