@@ -68,6 +68,40 @@ static cs_err check_type(const protobuf_impl *impl, const cs_type *type, const c
     return CS_OK;
 }
 
+static const void *member_at(const ProtobufCMessage *m, unsigned offset) { return (const char *)m + offset; }
+
+/* Whether m or a message in it kept an unknown field numbered 0. protobuf-c
+ * 1.4 checks only the first byte of a tag, so it takes a field 0 whose tag
+ * is written in two bytes (0x80 0x00) as unknown and keeps it; encoding it
+ * again would write a tag of 0x00, which nothing reads. Protobuf has no field
+ * 0, so such a payload is refused. The walk follows the tree unpack built. */
+static bool holds_field_zero(const ProtobufCMessage *m) {
+    for (unsigned i = 0; i < m->n_unknown_fields; i++)
+        if (m->unknown_fields[i].tag == 0) return true;
+    const ProtobufCMessageDescriptor *desc = m->descriptor;
+    for (unsigned i = 0; i < desc->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &desc->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+        const void *p;
+        memcpy(&p, member_at(m, f->offset), sizeof p);
+        if (p == NULL) continue;
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which;
+            memcpy(&which, member_at(m, f->quantifier_offset), sizeof which);
+            if (which != f->id) continue; /* the union holds another member */
+        }
+        if (f->label != PROTOBUF_C_LABEL_REPEATED) {
+            if (holds_field_zero(p)) return true;
+            continue;
+        }
+        size_t n;
+        memcpy(&n, member_at(m, f->quantifier_offset), sizeof n);
+        for (size_t k = 0; k < n; k++)
+            if (holds_field_zero(((const ProtobufCMessage *const *)p)[k])) return true;
+    }
+    return false;
+}
+
 static cs_err protobuf_decode(const cs_codec *c, const cs_type *type, const void *data, size_t len, void *out) {
     const protobuf_impl *impl = impl_of(c);
     if (impl == NULL || out == NULL) return cs__fail(CS_ERR_ARG, "protobuf decode: codec and out must not be NULL");
@@ -88,7 +122,12 @@ static cs_err protobuf_decode(const cs_codec *c, const cs_type *type, const void
         if (m != NULL) {
             memcpy(out, m, desc->sizeof_message);
             free(m); /* the shell only: its parts now belong to out (the default allocator is malloc) */
+            m = out;
         }
+    }
+    if (m != NULL && holds_field_zero(m)) {
+        protobuf_c_message_free_unpacked(m, &a);
+        m = NULL;
     }
     if (m == NULL) {
         memset(out, 0, desc->sizeof_message);
@@ -115,8 +154,6 @@ static void protobuf_free_value(const cs_codec *c, const cs_type *type, void *va
 }
 
 /* ---- encode ---- */
-
-static const void *member_at(const ProtobufCMessage *m, unsigned offset) { return (const char *)m + offset; }
 
 /* Whether field f holds a value in m (oneof members: only the chosen one). */
 static bool field_chosen(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {

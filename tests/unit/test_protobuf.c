@@ -357,6 +357,13 @@ static void test_malformed_input_has_a_reason(void **state) {
     /* A packed fixed32 array of 3 bytes (codes (9) is not [packed]; Protobuf reads packed form anyway). */
     static const uint8_t bad_packed[] = {0x08, 0x05, 0x10, 0x01, 0x2a, 0x03, 0x0a, 0x01, 'A', 0x4a, 0x03, 1, 2, 3};
     decode_fails(payout_codec, bad_packed, sizeof bad_packed, "field \"codes\" (9): packed 32-bit values cut short");
+    /* Field 0 with its tag in two bytes (0x80 0x00): protobuf-c keeps it as an
+     * unknown field, and encoding it again would write bytes nothing reads
+     * (found by fuzz_protobuf_decode). Protobuf has no field 0. */
+    static const uint8_t field_zero[] = {0x08, 0x05, 0x10, 0x01, 0x2a, 0x03, 0x0a, 0x01, 'A', 0x80, 0x00, 0x02};
+    decode_fails(payout_codec, field_zero, sizeof field_zero, "field number 0 is not allowed at byte 9 of 12");
+    static const uint8_t nested_zero[] = {0x08, 0x05, 0x10, 0x01, 0x2a, 0x06, 0x0a, 0x01, 'A', 0x80, 0x00, 0x02};
+    decode_fails(payout_codec, nested_zero, sizeof nested_zero, "field number 0 is not allowed at byte 9 of 12");
     /* A tombstone. */
     decode_fails(payout_codec, NULL, 0, "payload is null (tombstone)");
 }
