@@ -3,8 +3,9 @@
  * tests/proto/payments.proto.
  *
  * Input byte 0 picks the message: payments.Payout (nested, repeated, packed,
- * oneof, maps, required fields) or payments.Scalars (every scalar type). The
- * rest is the payload. Properties:
+ * oneof, maps, required fields), payments.Scalars (every scalar type) or
+ * payments.Tree (contains itself: the nesting bound). The rest is the
+ * payload. Properties:
  *   - no memory error or undefined behaviour (ASan/UBSan), no leak;
  *   - a failed decode leaves the message zeroed and says why;
  *   - a decoded message encodes, and its bytes decode and encode again to
@@ -17,12 +18,14 @@
 #include "cstream/protobuf.h"
 #include "payments.pb-c.h"
 
-static cs_codec *codecs[2];
+#define N_CODECS 3
+static cs_codec *codecs[N_CODECS];
 
 static void make_codecs(void) {
     if (codecs[0] != NULL) return;
     if (cs_codec_protobuf_new(&payments__payout__descriptor, NULL, &codecs[0]) != CS_OK ||
-        cs_codec_protobuf_new(&payments__scalars__descriptor, NULL, &codecs[1]) != CS_OK)
+        cs_codec_protobuf_new(&payments__scalars__descriptor, NULL, &codecs[1]) != CS_OK ||
+        cs_codec_protobuf_new(&payments__tree__descriptor, NULL, &codecs[2]) != CS_OK)
         abort();
 }
 
@@ -42,7 +45,7 @@ static char *encode(cs_codec *c, const void *value, size_t *len) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     make_codecs();
     if (size < 1) return 0;
-    cs_codec *c = codecs[data[0] % 2];
+    cs_codec *c = codecs[data[0] % N_CODECS];
     const cs_type *t = cs_codec_protobuf_type(c);
     unsigned char *value = malloc(t->size);
     if (value == NULL) return 0;

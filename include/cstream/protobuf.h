@@ -41,10 +41,11 @@
  * reason cstream can find by reading the wire format itself, since protobuf-c
  * gives none: the message type, the field by its path and number, the byte
  * ("message payments.Payout: field \"memo\" (4): length 40 runs past the end
- * at byte 7 of 12", "field \"id\": missing (required)"). CS_ERR_ENCODE for a
- * message that cannot be encoded (a required string, bytes or message that is
- * NULL, named), CS_ERR_ARG for a NULL argument, a wrong type or a message of
- * another type, CS_ERR_NOMEM.
+ * at byte 7 of 12", "field \"id\": missing (required)"); a payload nested
+ * deeper than CS_PROTOBUF_MAX_DEPTH messages is refused too. CS_ERR_ENCODE
+ * for a message that cannot be encoded (a required string or message that is
+ * NULL, named; nesting past CS_PROTOBUF_MAX_DEPTH), CS_ERR_ARG for a NULL
+ * argument, a wrong type or a message of another type, CS_ERR_NOMEM.
  *
  * Threads: a codec is immutable once made; its functions run on any thread
  * at the same time. Destroy it once nothing uses it. */
@@ -56,6 +57,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/** Deepest nesting of messages that decode and encode accept (the top-level
+ * message counts as 1), the limit Protobuf's C++ and Java parsers apply.
+ * protobuf-c has none and overflows the stack on a message that contains
+ * itself 100,000 times, which a 394 KB payload can do; cstream checks the
+ * nesting before protobuf-c reads a payload of a type that can nest deeper
+ * than this (a type that contains itself). */
+#define CS_PROTOBUF_MAX_DEPTH 100
 
 /* protobuf-c's (<protobuf-c/protobuf-c.h>): declared here so that this header
  * builds without protobuf-c's headers. */

@@ -17,14 +17,14 @@
 
 #define CS_PROTOBUF_NAME "protobuf"
 #define CS_PROTOBUF_CONTENT_TYPE "application/x-protobuf"
-#define WHY_MAX 512     /* bytes of a decode failure's reason */
-#define PATH_LEN 256    /* longest field path named by an encode failure */
-#define ENCODE_DEPTH 64 /* deepest nesting encode checks (CS__PROTOBUF_DIAG_MAX_DEPTH's twin) */
+#define WHY_MAX 512  /* bytes of a decode failure's reason */
+#define PATH_LEN 256 /* longest field path named by an encode failure */
 
 typedef struct protobuf_impl {
     const ProtobufCMessageDescriptor *desc;
-    cs_type type; /* named after the message, its size the generated struct's */
-    char *proto;  /* the .proto text, or NULL */
+    cs_type type;       /* named after the message, its size the generated struct's */
+    char *proto;        /* the .proto text, or NULL */
+    bool check_nesting; /* the type can nest deeper than CS_PROTOBUF_MAX_DEPTH: check each payload first */
 } protobuf_impl;
 
 static cs_err protobuf_decode(const cs_codec *c, const cs_type *type, const void *data, size_t len, void *out);
@@ -110,6 +110,9 @@ static cs_err protobuf_decode(const cs_codec *c, const cs_type *type, const void
     const ProtobufCMessageDescriptor *desc = impl->desc;
     memset(out, 0, desc->sizeof_message);
     if (data == NULL) return cs__fail(CS_ERR_DECODE, "message %s: payload is null (tombstone)", desc->name);
+    char why[WHY_MAX];
+    if (impl->check_nesting && !cs__protobuf_nesting_ok(desc, data, len, why, sizeof why))
+        return cs__fail(CS_ERR_DECODE, "message %s: %s", desc->name, why); /* before protobuf-c recurses that deep */
     in_place ip = {.out = out, .size = desc->sizeof_message};
     ProtobufCAllocator a = {.alloc = in_place_alloc, .free = in_place_free, .allocator_data = &ip};
     ProtobufCMessage *m = protobuf_c_message_unpack(desc, &a, len, data);
@@ -131,7 +134,6 @@ static cs_err protobuf_decode(const cs_codec *c, const cs_type *type, const void
     }
     if (m == NULL) {
         memset(out, 0, desc->sizeof_message);
-        char why[WHY_MAX];
         if (cs__protobuf_diagnose(desc, data, len, why, sizeof why))
             return cs__fail(CS_ERR_DECODE, "message %s: %s", desc->name, why);
         /* The wire format reads well, so unpack failed on something else:
@@ -168,8 +170,8 @@ static bool field_chosen(const ProtobufCMessage *m, const ProtobufCFieldDescript
 static cs_err check_encodable(const ProtobufCMessage *m, const char *prefix, unsigned depth) {
     const ProtobufCMessageDescriptor *desc = m->descriptor;
     char path[PATH_LEN];
-    if (depth > ENCODE_DEPTH)
-        return cs__fail(CS_ERR_ENCODE, "field \"%s\": nested deeper than %d", prefix, ENCODE_DEPTH);
+    if (depth > CS_PROTOBUF_MAX_DEPTH)
+        return cs__fail(CS_ERR_ENCODE, "field \"%s\": nested deeper than %d messages", prefix, CS_PROTOBUF_MAX_DEPTH);
     for (unsigned i = 0; i < desc->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &desc->fields[i];
         snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", f->name);
@@ -272,6 +274,7 @@ cs_err cs_codec_protobuf_new(const struct ProtobufCMessageDescriptor *desc, cons
     }
     impl->desc = desc;
     impl->proto = proto;
+    impl->check_nesting = cs__protobuf_can_nest_too_deep(desc);
     impl->type = (cs_type){.name = desc->name, .size = desc->sizeof_message, .fields = NULL, .n_fields = 0};
     c->name = CS_PROTOBUF_NAME;
     c->content_type = CS_PROTOBUF_CONTENT_TYPE;

@@ -5,7 +5,8 @@
  * branch and maps, the bytes checked against protobuf-c's own pack; proto2
  * required fields missing on decode and on encode, named; truncated, wrongly
  * typed and random input (CS_ERR_DECODE with a reason, never a crash, the
- * value left zeroed); the codec's accessors and argument checks. Random input
+ * value left zeroed); nesting bounded at CS_PROTOBUF_MAX_DEPTH both ways; the
+ * codec's accessors and argument checks. Random input
  * replays with CS_TEST_SEED=<seed>.
  */
 #include <stdarg.h>
@@ -427,6 +428,89 @@ static void test_random_input_never_crashes(void **state) {
     free(base);
 }
 
+/* A Tree payload nested `depth` messages deep (the top level counts as 1)
+ * through field `tag` (left or kids), written outside in: O(depth). */
+static uint8_t *nested_tree(size_t depth, uint8_t tag, size_t *len) {
+    size_t *inner = malloc(depth * sizeof *inner); /* inner[i]: the length of level i's contents */
+    assert_non_null(inner);
+    inner[depth - 1] = 0; /* the innermost message is empty */
+    for (size_t i = depth - 1; i-- > 0;) {
+        size_t l = inner[i + 1], v = 1;
+        while (l >= 0x80) l >>= 7, v++;
+        inner[i] = 1 + v + inner[i + 1];
+    }
+    *len = inner[0];
+    uint8_t *buf = malloc(*len + 1), *p = buf;
+    assert_non_null(buf);
+    for (size_t i = 1; i < depth; i++) {
+        *p++ = tag;
+        for (size_t l = inner[i];; l >>= 7) {
+            *p++ = (uint8_t)((l & 0x7f) | (l >= 0x80 ? 0x80 : 0));
+            if (l < 0x80) break;
+        }
+    }
+    assert_int_equal((size_t)(p - buf), *len);
+    free(inner);
+    return buf;
+}
+
+static void test_nesting_is_bounded(void **state) {
+    (void)state;
+    static const uint8_t left = 0x12, kids = 0x1a; /* fields 2 and 3, length-delimited */
+    cs_codec *c;
+    assert_int_equal(cs_codec_protobuf_new(&payments__tree__descriptor, NULL, &c), CS_OK);
+    const cs_type *t = cs_codec_protobuf_type(c);
+    Payments__Tree got;
+    size_t len;
+    /* CS_PROTOBUF_MAX_DEPTH levels decode, through a field or a repeated one. */
+    uint8_t *ok = nested_tree(CS_PROTOBUF_MAX_DEPTH, left, &len);
+    assert_int_equal(c->decode(c, t, ok, len, &got), CS_OK);
+    size_t levels = 1;
+    for (const Payments__Tree *n = &got; n->left != NULL; n = n->left) levels++;
+    assert_int_equal(levels, CS_PROTOBUF_MAX_DEPTH);
+    /* and encode again */
+    char *bytes;
+    size_t bytes_len;
+    assert_int_equal(c->encode(c, t, &got, &bytes, &bytes_len), CS_OK);
+    assert_int_equal(bytes_len, len);
+    assert_memory_equal(bytes, ok, len);
+    free(bytes);
+    cs_codec_free_value(c, t, &got);
+    free(ok);
+    ok = nested_tree(CS_PROTOBUF_MAX_DEPTH, kids, &len);
+    assert_int_equal(c->decode(c, t, ok, len, &got), CS_OK);
+    cs_codec_free_value(c, t, &got);
+    free(ok);
+    /* One more is refused, before protobuf-c reads it. */
+    uint8_t *deep = nested_tree(CS_PROTOBUF_MAX_DEPTH + 1, left, &len);
+    decode_fails(c, deep, len, "message payments.Tree: nested deeper than 100 messages (field \"left\" at byte");
+    free(deep);
+    deep = nested_tree(CS_PROTOBUF_MAX_DEPTH + 1, kids, &len);
+    decode_fails(c, deep, len, "nested deeper than 100 messages (field \"kids\"");
+    free(deep);
+    /* 100,000 levels (394 KB, under Kafka's default 1 MB message): protobuf-c
+     * alone overflows the stack on this one. */
+    deep = nested_tree(100000, left, &len);
+    decode_fails(c, deep, len, "nested deeper than 100 messages");
+    free(deep);
+
+    /* Encode refuses a tree built deeper than the limit. */
+    Payments__Tree nodes[CS_PROTOBUF_MAX_DEPTH + 1];
+    for (size_t i = 0; i <= CS_PROTOBUF_MAX_DEPTH; i++) {
+        Payments__Tree init = PAYMENTS__TREE__INIT;
+        nodes[i] = init;
+        if (i > 0) nodes[i - 1].left = &nodes[i];
+    }
+    bytes = (char *)"untouched";
+    assert_int_equal(c->encode(c, t, &nodes[0], &bytes, &bytes_len), CS_ERR_ENCODE);
+    assert_non_null(strstr(cs_errmsg(), "nested deeper than 100 messages"));
+    assert_null(bytes);
+    nodes[CS_PROTOBUF_MAX_DEPTH - 1].left = NULL; /* 100 levels: fine */
+    assert_int_equal(c->encode(c, t, &nodes[0], &bytes, &bytes_len), CS_OK);
+    free(bytes);
+    cs_codec_protobuf_destroy(c);
+}
+
 static void test_codec_object_and_arguments(void **state) {
     (void)state;
     const cs_type *t = cs_codec_protobuf_type(payout_codec);
@@ -482,6 +566,7 @@ int main(void) {
         cmocka_unit_test(test_malformed_input_has_a_reason),
         cmocka_unit_test(test_every_truncation_fails_cleanly),
         cmocka_unit_test(test_random_input_never_crashes),
+        cmocka_unit_test(test_nesting_is_bounded),
         cmocka_unit_test(test_codec_object_and_arguments),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
