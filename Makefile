@@ -4,7 +4,7 @@ BUILD      ?= build
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libmicrohttpd-dev libcurl4-openssl-dev openjdk-17-jre-headless maven openssl curl
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev libcurl4-openssl-dev openjdk-17-jre-headless maven openssl curl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
 # de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
@@ -161,7 +161,7 @@ valgrind: build valgrind-deps
 # new inputs go to build-fuzz/corpus/<name>). Crashes land in
 # build-fuzz/artifacts/ and fail the target.
 FUZZ_SECONDS ?= 60
-FUZZERS      := json_decode avro_decode headers attempts_meta config schema_wire
+FUZZERS      := json_decode avro_decode protobuf_decode headers attempts_meta config schema_wire
 fuzz-build: fuzz-deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCSTREAM_FUZZ=ON >/dev/null
 	cmake --build build-fuzz -j$$(nproc)
@@ -221,7 +221,7 @@ clean:
 # 1,000,000 records: 1, 6, 48 and 192 partitions, interleaved rounds, then
 # callgrind), writes bench/results/real.json and docs/benchmarks.png and prints
 # the tables. `make bench-embedded`: the same on the embedded cluster (indicative).
-.PHONY: bench bench-tools bench-embedded
+.PHONY: bench bench-tools bench-embedded codec-bench
 bench-tools: build
 	cmake -S bench -B bench/build -DCSTREAM_BUILD_DIR=$(CURDIR)/$(BUILD) >/dev/null && cmake --build bench/build
 	cd bench/peers/ruststream && cargo build --release
@@ -230,6 +230,13 @@ bench-tools: build
 bench: bench-tools
 	bench/peers/.venv/bin/python bench/run.py --cluster real --records 1000000 --out bench/results/real.json
 	bench/peers/.venv/bin/python bench/report.py bench/results/real.json
+# Decode cost per record of the JSON, Avro and Protobuf codecs, one thread, no
+# broker (docs/benchmarks.md, "Decode cost per codec"); needs only `make build`.
+CODEC_BENCH_ROUNDS  ?= 7
+CODEC_BENCH_RECORDS ?= 200000
+codec-bench: build
+	cmake -S bench -B bench/build -DCSTREAM_BUILD_DIR=$(CURDIR)/$(BUILD) >/dev/null && cmake --build bench/build --target codec_bench
+	bench/build/codec_bench $(CODEC_BENCH_ROUNDS) $(CODEC_BENCH_RECORDS)
 bench-embedded: bench-tools
 	bench/peers/.venv/bin/python bench/run.py --cluster embedded --out bench/results/embedded.json
 	bench/peers/.venv/bin/python bench/report.py --no-chart bench/results/embedded.json

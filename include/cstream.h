@@ -18,6 +18,7 @@
 #include "cstream/kafka.h"
 #include "cstream/log.h"
 #include "cstream/main.h" /* operations surface: cs_app_main, AsyncAPI, metrics */
+#include "cstream/protobuf.h"
 #include "cstream/publish.h"
 #include "cstream/record.h"
 #include "cstream/registry.h" /* Schema Registry connection (Avro/Protobuf codecs) */

@@ -386,7 +386,9 @@ CS_API cs_err cs_json_schema(const cs_type *type, char **schema_out);
  * cstream calls the functions from any worker thread at the same time, so
  * they must be thread-safe; they follow the contracts of cs_json_decode,
  * cs_json_encode and cs_json_schema (out-strings are the caller's, freed with
- * free()). A codec given to cs_sub_decode must outlive the app. */
+ * free()). A codec given to cs_sub_decode must outlive the app. A codec made
+ * before free_value existed leaves it NULL (designated initialisers, calloc)
+ * and keeps working. */
 typedef struct cs_codec {
     const char *name;         /**< "json" */
     const char *content_type; /**< "application/json" */
@@ -394,10 +396,26 @@ typedef struct cs_codec {
     cs_err (*decode)(const struct cs_codec *c, const cs_type *type, const void *data, size_t len, void *out);
     /** Encodes *value into *out (malloc'ed) and *len, like cs_json_encode. */
     cs_err (*encode)(const struct cs_codec *c, const cs_type *type, const void *value, char **out, size_t *len);
-    /** The schema of the type in this codec's schema language (JSON: JSON Schema). */
+    /** The schema of the type in this codec's schema language (JSON: JSON Schema).
+     * NULL: the codec has none that a JSON document can hold (AsyncAPI leaves it out). */
     cs_err (*schema)(const struct cs_codec *c, const cs_type *type, char **out);
     void *impl; /**< codec-specific state, e.g. a schema registry client */
+    /** Releases what decode left in *value, not the value itself, and zeroes
+     * it. NULL: cs_value_free(type, value), right for field tables; a codec
+     * that decodes into a struct of its own (Protobuf's generated message)
+     * sets it. Called through cs_codec_free_value. */
+    void (*free_value)(const struct cs_codec *c, const cs_type *type, void *value);
 } cs_codec;
+
+/** Releases what codec->decode left in *value (not the value itself) and
+ * zeroes it: the codec's free_value, or cs_value_free for a field-table codec.
+ * The delivery calls it for cs_delivery_decoded(); call it yourself after
+ * decoding with codec->decode directly. Safe on a zeroed value and on what a
+ * failed decode left. Threads: any thread, as the codec's decode.
+ * @param codec the codec that decoded the value (NULL: nothing).
+ * @param type the type given to decode.
+ * @param value the caller's struct (NULL: nothing). */
+CS_API void cs_codec_free_value(const cs_codec *codec, const cs_type *type, void *value);
 
 /** The built-in JSON codec: cs_json_decode, cs_json_encode and cs_json_schema
  * behind the cs_codec interface (impl is NULL). */

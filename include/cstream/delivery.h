@@ -214,9 +214,10 @@ CS_API cs_outcome cs_delivery_retry_after(cs_delivery *d, int delay_ms);
 /** The decoded value of a subscription with cs_sub_decode (NULL otherwise);
  * it lives as long as the delivery.
  * @param d the delivery.
- * @return a pointer to the struct of the subscription's type, owned by the
- *         delivery (cstream frees it and what it holds; do not call
- *         cs_value_free on it). */
+ * @return a pointer to the struct of the subscription's type (for the
+ *         Protobuf codec, the generated message), owned by the delivery
+ *         (cstream frees it and what it holds with cs_codec_free_value; do
+ *         not free it yourself). */
 CS_API const void *cs_delivery_decoded(const cs_delivery *d);
 /** Sets the reply to `value` encoded with `codec` as `type`.
  *

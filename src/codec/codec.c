@@ -1,6 +1,6 @@
-/* codec.c — the built-in codecs behind the cs_codec interface (JSON today;
- * Avro or Protobuf with a schema registry would sit beside it, their client
- * in `impl`).
+/* codec.c — the built-in JSON codec behind the cs_codec interface, and the
+ * one call that frees any codec's decoded value (Avro and Protobuf codecs are
+ * made in avro_codec.c and protobuf_codec.c).
  *
  * Owns nothing: the JSON codec is a constant table of functions.
  * Threads: any thread. */
@@ -21,6 +21,12 @@ static cs_err json_schema(const cs_codec *c, const cs_type *type, char **out) {
     return cs_json_schema(type, out);
 }
 
+void cs_codec_free_value(const cs_codec *codec, const cs_type *type, void *value) {
+    if (codec == NULL || value == NULL) return;
+    if (codec->free_value != NULL) codec->free_value(codec, type, value);
+    else cs_value_free(type, value);
+}
+
 const cs_codec cs_codec_json = {
     .name = "json",
     .content_type = "application/json",
@@ -28,4 +34,5 @@ const cs_codec cs_codec_json = {
     .encode = json_encode,
     .schema = json_schema,
     .impl = NULL,
+    .free_value = NULL, /* field tables: cs_value_free */
 };

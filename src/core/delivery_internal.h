@@ -42,6 +42,7 @@ struct cs_delivery {
     /* the decoded value (the subscription's codec); small values live in decoded_inline */
     void *decoded;
     const cs_type *decoded_type;
+    const cs_codec *decoded_codec; /* frees it (cs_codec_free_value) */
 
     /* the handler's reply (cs_delivery_reply), published when acked */
     char *reply_buf; /* key bytes then value bytes */

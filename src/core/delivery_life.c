@@ -74,12 +74,13 @@ cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type 
     }
     d->decoded = out;
     d->decoded_type = type;
+    d->decoded_codec = codec;
     return CS_OK;
 }
 
 void cs__delivery_free(cs_delivery *d) {
     if (d->decoded) {
-        cs_value_free(d->decoded_type, d->decoded);
+        cs_codec_free_value(d->decoded_codec, d->decoded_type, d->decoded);
         if (d->decoded != d->decoded_inline.bytes) free(d->decoded);
     }
     free(d->reply_buf);
