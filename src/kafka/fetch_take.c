@@ -131,6 +131,14 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
      * that slipped through librdkafka's version check is read again after
      * the resume, which seeks to `next`. */
     if (fp->paused) return;
+    /* Paused by the application, with its share of the buffer waiting:
+     * dropped, and read again from `next` (the first one dropped) after the
+     * resume (fetch_control.c), so that a paused partition never fills the
+     * buffer the others need, and librdkafka is never asked to pause it. */
+    if (fp->shed || (cs__fetch_app_paused(c, fp) && fp->backlog_bytes >= cs__fetch_share(c))) {
+        fp->shed = true;
+        return;
+    }
     /* The continuity guard. A repeat comes from librdkafka 2.0.2's residual
      * race (a pause or seek reading the app offset one record behind): never
      * taken twice. A gap is legitimate with compaction and read_committed
