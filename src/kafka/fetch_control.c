@@ -285,22 +285,27 @@ static void refresh_pauses(cs_consumer *c) {
         } else if (fp->shed) {
             fp->shed = false;
             if (fp->next >= 0) cs__fetch_seek_next(c, fp);
+            CS_LOG_INFO("paused partition's dropped records fetched again subscription=%s topic=%s partition=%d "
+                        "offset=%lld",
+                        c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)fp->next);
         }
     }
     atomic_store_explicit(&c->paused_now, paused, memory_order_relaxed);
 }
 
 void cs__control_apply(cs_consumer *c) {
-    if (atomic_load(&c->ctl_pending)) {
-        for (cs_ctl_req *r = take_all(c), *next; r; r = next) {
-            next = r->next;
-            r->message[0] = '\0';
-            cs_err err = r->kind == CS_CTL_SEEK || r->kind == CS_CTL_SEEK_TIME ? apply_seek(c, r)
-                                                                               : apply_pause(c, r, r->kind == CS_CTL_PAUSE);
-            finish(r, err);
-        }
+    cs_ctl_req *all = atomic_load(&c->ctl_pending) ? take_all(c) : NULL;
+    for (cs_ctl_req *r = all; r; r = r->next) {
+        r->message[0] = '\0';
+        r->result = r->kind == CS_CTL_SEEK || r->kind == CS_CTL_SEEK_TIME ? apply_seek(c, r)
+                                                                          : apply_pause(c, r, r->kind == CS_CTL_PAUSE);
     }
     refresh_pauses(c);
+    /* Done once the pauses apply and the gauge shows them. */
+    for (cs_ctl_req *r = all, *next; r; r = next) {
+        next = r->next;
+        finish(r, r->result);
+    }
 }
 
 /* ---- the public calls (any thread) --------------------------------------------- */
