@@ -172,10 +172,10 @@ struct cs_consumer {
      * under stats_lock by the caller); ctl_pending tells the loop to look. */
     pthread_mutex_t ctl_lock;
     cs_ctl_req *ctl_head, **ctl_tail;
-    bool ctl_closed;             /* the fetch thread ended: requests fail */
-    _Atomic bool ctl_pending;    /* a request waits */
-    bool paused_all;             /* cs_sub_pause (fetch thread only) */
-    cs_paused_part *paused;      /* cs_sub_pause_partition's partitions (fetch thread only) */
+    bool ctl_closed;          /* the fetch thread ended: requests fail */
+    _Atomic bool ctl_pending; /* a request waits */
+    bool paused_all;          /* cs_sub_pause (fetch thread only) */
+    cs_paused_part *paused;   /* cs_sub_pause_partition's partitions (fetch thread only) */
     size_t n_paused, cap_paused;
     _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
     _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */

@@ -89,7 +89,8 @@ bool cs__control_post(cs_consumer *c, cs_ctl_req *r) {
     pthread_mutex_unlock(&c->ctl_lock);
     if (closed) {
         snprintf(r->message, sizeof r->message, "%s: not running", c->who);
-        finish(r, CS_ERR_STATE);
+        r->result = CS_ERR_STATE; /* never shared: no lock (the caller may hold stats_lock) */
+        r->done = true;
     } else {
         cs__fetch_yield(c);
     }
@@ -124,8 +125,8 @@ static size_t targets(cs_consumer *c, cs_ctl_req *r, fetch_part **out) {
         snprintf(r->message, sizeof r->message, "%s: partition %s/%d is not assigned to this instance", c->who,
                  r->topic, (int)r->partition);
     else
-        snprintf(r->message, sizeof r->message, "%s: no partition of topic %s is assigned to this instance",
-                 c->who, r->topic);
+        snprintf(r->message, sizeof r->message, "%s: no partition of topic %s is assigned to this instance", c->who,
+                 r->topic);
     return 0;
 }
 
@@ -157,8 +158,8 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
     char why[256];
     rd_kafka_resp_err_t err = cs__fetch_reposition(c, part, offset, why, sizeof why);
     if (err) {
-        snprintf(r->message, sizeof r->message, "%s: seek of %s/%d to offset %lld refused: %s%s", c->who,
-                 part->topic, (int)part->partition, (long long)offset, why,
+        snprintf(r->message, sizeof r->message, "%s: seek of %s/%d to offset %lld refused: %s%s", c->who, part->topic,
+                 (int)part->partition, (long long)offset, why,
                  err == RD_KAFKA_RESP_ERR__STATE ? " (a rebalance is moving the partition)" : "");
         return err == RD_KAFKA_RESP_ERR__STATE ? CS_ERR_STATE : CS_ERR_KAFKA;
     }
@@ -267,8 +268,8 @@ static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
         } else {
             list_remove(c, part->topic, part->partition);
         }
-        CS_LOG_INFO("%s subscription=%s topic=%s partition=%d", pause ? "paused" : "resumed", c->sub->name,
-                    part->topic, (int)part->partition);
+        CS_LOG_INFO("%s subscription=%s topic=%s partition=%d", pause ? "paused" : "resumed", c->sub->name, part->topic,
+                    (int)part->partition);
     }
     return CS_OK;
 }
@@ -323,11 +324,11 @@ static cs_err control(cs_sub *s, const char *call, cs_ctl_kind kind, const char 
         return cs__fail(CS_ERR_ARG, "%s(%s): partition %d of %s is out of range (-1: all assigned)", call, s->name,
                         (int)partition, topic ? topic : "?");
     if (kind == CS_CTL_SEEK && value < 0)
-        return cs__fail(CS_ERR_ARG, "%s(%s): offset %lld for %s/%d is negative", call, s->name, (long long)value,
-                        topic, (int)partition);
+        return cs__fail(CS_ERR_ARG, "%s(%s): offset %lld for %s/%d is negative", call, s->name, (long long)value, topic,
+                        (int)partition);
     if (kind == CS_CTL_SEEK_TIME && value < 0)
-        return cs__fail(CS_ERR_ARG, "%s(%s): timestamp %lld for %s/%d is negative", call, s->name,
-                        (long long)value, topic, (int)partition);
+        return cs__fail(CS_ERR_ARG, "%s(%s): timestamp %lld for %s/%d is negative", call, s->name, (long long)value,
+                        topic, (int)partition);
     cs_ctl_req r = {.kind = kind, .topic = topic, .partition = partition, .value = value};
     pthread_mutex_lock(&s->stats_lock);
     cs_consumer *c = s->consumer;

@@ -38,7 +38,8 @@ void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
 static void seek_readable(cs_consumer *c) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (!fp->paused && !fp->shed && fp->next >= 0 && !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
+        if (!fp->paused && !fp->shed && fp->next >= 0 &&
+            !atomic_load_explicit(&fp->part->log_unknown, memory_order_relaxed))
             cs__fetch_seek_next(c, fp);
     }
 }

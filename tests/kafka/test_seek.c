@@ -19,11 +19,11 @@ enum { N = 20, MAX_OFF = 1000 };
 
 typedef struct svc {
     cst_seen *seen;
-    _Atomic int retry_offset;  /* -1: none; this offset retries while `hold` */
-    _Atomic bool hold;         /* the retried record keeps retrying */
-    _Atomic int old_attempts;  /* attempts of the retried record before the seek */
-    _Atomic int new_attempt;   /* its attempt number at its first run after the seek (0: not yet) */
-    _Atomic bool seeked;       /* set by the test once cs_sub_seek returned */
+    _Atomic int retry_offset; /* -1: none; this offset retries while `hold` */
+    _Atomic bool hold;        /* the retried record keeps retrying */
+    _Atomic int old_attempts; /* attempts of the retried record before the seek */
+    _Atomic int new_attempt;  /* its attempt number at its first run after the seek (0: not yet) */
+    _Atomic bool seeked;      /* set by the test once cs_sub_seek returned */
     _Atomic int assigns;
 } svc;
 

@@ -38,9 +38,9 @@ static void produce_timed(const char *topic, int64_t base) {
     rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
     if (!p) fail_msg("producer: %s", err);
     for (int i = 0; i < N; i++) {
-        rd_kafka_resp_err_t e = rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0),
-                                                  RD_KAFKA_V_VALUE("t", 1), RD_KAFKA_V_TIMESTAMP(base + i * STEP_MS),
-                                                  RD_KAFKA_V_END);
+        rd_kafka_resp_err_t e =
+            rd_kafka_producev(p, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(0), RD_KAFKA_V_VALUE("t", 1),
+                              RD_KAFKA_V_TIMESTAMP(base + i * STEP_MS), RD_KAFKA_V_END);
         if (e) fail_msg("produce: %s", rd_kafka_err2str(e));
     }
     if (rd_kafka_flush(p, 30000)) fail_msg("flush timed out");
