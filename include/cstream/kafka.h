@@ -524,7 +524,8 @@ CS_API cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
  * seek is logged (topic, partition, from, to) and counted
  * (cs_sub_stats.seeks, cstream_seeks_total). The position is this
  * instance's: a partition revoked later is read by its next owner from the
- * committed position. May be called from a handler.
+ * committed position. May be called from a handler, not from an assign or
+ * revoke hook (CS_ERR_STATE: they run on the fetch thread).
  * @param s the subscription (running).
  * @param topic one of its topics.
  * @param partition the partition, or -1 for every partition of `topic`
@@ -563,7 +564,8 @@ CS_API cs_err cs_sub_seek_time(cs_sub *s, const char *topic, int32_t partition, 
  * subscription stays ready on /readyz (paused on purpose is healthy);
  * cs_sub_stats.paused_partitions and the cstream_paused_partitions gauge show
  * it. The pause is this instance's, not the group's. Waits for the fetch
- * thread like cs_sub_seek; any thread, a handler too.
+ * thread like cs_sub_seek; any thread, a handler too, but not an assign or
+ * revoke hook (CS_ERR_STATE).
  * @param s the subscription (running).
  * @retval CS_OK paused.
  * @retval CS_ERR_ARG s is NULL.

@@ -105,6 +105,7 @@ static bool destroy_handle(cs_consumer *c, int flags) {
 
 static void *fetch_main(void *arg) {
     cs_consumer *c = arg;
+    cs__control_on_fetch_thread(c);
     int interval = c->interval_ms;
     c->next_commit_ms = cs__now_ms() + interval;
     bool fatal = false;

@@ -191,6 +191,9 @@ void cs__control_init(cs_consumer *c);
 void cs__control_close(cs_consumer *c);
 /* At the consumer's free. */
 void cs__control_destroy(cs_consumer *c);
+/* First thing on the fetch thread: requests from it (an assign or revoke
+ * hook) are refused instead of waiting for themselves. */
+void cs__control_on_fetch_thread(const cs_consumer *c);
 /* Any thread, with c kept alive (under the subscription's stats_lock):
  * hands r to the fetch thread; false if it has ended (r is then done with
  * CS_ERR_STATE). Either way cs__control_wait(r) follows, with no lock held. */

@@ -33,6 +33,11 @@
 
 /* ---- the queue ------------------------------------------------------------ */
 
+/* The consumer whose fetch thread this is, NULL on other threads. */
+static _Thread_local const cs_consumer *fetch_thread_of;
+
+void cs__control_on_fetch_thread(const cs_consumer *c) { fetch_thread_of = c; }
+
 void cs__control_init(cs_consumer *c) {
     pthread_mutex_init(&c->ctl_lock, NULL);
     c->ctl_tail = &c->ctl_head;
@@ -332,9 +337,15 @@ static cs_err control(cs_sub *s, const char *call, cs_ctl_kind kind, const char 
     cs_ctl_req r = {.kind = kind, .topic = topic, .partition = partition, .value = value};
     pthread_mutex_lock(&s->stats_lock);
     cs_consumer *c = s->consumer;
-    if (c) cs__control_post(c, &r);
+    /* From the fetch thread itself (an assign or revoke hook runs on it) the
+     * wait would never end. */
+    bool own = c && fetch_thread_of == c;
+    if (c && !own) cs__control_post(c, &r);
     pthread_mutex_unlock(&s->stats_lock);
     if (!c) return cs__fail(CS_ERR_STATE, "%s(%s): the subscription is not running", call, s->name);
+    if (own)
+        return cs__fail(CS_ERR_STATE, "%s(%s): not from an assign or revoke hook (they run on the fetch thread)", call,
+                        s->name);
     cs_err err = cs__control_wait(&r);
     if (err) return cs__fail(err, "%s: %s", call, r.message);
     return CS_OK;

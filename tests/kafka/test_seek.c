@@ -25,6 +25,7 @@ typedef struct svc {
     _Atomic int new_attempt;  /* its attempt number at its first run after the seek (0: not yet) */
     _Atomic bool seeked;      /* set by the test once cs_sub_seek returned */
     _Atomic int assigns;
+    _Atomic int hook_seek; /* what cs_sub_seek returned in the assign hook, -1 not called */
 } svc;
 
 static cs_outcome handle(cs_delivery *d, void *user) {
@@ -43,14 +44,17 @@ static cs_outcome handle(cs_delivery *d, void *user) {
 }
 
 static void on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
-    (void)s, (void)topic, (void)parts, (void)n;
-    atomic_fetch_add(&((svc *)user)->assigns, 1);
+    svc *v = user;
+    /* The hook runs on the fetch thread: a seek from it is refused, not a deadlock. */
+    if (n > 0) atomic_store(&v->hook_seek, (int)cs_sub_seek(s, topic, parts[0], 0));
+    atomic_fetch_add(&v->assigns, 1);
 }
 
 static svc *svc_new(int parts) {
     svc *v = calloc(1, sizeof *v);
     v->seen = cst_seen_new(parts, MAX_OFF);
     atomic_store(&v->retry_offset, -1);
+    atomic_store(&v->hook_seek, -1);
     return v;
 }
 
@@ -111,6 +115,7 @@ static void seek_back(cs_commit_mode mode) {
     assert_int_equal(cs_sub_seek(s, "no-such-topic", 0, 0), CS_ERR_STATE);
     assert_non_null(strstr(cs_errmsg(), "no-such-topic"));
     assert_int_equal(cs_sub_seek(s, topic, 0, -5), CS_ERR_ARG);
+    assert_int_equal(atomic_load(&v->hook_seek), CS_ERR_STATE);
 
     CST_OK(cs_sub_seek(s, topic, 0, 5));
     last.times = 2;
