@@ -41,6 +41,8 @@ void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
     out->seeks = atomic_load_explicit(&c->seeks, memory_order_relaxed);
     out->paused_partitions = atomic_load_explicit(&c->paused_now, memory_order_relaxed);
 }
+uint64_t cs__consumer_paused(cs_consumer *c) { return atomic_load_explicit(&c->paused_now, memory_order_relaxed); }
+
 /* ---- /metrics -------------------------------------------------------------- */
 
 /* 1 while librdkafka reports the subscribed topic unavailable (deleted, or
