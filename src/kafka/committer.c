@@ -163,8 +163,8 @@ static void rewind_partition(cs_consumer *c, cs_part *part) {
     if (seek < 0) return;
     char why[256];
     if (cs__fetch_reposition(c, part, seek, why, sizeof why))
-        cs__app_fatal(c->app, "%s: window of %s/%d aborted (a new epoch) but the seek back to offset %lld failed: %s",
-                      c->who, part->topic, (int)part->partition, (long long)seek, why);
+        cs__app_fatal(c->app, "%s: window of %s/%d aborted but the seek back to offset %lld failed: %s", c->who,
+                      part->topic, (int)part->partition, (long long)seek, why);
     else
         CS_LOG_INFO("window aborted, partition read again from its committed position subscription=%s topic=%s "
                     "partition=%d offset=%lld",

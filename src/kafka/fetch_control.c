@@ -31,6 +31,11 @@
  * (it is not serving meanwhile, so short; the broker answers at once). */
 #define LOOKUP_TIMEOUT_MS 5000
 
+/* A partition's name: the only reads of the core's partition fields here, so
+ * that they follow the core's accessors in one place. */
+static const char *topic_of(const cs_part *p) { return p->topic; }
+static int32_t partition_of(const cs_part *p) { return p->partition; }
+
 /* ---- the queue ------------------------------------------------------------ */
 
 /* The consumer whose fetch thread this is, NULL on other threads. */
@@ -119,8 +124,8 @@ static size_t targets(cs_consumer *c, cs_ctl_req *r, fetch_part **out) {
     size_t n = 0;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (strcmp(fp->part->topic, r->topic)) continue;
-        if (r->partition >= 0 && fp->part->partition != r->partition) continue;
+        if (strcmp(topic_of(fp->part), r->topic)) continue;
+        if (r->partition >= 0 && partition_of(fp->part) != r->partition) continue;
         out[n++] = fp;
     }
     if (n > 0) return n;
@@ -141,14 +146,14 @@ static size_t targets(cs_consumer *c, cs_ctl_req *r, fetch_part **out) {
  * end when there is none; -1 with `why` set if the cluster did not answer. */
 static int64_t offset_for_time(cs_consumer *c, const cs_part *part, int64_t ms, char *why, size_t cap) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, part->topic, part->partition)->offset = ms;
+    rd_kafka_topic_partition_list_add(l, topic_of(part), partition_of(part))->offset = ms;
     rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(c->rk, l, LOOKUP_TIMEOUT_MS);
     if (!err) err = l->elems[0].err;
     int64_t offset = err ? -1 : l->elems[0].offset;
     rd_kafka_topic_partition_list_destroy(l);
     if (!err && offset < 0) { /* no record at or after ms: the end of the log */
         int64_t lo = 0, hi = -1;
-        err = rd_kafka_query_watermark_offsets(c->rk, part->topic, part->partition, &lo, &hi, LOOKUP_TIMEOUT_MS);
+        err = rd_kafka_query_watermark_offsets(c->rk, topic_of(part), partition_of(part), &lo, &hi, LOOKUP_TIMEOUT_MS);
         offset = err ? -1 : hi;
     }
     if (err) snprintf(why, cap, "offset for timestamp %lld not found: %s", (long long)ms, rd_kafka_err2str(err));
@@ -163,21 +168,21 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
     char why[256];
     rd_kafka_resp_err_t err = cs__fetch_reposition(c, part, offset, why, sizeof why);
     if (err) {
-        snprintf(r->message, sizeof r->message, "%s: seek of %s/%d to offset %lld refused: %s%s", c->who, part->topic,
-                 (int)part->partition, (long long)offset, why,
+        snprintf(r->message, sizeof r->message, "%s: seek of %s/%d to offset %lld refused: %s%s", c->who,
+                 topic_of(part), (int)partition_of(part), (long long)offset, why,
                  err == RD_KAFKA_RESP_ERR__STATE ? " (a rebalance is moving the partition)" : "");
         return err == RD_KAFKA_RESP_ERR__STATE ? CS_ERR_STATE : CS_ERR_KAFKA;
     }
     int64_t from = -1;
     if (!cs__part_seek(c->pipe, part, offset, &from)) {
-        snprintf(r->message, sizeof r->message, "%s: partition %s/%d is being revoked", c->who, part->topic,
-                 (int)part->partition);
+        snprintf(r->message, sizeof r->message, "%s: partition %s/%d is being revoked", c->who, topic_of(part),
+                 (int)partition_of(part));
         return CS_ERR_STATE;
     }
     fp->shed = false; /* nothing dropped after the new position */
     atomic_fetch_add_explicit(&c->seeks, 1, memory_order_relaxed);
-    CS_LOG_INFO("seek subscription=%s topic=%s partition=%d from=%lld to=%lld%s", c->sub->name, part->topic,
-                (int)part->partition, (long long)from, (long long)offset,
+    CS_LOG_INFO("seek subscription=%s topic=%s partition=%d from=%lld to=%lld%s", c->sub->name, topic_of(part),
+                (int)partition_of(part), (long long)from, (long long)offset,
                 r->kind == CS_CTL_SEEK_TIME ? " by=timestamp" : "");
     return CS_OK;
 }
@@ -194,8 +199,8 @@ static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
         char why[256];
         to[i] = offset_for_time(c, found[i]->part, r->value, why, sizeof why);
         if (to[i] < 0) {
-            snprintf(r->message, sizeof r->message, "%s: %s/%d: %s", c->who, found[i]->part->topic,
-                     (int)found[i]->part->partition, why);
+            snprintf(r->message, sizeof r->message, "%s: %s/%d: %s", c->who, topic_of(found[i]->part),
+                     (int)partition_of(found[i]->part), why);
             return CS_ERR_KAFKA;
         }
     }
@@ -222,7 +227,7 @@ static bool listed(const cs_consumer *c, const char *topic, int32_t partition, s
 }
 
 static cs_err list_add(cs_consumer *c, cs_ctl_req *r, const cs_part *part) {
-    if (listed(c, part->topic, part->partition, NULL)) return CS_OK;
+    if (listed(c, topic_of(part), partition_of(part), NULL)) return CS_OK;
     if (c->n_paused == c->cap_paused) {
         size_t cap = c->cap_paused ? c->cap_paused * 2 : 8;
         cs_paused_part *grown = realloc(c->paused, cap * sizeof *grown);
@@ -230,13 +235,13 @@ static cs_err list_add(cs_consumer *c, cs_ctl_req *r, const cs_part *part) {
         c->paused = grown;
         c->cap_paused = cap;
     }
-    char *topic = strdup(part->topic);
+    char *topic = strdup(topic_of(part));
     if (!topic) goto nomem;
-    c->paused[c->n_paused++] = (cs_paused_part){topic, part->partition};
+    c->paused[c->n_paused++] = (cs_paused_part){topic, partition_of(part)};
     return CS_OK;
 nomem:
-    snprintf(r->message, sizeof r->message, "%s: out of memory to pause %s/%d", c->who, part->topic,
-             (int)part->partition);
+    snprintf(r->message, sizeof r->message, "%s: out of memory to pause %s/%d", c->who, topic_of(part),
+             (int)partition_of(part));
     return CS_ERR_NOMEM;
 }
 
@@ -271,10 +276,10 @@ static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
             cs_err err = list_add(c, r, part);
             if (err) return err;
         } else {
-            list_remove(c, part->topic, part->partition);
+            list_remove(c, topic_of(part), partition_of(part));
         }
-        CS_LOG_INFO("%s subscription=%s topic=%s partition=%d", pause ? "paused" : "resumed", c->sub->name, part->topic,
-                    (int)part->partition);
+        CS_LOG_INFO("%s subscription=%s topic=%s partition=%d", pause ? "paused" : "resumed", c->sub->name,
+                    topic_of(part), (int)partition_of(part));
     }
     return CS_OK;
 }
@@ -285,7 +290,7 @@ static void refresh_pauses(cs_consumer *c) {
     uint64_t paused = 0;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        fp->app_paused = c->n_paused > 0 && listed(c, fp->part->topic, fp->part->partition, NULL);
+        fp->app_paused = c->n_paused > 0 && listed(c, topic_of(fp->part), partition_of(fp->part), NULL);
         if (cs__fetch_app_paused(c, fp)) {
             paused++;
         } else if (fp->shed) {
@@ -293,7 +298,7 @@ static void refresh_pauses(cs_consumer *c) {
             if (fp->next >= 0) cs__fetch_seek_next(c, fp);
             CS_LOG_INFO("paused partition's dropped records fetched again subscription=%s topic=%s partition=%d "
                         "offset=%lld",
-                        c->sub->name, fp->part->topic, (int)fp->part->partition, (long long)fp->next);
+                        c->sub->name, topic_of(fp->part), (int)partition_of(fp->part), (long long)fp->next);
         }
     }
     atomic_store_explicit(&c->paused_now, paused, memory_order_relaxed);
