@@ -13,6 +13,9 @@
  *                                                      final counters, for readers (cs_sub_stats_get,
  *                                                      /metrics, cs_sub_rdkafka_consumer)
  *   3  cs_consumer.commit_lock src/kafka/committer.c   the order in which commits are enqueued
+ *   3  cs_consumer.ctl_lock    src/kafka/fetch_control.c  the application's seek and pause requests
+ *                                                      waiting for the fetch thread (taken under
+ *                                                      stats_lock by the caller)
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
  *   5  cs_part.lock            src/core/partition_internal.h  one partition's state
  *   6  lane.lock               src/core/lanes.c        a lane's queue (a retry to its head)
@@ -33,6 +36,7 @@
  *                                                      takes cs_producer.lock to wait for space
  *   -  cs_producer.lock        src/kafka/producer.c    the "space" condition
  *   -  outgoing.lock           src/kafka/producer.c    one blocking publish's completion
+ *   -  cs_ctl_req.mx           src/kafka/fetch_control.c  one seek or pause request's completion
  *   -  destroyer.lock          src/kafka/consumer.c    a consumer destroy that may hang
  *   -  cs_test_cluster.lock    src/kafka/testing.c     the test API's producer (tests only)
  *   -  cs__schema_cache.lock   src/schema/schema_cache.h  a registry client's schema cache (never held

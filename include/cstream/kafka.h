@@ -610,6 +610,103 @@ CS_API cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user);
  * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
 
+/** Moves a running subscription's partition to `offset`: the next record
+ * handed to the handler is the one at `offset` (or the first after it).
+ *
+ * The seek runs on the subscription's fetch thread; the call waits for it
+ * (normally one turn of the fetch loop, at most 100 ms; during a rebalance
+ * until the revoke's drain ends, up to cs_sub_drain_timeout_ms). Records of
+ * the partition handed out before the seek (queued, running, pending or
+ * waiting for a retry) settle as stale: they are not committed and do not
+ * come back. Under Tracked and Transactional the committed position stays
+ * where it was until the first record from `offset` is handed out, then
+ * follows the records from there as they settle (a seek back moves it back);
+ * open records at or after `offset` keep their attempt counts. Transactional:
+ * the open window is committed first. Auto: the stored position is the last
+ * record handed out before the seek until the first record from `offset` is
+ * handed out, and librdkafka's auto commit commits what is stored. A seek
+ * past the end of the log is reset by the consumer's auto.offset.reset. Every
+ * seek is logged (topic, partition, from, to) and counted
+ * (cs_sub_stats.seeks, cstream_seeks_total). The position is this
+ * instance's: a partition revoked later is read by its next owner from the
+ * committed position. May be called from a handler, not from an assign or
+ * revoke hook (CS_ERR_STATE: they run on the fetch thread).
+ * @param s the subscription (running).
+ * @param topic one of its topics.
+ * @param partition the partition, or -1 for every partition of `topic`
+ *        assigned to this instance.
+ * @param offset the offset, 0 or more.
+ * @retval CS_OK the partition is now read from `offset`.
+ * @retval CS_ERR_ARG s or topic is NULL or empty, partition below -1, offset negative.
+ * @retval CS_ERR_STATE the subscription is not running, or the partition is
+ *         not assigned to this instance (the message names topic and
+ *         partition); nothing is remembered for later.
+ * @retval CS_ERR_KAFKA librdkafka refused the seek (the app is stopping). */
+CS_API cs_err cs_sub_seek(cs_sub *s, const char *topic, int32_t partition, int64_t offset);
+/** Like cs_sub_seek, to the first record whose timestamp is at or after
+ * `timestamp_ms` (librdkafka's rd_kafka_offsets_for_times, on the fetch
+ * thread, at most 5 s per partition), or to the end of the log when there is
+ * none. librdkafka 2.0.2's embedded cluster answers every timestamp lookup
+ * with "none": there it always seeks to the end; use a real cluster.
+ * @param s the subscription (running).
+ * @param topic one of its topics.
+ * @param partition the partition, or -1 for every partition of `topic` assigned here.
+ * @param timestamp_ms milliseconds since the epoch (the records' CreateTime or LogAppendTime).
+ * @retval CS_OK every named partition moved.
+ * @retval CS_ERR_ARG s or topic is NULL or empty, partition below -1, timestamp negative.
+ * @retval CS_ERR_STATE not running, or the partition is not assigned here.
+ * @retval CS_ERR_KAFKA the lookup failed (nothing moved), or the seek failed. */
+CS_API cs_err cs_sub_seek_time(cs_sub *s, const char *topic, int32_t partition, int64_t timestamp_ms);
+/** Pauses the whole subscription on this instance: none of its partitions,
+ * including those assigned later, is served until cs_sub_resume.
+ *
+ * The fetch thread keeps polling (the group keeps its member and its
+ * max.poll.interval.ms), and librdkafka keeps fetching: a paused partition's
+ * records wait in the fetch buffer up to its share of it, the rest is read
+ * again after the resume; librdkafka's own pause is never used. Records
+ * already handed to the lanes before the pause still run. A paused partition
+ * is not "stuck" (cs_sub_stats.stuck_pauses does not count it), and the
+ * subscription stays ready on /readyz (paused on purpose is healthy);
+ * cs_sub_stats.paused_partitions and the cstream_paused_partitions gauge show
+ * it. The pause is this instance's, not the group's. Waits for the fetch
+ * thread like cs_sub_seek; any thread, a handler too, but not an assign or
+ * revoke hook (CS_ERR_STATE).
+ * @param s the subscription (running).
+ * @retval CS_OK paused.
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the subscription is not running. */
+CS_API cs_err cs_sub_pause(cs_sub *s);
+/** Ends cs_sub_pause and every cs_sub_pause_partition of the subscription:
+ * records are served again, those dropped from the buffer while paused are
+ * fetched again first.
+ * @param s the subscription (running).
+ * @retval CS_OK resumed (also when nothing was paused).
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the subscription is not running. */
+CS_API cs_err cs_sub_resume(cs_sub *s);
+/** Pauses one partition (or every assigned partition of a topic) on this
+ * instance, as cs_sub_pause does for all. The pause survives rebalances: a
+ * paused partition revoked and later assigned back to this instance is still
+ * paused; one assigned to another instance is not paused there.
+ * @param s the subscription (running).
+ * @param topic one of its topics.
+ * @param partition the partition, or -1 for every partition of `topic` assigned here.
+ * @retval CS_OK paused.
+ * @retval CS_ERR_ARG s or topic is NULL or empty, or partition below -1.
+ * @retval CS_ERR_STATE not running, or the partition is not assigned to this
+ *         instance (the message names topic and partition). */
+CS_API cs_err cs_sub_pause_partition(cs_sub *s, const char *topic, int32_t partition);
+/** Ends cs_sub_pause_partition's pause of a partition (or of every assigned
+ * partition of a topic). A paused partition not assigned here now is only
+ * forgotten. It does not end cs_sub_pause of the whole subscription.
+ * @param s the subscription (running).
+ * @param topic one of its topics.
+ * @param partition the partition, or -1 for every partition of `topic` assigned here.
+ * @retval CS_OK resumed (also when it was not paused).
+ * @retval CS_ERR_ARG s or topic is NULL or empty, or partition below -1.
+ * @retval CS_ERR_STATE not running, or no such partition assigned or paused here. */
+CS_API cs_err cs_sub_resume_partition(cs_sub *s, const char *topic, int32_t partition);
+
 /** Counters of one subscription (monotonic since start). */
 typedef struct cs_sub_stats {
     uint64_t delivered;         /**< records handed to a handler, once per attempt: each element of a
@@ -637,6 +734,8 @@ typedef struct cs_sub_stats {
     uint64_t wakeups;           /**< wake-ups of librdkafka's fetchers after its queue reached its bound */
     uint64_t gaps;              /**< fetched offsets that skipped ahead (compaction, transaction markers) */
     uint64_t repeats;           /**< fetched offsets already taken, dropped */
+    uint64_t seeks;             /**< partitions moved by cs_sub_seek or cs_sub_seek_time */
+    uint64_t paused_partitions; /**< assigned partitions paused by the application now (a gauge) */
 } cs_sub_stats;
 /** The subscription's counters now.
  *

@@ -107,6 +107,10 @@ typedef struct cs_broker_ops {
     /* While running: every subscription joined its group (its rebalance is
      * done, an empty assignment included) and its brokers answer. */
     int (*ready)(void *impl);
+    /* While running, under the same exclusion as `ready`: how many assigned
+     * partitions the application paused on purpose (a paused service is
+     * ready; /readyz says how many). */
+    uint64_t (*paused)(void *impl);
     /* A new broker with the same client properties (and, on the embedded
      * cluster, the declared topics) but no subscriptions, on `servers` (NULL:
      * this broker's), added to `tool`, which owns it from then on. For

@@ -289,6 +289,16 @@ static int all_ready(ops_state *s) {
     return 1;
 }
 
+static uint64_t all_paused(ops_state *s) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < cs__app_n_brokers(s->app); i++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(s->app, i, &impl);
+        if (ops->paused) n += ops->paused(impl);
+    }
+    return n;
+}
+
 static int route(void *ctx, const char *path, char **body, const char **type) {
     ops_state *s = ctx;
     if (!strcmp(path, "/healthz") || !strcmp(path, "/livez")) {
@@ -298,8 +308,14 @@ static int route(void *ctx, const char *path, char **body, const char **type) {
     if (!strcmp(path, "/readyz")) {
         pthread_mutex_lock(&s->lock);
         int ready = all_ready(s);
+        uint64_t paused = ready ? all_paused(s) : 0;
         pthread_mutex_unlock(&s->lock);
-        *body = strdup(ready ? "ready\n" : "not ready\n");
+        /* Paused on purpose is healthy: ready, and said so. */
+        char text[80];
+        snprintf(text, sizeof text, "%s", !ready ? "not ready\n" : "ready\n");
+        if (ready && paused)
+            snprintf(text, sizeof text, "ready, paused partitions: %llu\n", (unsigned long long)paused);
+        *body = strdup(text);
         return ready ? 200 : 503;
     }
     if (!strcmp(path, "/metrics")) {

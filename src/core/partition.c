@@ -197,6 +197,48 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     pthread_mutex_unlock(&part->lock);
 }
 
+/* ---- a seek: a new epoch at another offset -------------------------------- */
+
+bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from) {
+    int64_t offsets[CS_PRIOR_MAX];
+    uint32_t attempts[CS_PRIOR_MAX];
+    char meta[CS_META_MAX];
+    pthread_mutex_lock(&part->lock);
+    if (!part->assigned) { /* being revoked: the next owner reads from the committed position */
+        pthread_mutex_unlock(&part->lock);
+        return false;
+    }
+    *from = part->max_fetched >= 0 ? part->max_fetched + 1 : part->last_committed;
+    int64_t committed = part->last_committed;
+    snprintf(meta, sizeof meta, "%s", part->last_meta);
+    /* The attempt counts of the records still open, and of the earlier
+     * owner's records not fetched yet, follow the seek for the records at or
+     * after it: a record read again keeps its count, so max_attempts still
+     * ends one that keeps failing; counts below the new offset would only
+     * describe records the seek skipped. */
+    int64_t all_off[CS_PRIOR_MAX];
+    uint32_t all_att[CS_PRIOR_MAX];
+    size_t n_all = part->tracker ? cs_tracker_open_attempts(part->tracker, all_off, all_att, CS_PRIOR_MAX) : 0;
+    for (size_t i = part->prior_next; i < part->n_prior && n_all < CS_PRIOR_MAX; i++) {
+        if (part->prior_off[i] <= part->max_fetched) continue;
+        all_off[n_all] = part->prior_off[i];
+        all_att[n_all++] = part->prior_att[i];
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        if (all_off[i] < offset) continue;
+        offsets[n] = all_off[i];
+        attempts[n++] = all_att[i];
+    }
+    pthread_mutex_unlock(&part->lock);
+    /* As a window's rewind (window.c): every delivery of the old epoch is
+     * stale from here on, and the committed position stays what the group
+     * holds until records of the new epoch are tracked. */
+    cs__pipeline_assign(p, part);
+    cs__part_set_prior(part, committed, meta, offsets, attempts, n, false);
+    return true;
+}
+
 /* ---- Tracked: what to commit -------------------------------------------------- */
 
 /* Called with part->lock held: the position and metadata to commit now. */

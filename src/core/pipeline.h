@@ -112,6 +112,14 @@ size_t cs__pipeline_lanes_room(cs_pipeline *p);
 
 /* Fetch thread, at assign: a new epoch for the partition. */
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part);
+/* Fetch thread: an application's seek of an assigned partition to `offset`
+ * (Tracked, Transactional and Auto). A new epoch: every delivery handed out
+ * before it settles as stale; the attempt counts of open records at or after
+ * `offset` are kept for when they are read again, and the committed position
+ * stays the group's until records from `offset` are tracked. *from: the
+ * offset the partition would have handed out next (-1 unknown). False, and
+ * nothing changed, if the partition is being revoked. */
+bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from);
 /* Fetch thread, at revoke: stop handing out the partition's records. */
 void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part);
 /* Fetch thread: waits until the partition has nothing in flight or the

@@ -14,12 +14,9 @@
 #include "../core/error.h"
 #include "consumer_internal.h"
 
-/* A rewind's seek, and a suspect record's commit, wait this long for their
- * result before the app stops (the seek) or the commit counts as failed. */
+/* A suspect record's commit waits this long for its result before it counts
+ * as failed. */
 #define RESULT_TIMEOUT_MS 10000
-/* rd_kafka_version() of the last release whose seek waits in the wrong unit
- * (2.0.2; fixed in 2.0.3, librdkafka #4230). */
-#define RDKAFKA_SEEK_UNIT_FIXED 0x020003ff
 /* A window that aborts again and again waits at most this long before the
  * next try: long enough not to spin on a broken broker, short enough to
  * notice it recovered. */
@@ -175,29 +172,14 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
 static void rewind_partition(cs_consumer *c, cs_part *part) {
     int64_t seek = cs__window_rewind(c->pipe, part);
     if (seek < 0) return;
-    /* Its backlog was read past the position: dropped, and the continuity
-     * guard expects the seek's first record next. */
-    cs__fetch_rewound(c, part, seek);
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part))->offset = seek;
-    /* librdkafka before 2.0.3 waits for the seek's result 1000 times shorter
-     * than asked (it hands milliseconds to a wait in microseconds; fixed by
-     * #4230): ask for 10 s there too, or a seek answered after 10 ms would
-     * stop the app although it happened. */
-    int timeout_ms = RESULT_TIMEOUT_MS;
-    if (rd_kafka_version() < RDKAFKA_SEEK_UNIT_FIXED) timeout_ms *= 1000; /* ms read as µs */
-    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, l, timeout_ms);
-    rd_kafka_resp_err_t err = e ? rd_kafka_error_code(e) : l->elems[0].err;
-    if (err)
+    char why[256];
+    if (cs__fetch_reposition(c, part, seek, why, sizeof why))
         cs__app_fatal(c->app, "%s: window of %s/%d aborted but the seek back to offset %lld failed: %s", c->who,
-                      cs__part_topic(part), (int)cs__part_number(part), (long long)seek,
-                      e ? rd_kafka_error_string(e) : rd_kafka_err2str(err));
+                      cs__part_topic(part), (int)cs__part_number(part), (long long)seek, why);
     else
         CS_LOG_INFO("window aborted, partition read again from its committed position subscription=%s topic=%s "
                     "partition=%d offset=%lld",
                     c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)seek);
-    if (e) rd_kafka_error_destroy(e);
-    rd_kafka_topic_partition_list_destroy(l);
 }
 
 void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t attempt) {

@@ -106,13 +106,14 @@ static bool destroy_handle(cs_consumer *c, int flags) {
 }
 
 /* ---- the fetch thread ---------------------------------------------------------
- * Its loop: the commit tick, handing out (fetch_handout.c), taking
+ * Its loop: the application's requests (fetch_control.c), the commit tick, handing out (fetch_handout.c), taking
  * (fetch_take.c), the stuck check (fetch_stuck.c), then librdkafka's events,
  * whose rebalance callback (rebalance.c) and error callback
  * (consumer_errors.c) run inside its poll. */
 
 static void *fetch_main(void *arg) {
     cs_consumer *c = arg;
+    cs__control_on_fetch_thread(c);
     int interval = c->interval_ms;
     bool fatal = false;
     if (c->sub->partitions) cs__rebalance_assign_fixed(c); /* manual assignment, on this thread as a rebalance */
@@ -120,6 +121,7 @@ static void *fetch_main(void *arg) {
     while (!atomic_load(&c->stop) && !fatal) {
         int64_t now = cs__now_ms();
         if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
+        cs__control_apply(c); /* the application's seeks and pauses */
         bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
                            now >= c->next_commit_ms - interval; /* not during an abort backoff */
         if (now >= c->next_commit_ms || window_full) {
@@ -173,6 +175,7 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
     cs__pipeline_destroy(c->pipe);
     pthread_mutex_destroy(&c->commit_lock);
     pthread_mutex_destroy(&c->wake_lock);
+    cs__control_destroy(c);
     free_counters(c);
     free(c);
 }
@@ -224,6 +227,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->interval_ms = cs__sub_commit_interval_ms(s);
     pthread_mutex_init(&c->commit_lock, NULL);
     pthread_mutex_init(&c->wake_lock, NULL);
+    cs__control_init(c);
     snprintf(c->who, sizeof c->who, "subscription %s", s->name);
 
     rd_kafka_conf_t *conf = NULL;
@@ -332,6 +336,7 @@ static void join_fetch_thread(cs_consumer *c) {
     pthread_mutex_unlock(&c->wake_lock);
     if (c->thread_started) pthread_join(c->thread, NULL);
     c->thread_started = false;
+    cs__control_close(c); /* nobody applies requests any more */
 }
 
 void cs__consumer_stop_fetching(cs_consumer *c) {

@@ -47,7 +47,37 @@ typedef struct fetch_part {
     bool paused;           /* cstream paused it in librdkafka (a stuck partition, the last resort) */
     int64_t progress_ms;   /* when it last handed out or settled a record (or was assigned or resumed) */
     uint64_t settled_seen; /* the partition's settlements at the last stuck check */
+    /* Paused by the application (cs_sub_pause*, fetch_control.c): not served.
+     * shed: its backlog reached its share of the buffer while paused, and its
+     * records taken since were dropped; the resume seeks to `next`. */
+    bool app_paused, shed;
 } fetch_part;
+
+/* An application's request to the fetch thread (fetch_control.c): a seek or a
+ * pause, made by any thread, applied by the fetch thread between two turns of
+ * its loop. It lives on the caller's stack: the caller waits on `cv` under
+ * `mx` (a leaf lock, src/lock_order.h) until `done`, and the fetch thread
+ * touches it no more once it set `done`. */
+typedef enum { CS_CTL_SEEK, CS_CTL_SEEK_TIME, CS_CTL_PAUSE, CS_CTL_RESUME } cs_ctl_kind;
+typedef struct cs_ctl_req {
+    cs_ctl_kind kind;
+    const char *topic;  /* NULL: the whole subscription (pause, resume) */
+    int32_t partition;  /* -1: every partition of `topic` assigned here */
+    int64_t value;      /* the offset, or the timestamp in ms */
+    cs_err result;      /* set by the fetch thread */
+    char message[1024]; /* its reason when not CS_OK */
+    bool done;
+    pthread_mutex_t mx;
+    pthread_cond_t cv;
+    struct cs_ctl_req *next;
+} cs_ctl_req;
+
+/* A partition the application paused: kept across rebalances, so that it is
+ * still paused when it comes back to this instance (fetch thread only). */
+typedef struct cs_paused_part {
+    char *topic;
+    int32_t partition;
+} cs_paused_part;
 
 struct cs_consumer {
     cs_sub *sub;
@@ -145,8 +175,48 @@ struct cs_consumer {
      * (settle wakes the fetch thread), under the store's wake_mx and under a
      * librdkafka queue lock (on_records, fetch_take.c); it only yields. */
     pthread_mutex_t wake_lock;
+    /* Requests of the application (fetch_control.c). ctl_lock guards the
+     * queue and ctl_closed (lock order: level 3, src/lock_order.h, taken
+     * under stats_lock by the caller); ctl_pending tells the loop to look. */
+    pthread_mutex_t ctl_lock;
+    cs_ctl_req *ctl_head, **ctl_tail;
+    bool ctl_closed;          /* the fetch thread ended: requests fail */
+    _Atomic bool ctl_pending; /* a request waits */
+    bool paused_all;          /* cs_sub_pause (fetch thread only) */
+    cs_paused_part *paused;   /* cs_sub_pause_partition's partitions (fetch thread only) */
+    size_t n_paused, cap_paused;
+    _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
+    _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */
     char who[256];
 };
+
+/* ---- fetch_control.c -------------------------------------------------------- */
+/* Below consumer.c, above rebalance.c in the layers listed next. */
+/* At start, before the fetch thread. */
+void cs__control_init(cs_consumer *c);
+/* Once the fetch thread has ended: every waiting request fails with
+ * CS_ERR_STATE, and new ones are refused. */
+void cs__control_close(cs_consumer *c);
+/* At the consumer's free. */
+void cs__control_destroy(cs_consumer *c);
+/* First thing on the fetch thread: requests from it (an assign or revoke
+ * hook) are refused instead of waiting for themselves. */
+void cs__control_on_fetch_thread(const cs_consumer *c);
+/* Any thread, with c kept alive (under the subscription's stats_lock):
+ * hands r to the fetch thread; false if it has ended (r is then done with
+ * CS_ERR_STATE). Either way cs__control_wait(r) follows, with no lock held. */
+bool cs__control_post(cs_consumer *c, cs_ctl_req *r);
+/* Waits until r is done (the fetch thread applied it, or ended) and returns
+ * its result; r->message has the reason. Touches only r: c may be gone. */
+cs_err cs__control_wait(cs_ctl_req *r);
+/* Fetch thread, each turn: applies the waiting requests, then the pauses to
+ * the assigned partitions (a resumed partition that shed records seeks back
+ * to them). */
+void cs__control_apply(cs_consumer *c);
+/* Fetch thread: the partition is paused by the application. */
+static inline bool cs__fetch_app_paused(const cs_consumer *c, const fetch_part *fp) {
+    return c->paused_all || fp->app_paused;
+}
 
 /* ---- consumer_conf.c -------------------------------------------------------- */
 /* The librdkafka configuration of s's consumer c, with c as its opaque; sets
@@ -158,6 +228,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
 /* The files of the consumer call each other in layers, top to bottom (no
  * file calls one above it; scripts/depgraph checks it):
  *   consumer.c (lifecycle, the fetch thread's loop)
+ *   fetch_control.c (the application's seeks and pauses)
  *   consumer_conf.c (registers the callbacks below)
  *   rebalance.c
  *   start_position.c
@@ -233,6 +304,9 @@ void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const 
 void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp);
 /* After librdkafka's bound was seen and recq is empty again. */
 void cs__fetch_wake_fetchers(cs_consumer *c);
+/* Moves the partition to `offset`: drops its backlog, then seeks it there and
+ * waits for the seek's result; an error is described in `why`. */
+rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t offset, char *why, size_t cap);
 /* After an incremental (un)assign: librdkafka resumed the kept partitions
  * without waking their broker threads; seek them to where they are. */
 void cs__fetch_wake_kept(cs_consumer *c);
@@ -244,6 +318,8 @@ bool cs__fetch_out_capped(cs_consumer *c, const fetch_part *fp);
 /* Pauses the partitions that stopped settling past their share of the
  * buffer, resumes the ones that settled. Fetch thread, each loop. */
 void cs__fetch_stuck_check(cs_consumer *c, int64_t now);
+/* A partition's fair share of the buffer's bytes for its backlog. */
+size_t cs__fetch_share(cs_consumer *c);
 
 /* ---- fetch_take.c ----------------------------------------------------------- */
 /* At start: the record queue and the store. False when out of memory. */

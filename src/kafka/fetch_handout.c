@@ -136,7 +136,7 @@ bool cs__fetch_hand_out(cs_consumer *c, int64_t now) {
     run rn; /* on the fetch thread's stack, reused partition after partition */
     for (size_t k = 0; k < n && !c->out_of_memory && !lanes_full; k++) {
         fetch_part *fp = &c->parts[(c->next_part + k) % n];
-        if (!fp->head) continue;
+        if (!fp->head || cs__fetch_app_paused(c, fp)) continue; /* paused by the application: not served */
         lanes_full = !serve_part(c, fp, &rn);
         if (rn.last >= 0) fp->progress_ms = now;
         if (!c->tracked && rn.last >= 0) {

@@ -64,6 +64,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         cs__fetch_resume_paused(c, fp);
         drop_backlog(fp);
         fp->next = -1;
+        fp->shed = false; /* a new fetch position: nothing was dropped of it */
         fp->progress_ms = cs__now_ms();
         return forward_to_recq(c, part);
     }

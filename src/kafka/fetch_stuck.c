@@ -78,14 +78,26 @@ static bool at_limit(cs_consumer *c, const fetch_part *fp) {
     return cs__fetch_out_capped(c, fp) || cs__part_paused(fp->part);
 }
 
+size_t cs__fetch_share(cs_consumer *c) {
+    size_t budget = cs__store_budget(c->store);
+    size_t share = c->n_parts ? budget / (2 * c->n_parts) : budget / 2;
+    if (share < 2 * cs__store_chunk_size(c->store)) share = 2 * cs__store_chunk_size(c->store);
+    return share;
+}
+
 void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
     if (c->n_parts < 2) return;
     size_t budget = cs__store_budget(c->store);
-    size_t share = budget / (2 * c->n_parts);
-    if (share < 2 * cs__store_chunk_size(c->store)) share = 2 * cs__store_chunk_size(c->store);
+    size_t share = cs__fetch_share(c);
     bool half_full = cs__store_used(c->store) >= budget / 2;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
+        /* Paused by the application: not stuck, only not served. Its backlog
+         * is bounded by shedding (take_cb), without a pause in librdkafka. */
+        if (cs__fetch_app_paused(c, fp)) {
+            fp->progress_ms = now;
+            continue;
+        }
         uint64_t settled = cs__part_finished(fp->part);
         if (settled != fp->settled_seen) {
             fp->settled_seen = settled;

@@ -104,6 +104,14 @@ static cs_stored *store_record(cs_consumer *c, fetch_part *fp, const rd_kafka_me
     return r;
 }
 
+/* A partition the application paused keeps no more: its backlog reached its
+ * share, or it has some and the buffer is half full (chunks are counted
+ * whole, so with a small buffer the share alone could still fill it). */
+static bool paused_full(cs_consumer *c, const fetch_part *fp) {
+    return fp->backlog_bytes >= cs__fetch_share(c) ||
+           (fp->backlog > 0 && cs__store_used(c->store) >= cs__store_budget(c->store) / 2);
+}
+
 /* rd_kafka_consume_callback_queue's callback, on the fetch thread: librdkafka
  * destroys m when it returns, so what is kept is copied. rd_kafka_yield stops
  * the take; the records not yet served go back to recq's head, in order. */
@@ -130,6 +138,14 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
      * that slipped through librdkafka's version check is read again after
      * the resume, which seeks to `next`. */
     if (fp->paused) return;
+    /* Paused by the application, with its share of the buffer waiting:
+     * dropped, and read again from `next` (the first one dropped) after the
+     * resume (fetch_control.c), so that a paused partition never fills the
+     * buffer the others need, and librdkafka is never asked to pause it. */
+    if (fp->shed || (cs__fetch_app_paused(c, fp) && paused_full(c, fp))) {
+        fp->shed = true;
+        return;
+    }
     /* The continuity guard. A repeat comes from librdkafka 2.0.2's residual
      * race (a pause or seek reading the app offset one record behind): never
      * taken twice. A gap is legitimate with compaction and read_committed

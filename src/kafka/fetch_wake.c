@@ -1,7 +1,9 @@
 /* fetch_wake.c — waking librdkafka's broker threads, with a seek to where
  * the take stopped: once librdkafka's pre-fetch bound was seen and recq is
  * empty again, after an incremental (un)assign, and when a stuck partition is
- * resumed (fetch_stuck.c). Fetch thread only. */
+ * resumed (fetch_stuck.c); and moving a partition to another offset, for a
+ * Transactional rewind (committer.c) and an application's seek
+ * (fetch_control.c). Fetch thread only. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,6 +15,13 @@
 #include "../core/broker.h"
 #include "../core/error.h"
 #include "consumer_internal.h"
+
+/* A seek (a rewind after an aborted window, or the application's) waits this
+ * long for its result before it counts as failed. */
+#define SEEK_RESULT_TIMEOUT_MS 10000
+/* rd_kafka_version() of the last release whose seek waits in the wrong unit
+ * (2.0.2; fixed in 2.0.3, librdkafka #4230). */
+#define RDKAFKA_SEEK_UNIT_FIXED 0x020003ff
 
 /* ---- waking librdkafka's broker threads --------------------------------------
  * In librdkafka 2.0.2 a broker thread whose partitions are all at the queue's
@@ -31,12 +40,12 @@ void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
                      fp->topic, (int)fp->partition, (long long)fp->next, rd_kafka_err2str(err));
 }
 
-/* Seeks every partition cstream reads (not paused by it, with a known
+/* Seeks every partition cstream reads (not paused by it, not shedding, with a known
  * position, its log not in doubt) to `next`. */
 static void seek_readable(cs_consumer *c) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (!fp->paused && fp->next >= 0 && !cs__part_log_unknown(fp->part)) cs__fetch_seek_next(c, fp);
+        if (!fp->paused && !fp->shed && fp->next >= 0 && !cs__part_log_unknown(fp->part)) cs__fetch_seek_next(c, fp);
     }
 }
 
@@ -51,3 +60,27 @@ void cs__fetch_wake_fetchers(cs_consumer *c) {
  * threads; the seek is enqueued after that resume on the partition's op
  * queue, which is served in order. */
 void cs__fetch_wake_kept(cs_consumer *c) { seek_readable(c); }
+
+/* ---- moving a partition to another offset --------------------------------------
+ * Once librdkafka has done the seek, the partition's backlog, read from the
+ * old position, is dropped, and the continuity guard expects the seek's first
+ * record next. Records of the old position still in recq are outdated, and
+ * librdkafka drops them when taken. A seek librdkafka refuses (a partition
+ * whose fetch a rebalance is stopping: "Erroneous state") changes nothing. */
+rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t offset, char *why, size_t cap) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part))->offset = offset;
+    /* librdkafka before 2.0.3 waits for the seek's result 1000 times shorter
+     * than asked (it hands milliseconds to a wait in microseconds; fixed by
+     * #4230): ask for 10 s there too, or a seek answered after 10 ms would
+     * count as failed although it happened. */
+    int timeout_ms = SEEK_RESULT_TIMEOUT_MS;
+    if (rd_kafka_version() < RDKAFKA_SEEK_UNIT_FIXED) timeout_ms *= 1000; /* ms read as µs */
+    rd_kafka_error_t *e = rd_kafka_seek_partitions(c->rk, l, timeout_ms);
+    rd_kafka_resp_err_t err = e ? rd_kafka_error_code(e) : l->elems[0].err;
+    if (err) snprintf(why, cap, "%s", e ? rd_kafka_error_string(e) : rd_kafka_err2str(err));
+    if (e) rd_kafka_error_destroy(e);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (!err) cs__fetch_rewound(c, part, offset); /* same thread: no take runs in between */
+    return err;
+}

@@ -384,6 +384,15 @@ static int kafka_ready(void *impl) {
     return 1;
 }
 
+/* /readyz's count of paused partitions, under the same exclusion as kafka_ready. */
+static uint64_t kafka_paused(void *impl) {
+    cs_kafka *k = impl;
+    uint64_t n = 0;
+    for (size_t i = 0; k->started && i < k->n_subs; i++)
+        if (k->subs[i]->consumer) n += cs__consumer_paused(k->subs[i]->consumer);
+    return n;
+}
+
 static cs_err copy_kvlist(cs_kvlist *to, const cs_kvlist *from) {
     cs_err err = CS_OK;
     for (size_t i = 0; !err && i < from->n; i++) err = cs__kvlist_set(to, from->keys[i], from->values[i]);
@@ -472,6 +481,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .describe_sub = kafka_describe_sub,
     .sub_counters = kafka_sub_counters,
     .ready = kafka_ready,
+    .paused = kafka_paused,
     .add_publisher = kafka_add_publisher,
     .publish = kafka_publish_op,
     .metrics = kafka_metrics,

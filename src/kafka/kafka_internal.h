@@ -322,6 +322,8 @@ static inline void cs__sub_stats_counters(const cs_sub_stats *st, cs_broker_sub_
 }
 /* Commit ticks completed so far (see cs_test_sub_commit_ticks). */
 uint64_t cs__consumer_commit_ticks(cs_consumer *c);
+/* Assigned partitions the application paused now. Any thread. */
+uint64_t cs__consumer_paused(cs_consumer *c);
 /* /metrics (the scraping thread, with the subscription's stats lock held). */
 void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group);
 rd_kafka_t *cs__consumer_handle(cs_consumer *c);

@@ -535,6 +535,34 @@ static void test_readyz_not_ready_during_shutdown(void **state) {
     assert_int_equal(wait_exit(c.pid, 60000), 0);
 }
 
+/* A subscription paused on purpose (here by its own handler) stays ready;
+ * /readyz says how many partitions are paused and /metrics has the gauge. */
+static void test_readyz_ready_while_paused(void **state) {
+    (void)state;
+    char prefix[64], env_prefix[128], env_brokers[512], audit[160];
+    fresh_ops_topics(prefix, sizeof prefix, "opspause", 1);
+    snprintf(audit, sizeof audit, "%saudit", prefix);
+    snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
+    snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
+    const char *env[] = {env_prefix, env_brokers, NULL};
+    child c;
+    start_service(&c, NULL, env);
+    wait_ready(&c, 60000);
+    CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "pause", 5, NULL));
+    long long paused = -1;
+    for (int64_t deadline = now_ms() + 30000; paused != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+        char *body = NULL;
+        if (http_get(c.port, "/metrics", &body) == 200) paused = metric(body, "cstream_paused_partitions", audit);
+        free(body);
+    }
+    assert_int_equal(paused, 1);
+    char *body = NULL;
+    assert_int_equal(http_get(c.port, "/readyz", &body), 200);
+    if (!body || !strstr(body, "ready, paused partitions: 1")) fail_msg("/readyz said: %s", body ? body : "(none)");
+    free(body);
+    assert_int_equal(stop_service(&c), 0);
+}
+
 /* Embedded cluster only: with its broker down the service is not ready; once
  * the broker is back, it is ready again. */
 static void test_readyz_follows_the_connection(void **state) {
@@ -838,6 +866,7 @@ int main(void) {
         cmocka_unit_test(test_flag_beats_env),
         cmocka_unit_test(test_partitionless_member_ready),
         cmocka_unit_test(test_readyz_not_ready_during_shutdown),
+        cmocka_unit_test(test_readyz_ready_while_paused),
         cmocka_unit_test(test_readyz_follows_the_connection),
         cmocka_unit_test(test_payouts_example_docs),
         cmocka_unit_test(test_payouts_example_run),

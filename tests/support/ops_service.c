@@ -61,9 +61,12 @@ static cs_outcome handle_order(cs_delivery *d, void *user) {
 }
 
 static cs_outcome handle_audit(cs_delivery *d, void *user) {
-    (void)user;
     size_t len;
     const char *v = cs_delivery_value(d, &len);
+    /* "pause": the subscription pauses itself, from its handler (/readyz and
+     * /metrics then show it). */
+    if (v && len == 5 && !memcmp(v, "pause", 5) && cs_sub_pause(*(cs_sub **)user) != CS_OK)
+        fprintf(stderr, "ops_service: pause: %s\n", cs_errmsg());
     const char *hold = getenv("OPS_HOLD_FILE");
     if (hold && v && len == 4 && !memcmp(v, "hold", 4)) {
         struct timespec tick = {0, 10 * 1000000L};
@@ -102,7 +105,8 @@ int main(int argc, char **argv) {
     if (!err) err = cs_sub_reply(s, done, 5000);
     if (!err) err = cs_sub_dead_letter(s, dlq);
     if (!err) err = cs_sub_max_attempts(s, 2);
-    cs_sub *a = err ? NULL : cs_kafka_subscribe(k, audit, handle_audit, NULL);
+    static cs_sub *a; /* the audit handler's own subscription */
+    a = err ? NULL : cs_kafka_subscribe(k, audit, handle_audit, &a);
     if (!a) err = err ? err : CS_ERR_ARG;
     if (!err) err = cs_sub_group(a, audit_group);
     if (err) {
