@@ -460,3 +460,34 @@ cs__reg_status cs__registry_schema(cs_registry *r, int32_t id, const cs__schema 
     *out = cs__schema_cache_put(&r->cache, s);
     return CS__REG_OK;
 }
+
+/* ---- public read-outs ---- */
+
+cs_err cs_registry_stats_get(cs_registry *r, cs_registry_stats *out) {
+    if (!r || !out) return cs__fail(CS_ERR_ARG, "cs_registry_stats_get: registry and out are required");
+    cs__registry_stats s;
+    cs__registry_stats_get(r, &s);
+    *out = (cs_registry_stats){.lookups = s.lookups,
+                               .cache_hits = s.cache_hits,
+                               .requests = s.requests,
+                               .errors = s.errors,
+                               .unavailable = s.retryable_errors,
+                               .registered = s.registered};
+    return CS_OK;
+}
+
+const char *cs_registry_url(const cs_registry *r) { return r->url; }
+
+cs_err cs_registry_ping(cs_registry *r) {
+    body b;
+    if (!r) return cs__fail(CS_ERR_ARG, "cs_registry_ping: registry is NULL");
+    cs__reg_status st = exchange(r, "/subjects", NULL, &b, "ping (GET /subjects)");
+    if (st == CS__REG_OK) {
+        free(b.buf);
+        return CS_OK;
+    }
+    count_failure(r, st);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", cs_errmsg());
+    return cs__fail(CS_ERR_UNAVAILABLE, "%s", why);
+}
