@@ -147,6 +147,25 @@ static size_t discard(char *p, size_t size, size_t n, void *u) {
     return size * n;
 }
 
+/* The HTTP status of GET /subjects/{subject}/versions: 200 when the
+ * subject has a schema, 404 when it has none. */
+static long subject_status(const char *subj) {
+    char u[512];
+    long status = 0;
+    CURL *h = curl_easy_init();
+    snprintf(u, sizeof u, "%s/subjects/%s/versions", url, subj);
+    curl_easy_setopt(h, CURLOPT_URL, u);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    if (user) {
+        curl_easy_setopt(h, CURLOPT_USERNAME, user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
+    }
+    assert_int_equal(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(h);
+    return status;
+}
+
 /* PUT /config/{subject}: the subject's compatibility level (what an operator
  * sets up; Apicurio's default is NONE). */
 static void set_compatibility(const char *subj, const char *level) {
@@ -389,6 +408,11 @@ static void key_schema(void **state) {
     keys k = {.c = dec};
     assert_int_equal(cst_read_records(topic, 1, on_keyed, &k, 20000), 1);
     assert_string_equal(k.account, "acct-42");
+    char subj[200];
+    snprintf(subj, sizeof subj, "%s-key", topic);
+    assert_int_equal(subject_status(subj), 200);
+    snprintf(subj, sizeof subj, "%s-value", topic);
+    assert_int_equal(subject_status(subj), 200);
     /* Registered under "<topic>-key": a new codec for the same key subject
      * registering the same schema is answered the key's id. */
     cs_codec *again = codec_for(fresh, NULL, topic, true);
