@@ -110,6 +110,10 @@ static cs_codec *codec_for(cs_registry *r, const char *reader, const char *topic
     return c;
 }
 
+/* Set while an outage test has the registry stopped: a failure there
+ * (cmocka jumps out of the test) must not leave it down for the next. */
+static bool registry_down;
+
 static void registry_script(const char *verb) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "%s/scripts/registry %s >/dev/null", CSTREAM_SOURCE_DIR, verb);
@@ -282,6 +286,14 @@ static void on_reply(const rd_kafka_message_t *m, void *arg) {
     cs_value_free(&done_type, &d);
 }
 
+/* Each test starts with the registry up, whatever the one before did. */
+static int registry_up(void **state) {
+    (void)state;
+    if (registry_down) registry_script("restart");
+    registry_down = false;
+    return 0;
+}
+
 static void round_trip_publish_consume_reply(void **state) {
     (void)state;
     char topic[128], group[160], out[160];
@@ -311,11 +323,13 @@ static void round_trip_publish_consume_reply(void **state) {
     assert_int_equal(r.n, 5);
     assert_int_equal(r.id_sum, 0 + 1 + 2 + 3 + 4);
     assert_int_equal(r.schema_id, out_id);
-    /* reg2 asked the registry once per schema id (the payouts' and the
-     * replies'), not once per record: 10 records, 2 requests. */
+    /* reg2 looked up each schema id once (the payouts' and the replies'),
+     * not once per record: 10 records, 2 lookups; its requests are those and
+     * the start-up readiness probe. */
     cs_registry_stats st;
     CST_OK(cs_registry_stats_get(reg2, &st));
-    assert_int_equal(st.requests, 2);
+    assert_int_equal(st.lookups, 2);
+    assert_int_equal(st.requests, 3);
     cs_codec_registry_destroy(dec);
     cs_codec_registry_destroy(in);
     cs_codec_registry_destroy(reply);
@@ -492,18 +506,41 @@ static void outage(cs_commit_mode mode, const char *prefix) {
     publish_v1(c, topic, n); /* registered while the registry is up */
 
     registry_script("stop");
+    registry_down = true;
     cs_registry *creg = client(); /* nothing cached: every id needs the registry */
     assert_int_equal(cs_registry_ping(creg), CS_ERR_UNAVAILABLE);
     assert_non_null(strstr(cs_errmsg(), url));
     cs_codec *dec = codec_for(creg, NULL, NULL, false);
     seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
     cs_sub *sub = NULL;
+    cst_capture cap;
+    cst_capture_start(&cap);
     cs_app *app = start_app(prefix, topic, group, mode, dec, &s, NULL, mode == CS_COMMIT_TRACKED ? dlq : NULL, &sub);
-    assert_true(cst_wait(tried_twice, creg, 30000));
+    bool tried = cst_wait(tried_twice, creg, 30000);
+    char *log = cst_capture_stop(&cap);
+    assert_true(tried);
+    /* The start says so, naming the registry; readiness says not ready. */
+    char line[1024];
+    if (!cst_log_line(log, "codec not ready at start", line, sizeof line) || !strstr(line, url))
+        fail_msg("no start-up warning naming %s in:\n%s", url, log);
+    free(log);
+    char why[512] = "";
+    assert_int_equal(dec->ready(dec, why, sizeof why), 0);
+    assert_non_null(strstr(why, url));
     assert_int_equal(seen_total(&s), 0);
     registry_script("restart");
+    registry_down = false;
     want w = {&s, n};
     assert_true(cst_wait(reached, &w, 60000));
+    assert_int_equal(dec->ready(dec, why, sizeof why), 1);
+    /* /metrics carries the registry client's counters. */
+    char labels[256];
+    snprintf(labels, sizeof labels, "subscription=\"%s\",codec=\"avro\"", topic);
+    double v = -1;
+    assert_true(cst_metric_value(app, "cstream_codec_registry_unavailable_total", labels, &v));
+    assert_true(v >= 2);
+    assert_true(cst_metric_value(app, "cstream_codec_registry_lookups_total", labels, &v));
+    assert_true(v >= 3);
     if (mode == CS_COMMIT_TRACKED) CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, n, 30000));
     assert_each_once(&s, n);
     cs_sub_stats st;
@@ -603,8 +640,10 @@ int main(void) {
         cmocka_unit_test(unknown_id_and_no_magic_are_dead_lettered),
         cmocka_unit_test(wrong_password_is_unavailable_not_undecodable),
         cmocka_unit_test(incompatible_schema_is_refused_naming_the_subject),
-        cmocka_unit_test(outage_tracked_loses_nothing),
-        cmocka_unit_test(outage_auto_waits_in_place),
+        cmocka_unit_test_setup(outage_tracked_loses_nothing, registry_up),
+        cmocka_unit_test_setup(outage_auto_waits_in_place, registry_up),
     };
-    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+    int failed = cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+    if (registry_down) registry_up(NULL);
+    return failed;
 }
