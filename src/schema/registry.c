@@ -503,7 +503,8 @@ const char *cs_registry_url(const cs_registry *r) { return r->url; }
 int cs__registry_check(cs_registry *r, char *why, size_t cap) {
     if (atomic_load(&r->health) == REG_ANSWERS) return 1;
     body b;
-    cs__reg_status st = exchange_within(r, "/subjects", NULL, &b, "probe (GET /subjects)", CS_REGISTRY_PROBE_TIMEOUT_MS);
+    cs__reg_status st =
+        exchange_within(r, "/subjects", NULL, &b, "probe (GET /subjects)", CS_REGISTRY_PROBE_TIMEOUT_MS);
     if (st == CS__REG_OK) {
         free(b.buf);
         return 1;

@@ -1,4 +1,4 @@
-/* registry_avro.c — Avro as the format of a registry-backed codec
+/* avro_registry.c — Avro as the format of a registry-backed codec
  * (src/schema/registry_codec.c does the framing, the subject and the
  * registry): parses a writer schema once per schema id, decodes a datum
  * resolving it against the reader schema, and names the schema encode
