@@ -245,6 +245,31 @@ static cs_err rc_schema(const cs_codec *c, const cs_type *type, char **out) {
     return rc->fmt->schema(rc->state, type, out);
 }
 
+/* ---- operations: /readyz, /metrics ---------------------------------------------- */
+
+static int rc_ready(const cs_codec *c, char *why, size_t cap) {
+    const regcodec *rc = c->impl;
+    return cs__registry_check(rc->reg, why, cap);
+}
+
+static size_t rc_counters(const cs_codec *c, cs_codec_counter *out, size_t cap) {
+    const regcodec *rc = c->impl;
+    cs__registry_stats st;
+    cs__registry_stats_get(rc->reg, &st);
+    const cs_codec_counter all[] = {
+        {"cstream_codec_registry_lookups_total", "Schema-by-id lookups of the codec's registry client.", st.lookups},
+        {"cstream_codec_registry_cache_hits_total", "Of those, answered from the client's cache.", st.cache_hits},
+        {"cstream_codec_registry_requests_total", "HTTP requests sent to the registry.", st.requests},
+        {"cstream_codec_registry_errors_total", "Registry lookups and registrations that failed.", st.errors},
+        {"cstream_codec_registry_unavailable_total",
+         "Of those, the registry unreachable, 5xx, 429 or refusing credentials.", st.retryable_errors},
+        {"cstream_codec_registry_registered_total", "Schemas registered (or found registered).", st.registered},
+    };
+    size_t n = sizeof all / sizeof all[0] < cap ? sizeof all / sizeof all[0] : cap;
+    memcpy(out, all, n * sizeof *out);
+    return n;
+}
+
 /* ---- life ------------------------------------------------------------------- */
 
 static bool is_registry_codec(const cs_codec *c) { return c && c->decode == rc_decode; }
@@ -285,6 +310,8 @@ cs_err cs__registry_codec_new(cs_registry *reg, const cs_registry_subject_opts *
     c->decode = rc_decode;
     c->encode = rc_encode;
     c->schema = rc_schema;
+    c->ready = rc_ready;
+    c->counters = rc_counters;
     c->impl = rc;
     *out = c;
     return CS_OK;
