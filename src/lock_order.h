@@ -41,6 +41,10 @@
  *   -  cs_test_cluster.lock    src/kafka/testing.c     the test API's producer (tests only)
  *   -  cs__schema_cache.lock   src/schema/schema_cache.h  a registry client's schema cache (never held
  *                                                      across the HTTP request of a miss)
+ *   -  regcodec.lock           src/schema/registry_codec.c  a registry-backed codec's prepared writer
+ *                                                      schemas and registered ids (never held across a
+ *                                                      registry request or a call into the format)
+ *   -  avro_reg.lock           src/schema/avro_registry.c  the Avro schemas derived from field tables
  *
  * What no mutex is ever held across: a handler, a hook or any other user
  * callback; a thread join; a librdkafka call that blocks (rd_kafka_consumer_close,
@@ -49,7 +53,9 @@
  * bounded: the producer read lock across the wait for queue space (at
  * most the queue timeout), ops_state.lock across /readyz's metadata probe of a
  * consumer that heard "all brokers down" (at most 1 s per subscription, so a
- * stop waits for the probe in progress), and cs_test_cluster.lock across the
+ * stop waits for the probe in progress) and across /readyz's probe of a
+ * schema registry last seen down (cs_codec.ready: an HTTP request of at most
+ * 1 s per subscription with a registry-backed codec), and cs_test_cluster.lock across the
  * test API's synchronous produce (tests only). The other librdkafka calls
  * made under a lock wait on no broker: rd_kafka_queue_yield (wake_lock),
  * rd_kafka_commit_queue onto a queue (commit_lock), rd_kafka_producev without

@@ -38,6 +38,7 @@
 #define CSTREAM_AVRO_H
 
 #include "cstream/codec.h"
+#include "cstream/registry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -138,6 +139,47 @@ CS_API cs_err cs_codec_avro_new(const char *writer_json, const char *reader_json
 /** Releases a codec made by cs_codec_avro_new. NULL: nothing.
  * @param codec the codec; nothing may use it any more. */
 CS_API void cs_codec_avro_destroy(cs_codec *codec);
+
+/** Makes a registry-backed Avro codec: payloads in the Confluent wire format
+ * (magic byte 0, the 4-byte schema id, the Avro datum), with the writer
+ * schemas held by the Schema Registry @p reg.
+ *
+ * Decode reads the schema id, fetches that writer schema from the registry
+ * once (then parsed once and kept by the codec: no request and no parse per
+ * record), and resolves it against the reader schema (@p reader_json, with
+ * its defaults; NULL: the table's own schema, cs_avro_schema_of()). Encode
+ * writes with the reader schema (or the table's own), registering it under
+ * the subject @p opts names on its first call (then cached; see
+ * cs_codec_registry_schema_id()). A codec encodes for one topic and one side;
+ * make a second one, with opts->key set, for keys.
+ *
+ * Errors of decode, besides those of cs_avro_decode():
+ * - CS_ERR_DECODE: no magic byte or fewer than 5 bytes ("not in the schema
+ *   registry's wire format"), a schema id the registry does not know (404),
+ *   a writer schema that is not an Avro record, one that cannot be resolved.
+ *   A typed subscription dead-letters it under Tracked.
+ * - CS_ERR_UNAVAILABLE: the registry is unreachable, answers 5xx/429 or
+ *   refuses the credentials (401/403). The record is not at fault: a typed
+ *   subscription tries it again later (docs/guide.md, "Schemas and the
+ *   Schema Registry").
+ * Errors of encode: CS_ERR_ENCODE naming the subject when the registry
+ * refuses the schema (incompatible, invalid), CS_ERR_UNAVAILABLE as above,
+ * CS_ERR_ARG when the strategy needs a topic the codec was not given.
+ *
+ * The codec's functions are thread-safe.
+ * @param reg the registry; not owned, it must outlive the codec.
+ * @param reader_json the reader schema's JSON text (copied), a record; NULL:
+ *        the table's own schema.
+ * @param opts the subject encode registers under (copied); NULL: a
+ *        decode-only codec (encode fails with CS_ERR_ARG).
+ * @param out receives the codec, the caller's: release it with
+ *        cs_codec_registry_destroy() once nothing uses it.
+ * @retval CS_OK *out holds the codec.
+ * @retval CS_ERR_ARG reg or out is NULL, the reader schema is not a valid
+ *         Avro record, or the strategy is unknown; cs_errmsg() says why.
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_codec_avro_registry_new(cs_registry *reg, const char *reader_json,
+                                         const cs_registry_subject_opts *opts, cs_codec **out);
 
 #ifdef __cplusplus
 }

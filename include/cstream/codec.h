@@ -380,6 +380,8 @@ CS_API cs_err cs_json_schema(const cs_type *type, char **schema_out);
 
 /* ---- codecs -------------------------------------------------------------- */
 
+struct cs_codec_counter;
+
 /** A payload format. JSON is built in; Avro or Protobuf with a schema registry
  * fit the same shape, their registry client in `impl`.
  *
@@ -405,7 +407,24 @@ typedef struct cs_codec {
      * that decodes into a struct of its own (Protobuf's generated message)
      * sets it. Called through cs_codec_free_value. */
     void (*free_value)(const struct cs_codec *c, const cs_type *type, void *value);
+    /** Optional (NULL: always ready). Whether what the codec depends on (a
+     * schema registry) answers now; 0 with the reason in `why` (cap bytes,
+     * NUL-terminated) when not. /readyz and the start-up check ask it on
+     * their own thread; it may make one bounded probe (at most 1 s). */
+    int (*ready)(const struct cs_codec *c, char *why, size_t cap);
+    /** Optional (NULL: none). Writes up to `cap` of the codec's counters into
+     * `out` and returns how many; /metrics writes each as a counter family
+     * of that name, labelled with the subscription and the codec. Atomics
+     * only, never a request. */
+    size_t (*counters)(const struct cs_codec *c, struct cs_codec_counter *out, size_t cap);
 } cs_codec;
+
+/** One counter of a codec (cs_codec.counters), e.g. a registry client's lookups. */
+typedef struct cs_codec_counter {
+    const char *name; /**< the metric family, e.g. "cstream_codec_registry_lookups_total"; static */
+    const char *help; /**< one sentence for # HELP; static */
+    uint64_t value;   /**< monotonic */
+} cs_codec_counter;
 
 /** Releases what codec->decode left in *value (not the value itself) and
  * zeroes it: the codec's free_value, or cs_value_free for a field-table codec.

@@ -33,6 +33,7 @@ typedef enum cs_err {
     CS_ERR_AUTH,        /**< the cluster refused the credentials (SASL) or the TLS handshake failed */
     CS_ERR_DECODE,      /**< a payload does not decode as its type (not JSON, a field missing or of the wrong kind) */
     CS_ERR_ENCODE,      /**< a value cannot be encoded as its type (e.g. a string that is not UTF-8) */
+    CS_ERR_UNAVAILABLE, /**< a service the call needs (e.g. the Schema Registry) cannot be reached now: try later */
 } cs_err;
 
 /** Short constant name of a code, e.g. "CS_ERR_CONFIG". Never NULL.

@@ -451,6 +451,10 @@ CS_API cs_err cs_sub_dead_letter(cs_sub *s, const char *topic);
  * (the raw bytes stay available). A record that does not decode is never
  * handed to the handler: it is counted (decode_failures), logged with its
  * topic, partition, offset and the failing field, and dropped.
+ * A codec that answers CS_ERR_UNAVAILABLE (its schema registry is down) has
+ * the record tried again later, never dropped: under Tracked it comes back
+ * after a back-off (100 ms doubling to 5 s, taking no attempt), under Auto
+ * the worker waits in place until it decodes or the app stops.
  *
  * The codec and the type are not copied: they must outlive the app (static
  * tables, as in <cstream/codec.h>). The type is checked now (cs_type_check).

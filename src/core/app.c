@@ -160,6 +160,28 @@ static void run_shutdown_hook(cs_app *app) {
     app->startup_done = false;
 }
 
+/* Bytes of a codec's "not ready" reason kept for the log line. */
+#define CODEC_WHY_MAX 1024
+
+/* Start-up check of the subscriptions' codecs (cs_codec.ready): one that
+ * depends on something unreachable (a schema registry) does not stop the
+ * app; it says so, and the records that need it wait (worker.c). */
+static void warn_unready_codecs(cs_app *app) {
+    for (size_t k = 0; k < app->n_brokers; k++) {
+        broker_slot *b = &app->brokers[k];
+        if (!b->ops->n_subs || !b->ops->describe_sub) continue;
+        for (size_t i = 0; i < b->ops->n_subs(b->impl); i++) {
+            cs_broker_sub_desc d;
+            b->ops->describe_sub(b->impl, i, &d);
+            char why[CODEC_WHY_MAX] = "";
+            if (d.codec && d.codec->ready && !d.codec->ready(d.codec, why, sizeof why))
+                CS_LOG_WARN("codec not ready at start, records that need it wait until it is app=%s subscription=%s "
+                            "codec=%s reason=\"%s\"",
+                            app->name, d.name, d.codec->name, why);
+        }
+    }
+}
+
 cs_err cs_app_start(cs_app *app) {
     cs_err err = check_configurable(app, "cs_app_start");
     if (err) return err;
@@ -188,6 +210,7 @@ cs_err cs_app_start(cs_app *app) {
         }
         b->started = true;
     }
+    warn_unready_codecs(app);
     return CS_OK;
 }
 

@@ -267,6 +267,10 @@ static int apply_brokers(cs_app *app, const options *o, const char *prog) {
 
 /* ---- run ----------------------------------------------------------------------------- */
 
+/* Bytes of a "not ready" reason /readyz shows (a codec's, e.g. the schema
+ * registry's URL and what failed). */
+#define READYZ_WHY_MAX 512
+
 typedef struct ops_state {
     cs_app *app;
     /* Lock order: level 1, the outermost (lock_order.h): a route reads the
@@ -279,12 +283,25 @@ typedef struct ops_state {
     sigset_t signals;
 } ops_state;
 
-static int all_ready(ops_state *s) {
+/* The subscriptions' codecs (cs_codec.ready): a schema registry that does
+ * not answer makes the service not ready; why names it. */
+static int codecs_ready(const cs_broker_ops *ops, void *impl, char *why, size_t cap) {
+    if (!ops->n_subs || !ops->describe_sub) return 1;
+    for (size_t i = 0; i < ops->n_subs(impl); i++) {
+        cs_broker_sub_desc d;
+        ops->describe_sub(impl, i, &d);
+        if (d.codec && d.codec->ready && !d.codec->ready(d.codec, why, cap)) return 0;
+    }
+    return 1;
+}
+
+static int all_ready(ops_state *s, char *why, size_t cap) {
     if (!s->running) return 0;
     for (size_t i = 0; i < cs__app_n_brokers(s->app); i++) {
         void *impl;
         const cs_broker_ops *ops = cs__app_broker(s->app, i, &impl);
         if (ops->ready && !ops->ready(impl)) return 0;
+        if (!codecs_ready(ops, impl, why, cap)) return 0;
     }
     return 1;
 }
@@ -306,13 +323,14 @@ static int route(void *ctx, const char *path, char **body, const char **type) {
         return 200;
     }
     if (!strcmp(path, "/readyz")) {
+        char why[READYZ_WHY_MAX] = "";
         pthread_mutex_lock(&s->lock);
-        int ready = all_ready(s);
+        int ready = all_ready(s, why, sizeof why);
         uint64_t paused = ready ? all_paused(s) : 0;
         pthread_mutex_unlock(&s->lock);
+        char text[READYZ_WHY_MAX + 48];
+        snprintf(text, sizeof text, "%s%s%s\n", ready ? "ready" : "not ready", *why ? ": " : "", ready ? "" : why);
         /* Paused on purpose is healthy: ready, and said so. */
-        char text[80];
-        snprintf(text, sizeof text, "%s", !ready ? "not ready\n" : "ready\n");
         if (ready && paused)
             snprintf(text, sizeof text, "ready, paused partitions: %llu\n", (unsigned long long)paused);
         *body = strdup(text);

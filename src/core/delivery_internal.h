@@ -35,6 +35,7 @@ struct cs_delivery {
     int64_t retry_at_ms; /* cs_delivery_retry_after: when it may run again (0: at once) */
     char *reason;        /* cs_delivery_set_reason, for this attempt */
     bool decode_failed;  /* counted in decode_failures already */
+    int decode_waits;    /* decodes in a row that said "try later" (CS_ERR_UNAVAILABLE), for the back-off */
     cs_delivery *next;   /* lane queue or in-flight list */
     cs_delivery *prev;   /* in-flight list */
     bool listed;         /* on its partition's in-flight list (which may hold older epochs after a rewind) */

@@ -41,6 +41,7 @@ const char *cs_err_name(cs_err err) {
     case CS_ERR_AUTH: return "CS_ERR_AUTH";
     case CS_ERR_DECODE: return "CS_ERR_DECODE";
     case CS_ERR_ENCODE: return "CS_ERR_ENCODE";
+    case CS_ERR_UNAVAILABLE: return "CS_ERR_UNAVAILABLE";
     }
     return "CS_ERR_UNKNOWN";
 }

@@ -240,6 +240,23 @@ static void metrics_free(cs_metrics *m) {
     free(m->fam);
 }
 
+/* Counters a codec keeps (cs_codec.counters, e.g. its registry client's
+ * lookups and cache hits), one series per subscription that uses it. */
+#define CODEC_COUNTERS_MAX 16
+static void codec_counters(cs_metrics *m, const cs_broker_ops *ops, void *impl) {
+    if (!ops->n_subs || !ops->describe_sub) return;
+    for (size_t i = 0; i < ops->n_subs(impl); i++) {
+        cs_broker_sub_desc s;
+        ops->describe_sub(impl, i, &s);
+        if (!s.codec || !s.codec->counters) continue;
+        cs_codec_counter c[CODEC_COUNTERS_MAX];
+        size_t n = s.codec->counters(s.codec, c, CODEC_COUNTERS_MAX);
+        const char *labels[] = {"subscription", s.name, "codec", s.codec->name, NULL};
+        for (size_t j = 0; j < n && j < CODEC_COUNTERS_MAX; j++)
+            cs__metric_int(m, c[j].name, "counter", c[j].help, labels, (int64_t)c[j].value);
+    }
+}
+
 cs_err cs_app_metrics(cs_app *app, char **out) {
     if (!app || !out) return cs__fail(CS_ERR_ARG, "cs_app_metrics: app and out are required");
     cs_metrics m = {0};
@@ -265,6 +282,7 @@ cs_err cs_app_metrics(cs_app *app, char **out) {
     for (size_t k = 0; k < cs__app_n_brokers(app); k++) {
         void *impl;
         const cs_broker_ops *ops = cs__app_broker(app, k, &impl);
+        codec_counters(&m, ops, impl);
         if (ops->metrics) ops->metrics(impl, &m);
     }
     buf b = {0};

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -72,11 +73,95 @@ static bool admit(cs_pipeline *p, cs_delivery *d) {
     return run;
 }
 
+/* A codec that answers CS_ERR_UNAVAILABLE (a schema registry it needs is
+ * down) is asked again after a back-off that doubles from the first to the
+ * most; the record is never the one at fault, so it is never given up. */
+#define DECODE_WAIT_FIRST_MS 100
+#define DECODE_WAIT_MAX_MS 5000
+/* Auto: the in-place wait looks at the app's stop this often. */
+#define DECODE_WAIT_SLICE_MS 50
+
+static int decode_wait_ms(int waits) {
+    int64_t ms = DECODE_WAIT_FIRST_MS;
+    for (int i = 1; i < waits && ms < DECODE_WAIT_MAX_MS; i++) ms *= 2;
+    return ms < DECODE_WAIT_MAX_MS ? (int)ms : DECODE_WAIT_MAX_MS;
+}
+
+static void warn_decode_wait(cs_pipeline *p, const cs_delivery *d, int wait_ms) {
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
+        CS_LOG_WARN("record cannot be decoded now, tried again later topic=%s partition=%d offset=%lld type=%s "
+                    "commit=%s wait_ms=%d tries=%d reason=\"%s\" similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, p->cfg.type->name,
+                    p->cfg.tracked ? "tracked" : "auto", wait_ms, d->decode_waits, cs_errmsg(),
+                    (unsigned long long)skipped, CS_TRACE_ARGS(d));
+}
+
+/* Whether the record may still wait in place (Auto): its partition is still
+ * ours and the app is not stopping. */
+static bool may_wait(cs_pipeline *p, cs_delivery *d) {
+    if (atomic_load(&p->stopping)) return false;
+    pthread_mutex_lock(&d->part->lock);
+    bool ok = runnable_locked(p, d->part, d);
+    pthread_mutex_unlock(&d->part->lock);
+    return ok;
+}
+
+/* The codec said "try later". Tracked: the record goes back to its lane's
+ * head after the back-off (a delayed retry, which takes no attempt: the
+ * handler did not run), so nothing behind it in its lane overtakes it and
+ * the position waits. Auto, where a retry cannot bring a record back: the
+ * worker waits here and decodes again until it works or the app stops (then
+ * the record is dropped with a line, like any record unhandled at stop under
+ * Auto). Returns what became of d: decoded (Auto), settled (no longer
+ * the caller's), or a decode failure of another kind (Auto; the caller
+ * handles it as any). */
+typedef enum decode_wait { WAIT_DECODED, WAIT_SETTLED, WAIT_FAILED } decode_wait;
+
+static decode_wait decode_later(lane *l, cs_delivery *d) {
+    cs_pipeline *p = l->pipe;
+    if (p->cfg.tracked) {
+        int wait_ms = decode_wait_ms(++d->decode_waits);
+        warn_decode_wait(p, d, wait_ms);
+        d->retry_at_ms = cs__now_ms() + wait_ms;
+        cs__settle(d, CS_RETRY);
+        return WAIT_SETTLED;
+    }
+    for (;;) {
+        int wait_ms = decode_wait_ms(++d->decode_waits);
+        warn_decode_wait(p, d, wait_ms);
+        int64_t until = cs__now_ms() + wait_ms;
+        while (cs__now_ms() < until && may_wait(p, d)) {
+            struct timespec ts = {0, DECODE_WAIT_SLICE_MS * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        if (!may_wait(p, d)) {
+            CS_LOG_WARN("record dropped at stop, it could not be decoded yet topic=%s partition=%d offset=%lld "
+                        "commit=auto tries=%d" CS_TRACE_FMT,
+                        d->topic, (int)d->partition, (long long)d->offset, d->decode_waits, CS_TRACE_ARGS(d));
+            cs__settle(d, CS_DROP);
+            return WAIT_SETTLED;
+        }
+        cs_err err = cs__delivery_decode(d, p->cfg.codec, p->cfg.type);
+        if (err == CS_OK) return WAIT_DECODED;
+        if (err != CS_ERR_UNAVAILABLE) return WAIT_FAILED; /* cs_errmsg() still says why */
+    }
+}
+
 /* Typed subscriptions: a record that does not decode never reaches the
- * handler; it is counted, logged and dropped. Returns false then. */
+ * handler; it is counted, logged and dropped (dead-lettered under Tracked).
+ * Returns false then. A codec that cannot decode it now
+ * (CS_ERR_UNAVAILABLE) gets it again later: decode_later. */
 static bool decode_or_drop(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
-    if (!p->cfg.type || cs__delivery_decode(d, p->cfg.codec, p->cfg.type) == CS_OK) return true;
+    if (!p->cfg.type) return true;
+    cs_err err = cs__delivery_decode(d, p->cfg.codec, p->cfg.type);
+    if (err == CS_ERR_UNAVAILABLE) {
+        decode_wait w = decode_later(l, d);
+        if (w == WAIT_DECODED) err = CS_OK;
+        else if (w == WAIT_SETTLED) return false;
+    }
+    if (err == CS_OK) return true;
     if (!d->decode_failed) atomic_fetch_add_explicit(&l->decode_failures, 1, memory_order_relaxed);
     d->decode_failed = true; /* counted once, though a failed dead-letter publish brings it back */
     if (p->cfg.tracked && (p->cfg.send_dead_letter || p->cfg.make_dead_letter)) {

@@ -46,7 +46,15 @@ struct cs_registry {
     long connect_timeout_ms, timeout_ms;
     cs__schema_cache cache; /* made by cs_registry_new */
     _Atomic uint64_t lookups, cache_hits, requests, errors, retryable_errors, registered;
+    /* What the last request found (REG_UNKNOWN before the first): set by
+     * every exchange, read by cs__registry_check (readiness). */
+    _Atomic int health;
 };
+
+enum { REG_UNKNOWN = 0, REG_ANSWERS, REG_DOWN };
+/* A readiness probe of a registry last seen down is bounded by this, so
+ * /readyz (which holds its lock across it) answers within it. */
+#define CS_REGISTRY_PROBE_TIMEOUT_MS 1000L
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_result = CURLE_FAILED_INIT;
@@ -229,7 +237,16 @@ static void error_reason(const body *b, char *out, size_t cap, long *error_code)
 /* Sends one request; on CS__REG_OK the 2xx body is in *b (caller frees
  * b->buf). `what` names the request in messages ("schema id 7", "subject
  * payouts-value"). */
+static cs__reg_status exchange_within(cs_registry *r, const char *path, const char *post, body *b, const char *what,
+                                      long bound_ms);
+
 static cs__reg_status exchange(cs_registry *r, const char *path, const char *post, body *b, const char *what) {
+    return exchange_within(r, path, post, b, what, 0);
+}
+
+/* The same, bounded by bound_ms (0: the configured timeouts) */
+static cs__reg_status exchange_within(cs_registry *r, const char *path, const char *post, body *b, const char *what,
+                                      long bound_ms) {
     CURL *h;
     CURLcode rc;
     struct curl_slist *hdrs = NULL;
@@ -251,8 +268,11 @@ static cs__reg_status exchange(cs_registry *r, const char *path, const char *pos
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* worker threads: no SIGALRM for DNS timeouts */
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, r->connect_timeout_ms);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, r->timeout_ms);
+    long connect_ms = r->connect_timeout_ms, total_ms = r->timeout_ms;
+    if (bound_ms > 0 && bound_ms < total_ms) total_ms = bound_ms;
+    if (total_ms < connect_ms) connect_ms = total_ms;
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, connect_ms);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, total_ms);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
@@ -270,6 +290,8 @@ static cs__reg_status exchange(cs_registry *r, const char *path, const char *pos
     curl_easy_cleanup(h);
     curl_slist_free_all(hdrs);
 
+    int down = rc != CURLE_OK ? !b->too_big : (status >= 500 || status == 429 || status == 401 || status == 403);
+    atomic_store(&r->health, down ? REG_DOWN : REG_ANSWERS);
     if (rc != CURLE_OK) {
         if (b->too_big) {
             cs__fail(CS_ERR_DECODE, "schema registry %s: %s: answer larger than %u bytes", r->url, what,
@@ -459,4 +481,49 @@ cs__reg_status cs__registry_schema(cs_registry *r, int32_t id, const cs__schema 
     }
     *out = cs__schema_cache_put(&r->cache, s);
     return CS__REG_OK;
+}
+
+/* ---- public read-outs ---- */
+
+cs_err cs_registry_stats_get(cs_registry *r, cs_registry_stats *out) {
+    if (!r || !out) return cs__fail(CS_ERR_ARG, "cs_registry_stats_get: registry and out are required");
+    cs__registry_stats s;
+    cs__registry_stats_get(r, &s);
+    *out = (cs_registry_stats){.lookups = s.lookups,
+                               .cache_hits = s.cache_hits,
+                               .requests = s.requests,
+                               .errors = s.errors,
+                               .unavailable = s.retryable_errors,
+                               .registered = s.registered};
+    return CS_OK;
+}
+
+const char *cs_registry_url(const cs_registry *r) { return r->url; }
+
+int cs__registry_check(cs_registry *r, char *why, size_t cap) {
+    if (atomic_load(&r->health) == REG_ANSWERS) return 1;
+    body b;
+    cs__reg_status st =
+        exchange_within(r, "/subjects", NULL, &b, "probe (GET /subjects)", CS_REGISTRY_PROBE_TIMEOUT_MS);
+    if (st == CS__REG_OK) {
+        free(b.buf);
+        return 1;
+    }
+    count_failure(r, st);
+    if (cap) snprintf(why, cap, "%s", cs_errmsg());
+    return 0;
+}
+
+cs_err cs_registry_ping(cs_registry *r) {
+    body b;
+    if (!r) return cs__fail(CS_ERR_ARG, "cs_registry_ping: registry is NULL");
+    cs__reg_status st = exchange(r, "/subjects", NULL, &b, "ping (GET /subjects)");
+    if (st == CS__REG_OK) {
+        free(b.buf);
+        return CS_OK;
+    }
+    count_failure(r, st);
+    char why[1024];
+    snprintf(why, sizeof why, "%s", cs_errmsg());
+    return cs__fail(CS_ERR_UNAVAILABLE, "%s", why);
 }

@@ -59,6 +59,11 @@ typedef struct cs__registry_stats {
 
 void cs__registry_stats_get(cs_registry *r, cs__registry_stats *out);
 
+/* Whether the registry answers: 1 at once when the last request got an
+ * answer; else one probe (GET /subjects) bounded by 1 s. 0 with the reason
+ * (naming the URL) in why (cap bytes). Any thread; no lock held. */
+int cs__registry_check(cs_registry *r, char *why, size_t cap);
+
 /* Number of schemas in the cache now. */
 size_t cs__registry_cached(cs_registry *r);
 
