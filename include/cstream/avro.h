@@ -124,7 +124,8 @@ CS_API cs_err cs_avro_encode(const cs_type *type, const cs_avro_schema *schema, 
  * payloads written with `writer_json` into the table, resolving against
  * `reader_json` (NULL: the table's own schema); encode writes with
  * `reader_json`, or `writer_json` when it is NULL; schema returns the text
- * encode writes with. The payload is the bare Avro datum (no registry
+ * encode writes with, its schema_format CS_SCHEMA_FORMAT_AVRO (the AsyncAPI
+ * document, cs_app_asyncapi, shows it as a JSON object). The payload is the bare Avro datum (no registry
  * framing). The codec's functions are thread-safe.
  * @param writer_json the writer schema's JSON text (copied).
  * @param reader_json the reader schema's JSON text, or NULL (copied).

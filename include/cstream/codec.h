@@ -381,6 +381,19 @@ CS_API cs_err cs_json_schema(const cs_type *type, char **schema_out);
 /* ---- codecs -------------------------------------------------------------- */
 
 struct cs_codec_counter;
+/* The schema languages a codec's schema function can speak, named as AsyncAPI
+ * 3.0's Multi Format Schema Object names them (its `schemaFormat`), so the
+ * AsyncAPI document can carry the schema as it is and the AsyncAPI tools know
+ * how to read it. */
+/** JSON Schema (what cs_json_schema writes, which uses only keywords that
+ * mean the same in draft-07): the schema function returns its JSON text. */
+#define CS_SCHEMA_FORMAT_JSON "application/schema+json;version=draft-07"
+/** An Apache Avro schema: the schema function returns its JSON text. */
+#define CS_SCHEMA_FORMAT_AVRO "application/vnd.apache.avro;version=1.9.0"
+/** A Protobuf 2 schema: the schema function returns the .proto text. */
+#define CS_SCHEMA_FORMAT_PROTOBUF2 "application/vnd.google.protobuf;version=2"
+/** A Protobuf 3 schema: the schema function returns the .proto text. */
+#define CS_SCHEMA_FORMAT_PROTOBUF3 "application/vnd.google.protobuf;version=3"
 
 /** A payload format. JSON is built in; Avro or Protobuf with a schema registry
  * fit the same shape, their registry client in `impl`.
@@ -398,8 +411,10 @@ typedef struct cs_codec {
     cs_err (*decode)(const struct cs_codec *c, const cs_type *type, const void *data, size_t len, void *out);
     /** Encodes *value into *out (malloc'ed) and *len, like cs_json_encode. */
     cs_err (*encode)(const struct cs_codec *c, const cs_type *type, const void *value, char **out, size_t *len);
-    /** The schema of the type in this codec's schema language (JSON: JSON Schema).
-     * NULL: the codec has none that a JSON document can hold (AsyncAPI leaves it out). */
+    /** The schema of the type as text in this codec's schema language,
+     * schema_format (JSON: JSON Schema; Avro: the schema's JSON; Protobuf:
+     * the .proto text). NULL: the codec has no schema to show (AsyncAPI
+     * leaves the payload's schema out). */
     cs_err (*schema)(const struct cs_codec *c, const cs_type *type, char **out);
     void *impl; /**< codec-specific state, e.g. a schema registry client */
     /** Releases what decode left in *value, not the value itself, and zeroes
@@ -417,6 +432,13 @@ typedef struct cs_codec {
      * of that name, labelled with the subscription and the codec. Atomics
      * only, never a request. */
     size_t (*counters)(const struct cs_codec *c, struct cs_codec_counter *out, size_t cap);
+    /** The language of what `schema` returns, one of the CS_SCHEMA_FORMAT_*
+     * names (any AsyncAPI schemaFormat will do). NULL: JSON Schema, as
+     * CS_SCHEMA_FORMAT_JSON (a codec made before schema_format existed). The
+     * AsyncAPI document (cs_app_asyncapi) writes a JSON Schema as an AsyncAPI
+     * schema, an Avro schema as a JSON object and any other as a string, each
+     * under its schemaFormat. A static string: it is never freed. */
+    const char *schema_format;
 } cs_codec;
 
 /** One counter of a codec (cs_codec.counters), e.g. a registry client's lookups. */
@@ -437,7 +459,8 @@ typedef struct cs_codec_counter {
 CS_API void cs_codec_free_value(const cs_codec *codec, const cs_type *type, void *value);
 
 /** The built-in JSON codec: cs_json_decode, cs_json_encode and cs_json_schema
- * behind the cs_codec interface (impl is NULL). */
+ * behind the cs_codec interface (impl is NULL, schema_format
+ * CS_SCHEMA_FORMAT_JSON). */
 CS_API extern const cs_codec cs_codec_json;
 
 #ifdef __cplusplus

@@ -71,7 +71,12 @@ extern "C" {
 struct ProtobufCMessageDescriptor;
 
 /** Makes a cs_codec for one Protobuf message type: decode (into the generated
- * struct), encode, and free_value; no JSON schema (codec->schema is NULL).
+ * struct), encode, and free_value. With proto_text, codec->schema returns a
+ * copy of it and codec->schema_format is CS_SCHEMA_FORMAT_PROTOBUF3 when its
+ * first statement is `syntax = "proto3"` or an edition, else
+ * CS_SCHEMA_FORMAT_PROTOBUF2 (a file without a syntax statement is proto2);
+ * the AsyncAPI document (cs_app_asyncapi) shows it. Without, codec->schema
+ * and codec->schema_format are NULL.
  * The codec's name is "protobuf", its content type "application/x-protobuf".
  * @param desc the generated descriptor, e.g. `&payments__payout__descriptor`;
  *        a constant of the generated C; it must stay valid while the codec

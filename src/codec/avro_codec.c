@@ -64,6 +64,7 @@ cs_err cs_codec_avro_new(const char *writer_json, const char *reader_json, cs_co
     c->decode = avro_decode;
     c->encode = avro_encode;
     c->schema = avro_schema;
+    c->schema_format = CS_SCHEMA_FORMAT_AVRO;
     c->impl = impl;
     char why[CS_AVRO_WHY_MAX];
     const char *which = "writer";

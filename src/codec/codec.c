@@ -35,4 +35,5 @@ const cs_codec cs_codec_json = {
     .schema = json_schema,
     .impl = NULL,
     .free_value = NULL, /* field tables: cs_value_free */
+    .schema_format = CS_SCHEMA_FORMAT_JSON,
 };

@@ -247,6 +247,53 @@ static cs_err protobuf_encode(const cs_codec *c, const cs_type *type, const void
     return CS_OK;
 }
 
+/* ---- the schema: the .proto text ---- */
+
+/* The text after leading white space and comments (a .proto file's first
+ * statement, if it has one, is its syntax or edition statement). */
+static const char *first_statement(const char *p) {
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
+        if (p[0] == '/' && p[1] == '/') {
+            while (*p && *p != '\n') p++;
+        } else if (p[0] == '/' && p[1] == '*') {
+            const char *end = strstr(p + 2, "*/");
+            p = end ? end + 2 : p + strlen(p);
+        } else {
+            return p;
+        }
+    }
+}
+
+/* The AsyncAPI schemaFormat of a .proto text: Protobuf 3 when its first
+ * statement is `syntax = "proto3"` or an `edition` (editions followed
+ * proto3); Protobuf 2 when it says "proto2" or has no syntax statement, which
+ * Protobuf reads as proto2. */
+static const char *proto_schema_format(const char *text) {
+    const char *p = first_statement(text);
+    if (!strncmp(p, "edition", strlen("edition"))) return CS_SCHEMA_FORMAT_PROTOBUF3;
+    if (strncmp(p, "syntax", strlen("syntax"))) return CS_SCHEMA_FORMAT_PROTOBUF2;
+    p = first_statement(p + strlen("syntax"));
+    if (*p != '=') return CS_SCHEMA_FORMAT_PROTOBUF2;
+    p = first_statement(p + 1);
+    bool quoted = *p == '"' || *p == '\'';
+    return quoted && !strncmp(p + 1, "proto3", strlen("proto3")) ? CS_SCHEMA_FORMAT_PROTOBUF3
+                                                                 : CS_SCHEMA_FORMAT_PROTOBUF2;
+}
+
+/* The .proto text given to cs_codec_protobuf_new (set only when one was). */
+static cs_err protobuf_schema(const cs_codec *c, const cs_type *type, char **out) {
+    const protobuf_impl *impl = impl_of(c);
+    if (out != NULL) *out = NULL;
+    if (impl == NULL || out == NULL) return cs__fail(CS_ERR_ARG, "protobuf schema: codec and out must not be NULL");
+    cs_err err = check_type(impl, type, "schema");
+    if (err) return err;
+    if (impl->proto == NULL)
+        return cs__fail(CS_ERR_ARG, "message %s: the codec was given no .proto text", impl->desc->name);
+    *out = strdup(impl->proto);
+    return *out ? CS_OK : cs__fail(CS_ERR_NOMEM, "message %s: out of memory copying the .proto text", impl->desc->name);
+}
+
 /* ---- the codec ---- */
 
 void cs_codec_protobuf_destroy(cs_codec *codec) {
@@ -280,7 +327,9 @@ cs_err cs_codec_protobuf_new(const struct ProtobufCMessageDescriptor *desc, cons
     c->content_type = CS_PROTOBUF_CONTENT_TYPE;
     c->decode = protobuf_decode;
     c->encode = protobuf_encode;
-    c->schema = NULL; /* .proto text is not JSON Schema: AsyncAPI's schemaFormat is the registry slice's */
+    /* Without the .proto text there is no schema to show (AsyncAPI leaves it out). */
+    c->schema = proto ? protobuf_schema : NULL;
+    c->schema_format = proto ? proto_schema_format(proto) : NULL;
     c->free_value = protobuf_free_value;
     c->impl = impl;
     *out = c;

@@ -130,6 +130,7 @@ static void avro_reg_destroy(void *state) {
 static const cs__reg_format avro_format = {
     .name = "avro",
     .content_type = "application/vnd.confluent.avro",
+    .schema_format = CS_SCHEMA_FORMAT_AVRO,
     .schema_type = CS__SCHEMA_AVRO,
     .prepare = avro_prepare,
     .release = avro_release,

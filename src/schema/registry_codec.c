@@ -310,6 +310,7 @@ cs_err cs__registry_codec_new(cs_registry *reg, const cs_registry_subject_opts *
     c->decode = rc_decode;
     c->encode = rc_encode;
     c->schema = rc_schema;
+    c->schema_format = fmt->schema_format;
     c->ready = rc_ready;
     c->counters = rc_counters;
     c->impl = rc;

@@ -18,8 +18,9 @@
 
 /* What a format provides. Every function may run on any thread at once. */
 typedef struct cs__reg_format {
-    const char *name;         /* the codec's name, e.g. "avro" */
-    const char *content_type; /* e.g. "application/vnd.confluent.avro" */
+    const char *name;          /* the codec's name, e.g. "avro" */
+    const char *content_type;  /* e.g. "application/vnd.confluent.avro" */
+    const char *schema_format; /* what `schema` returns, a CS_SCHEMA_FORMAT_* name (AsyncAPI's schemaFormat) */
     cs__schema_type schema_type;
     /* Parses a writer schema's text (as the registry holds it) into the
      * format's prepared form, once per schema id. CS_ERR_DECODE (with the

@@ -550,6 +550,7 @@ static void test_codec_interface_and_json_refusal(void **state) {
     free(bytes);
     char *text;
     assert_int_equal(c->schema(c, &pay_v2_type, &text), CS_OK);
+    assert_string_equal(c->schema_format, CS_SCHEMA_FORMAT_AVRO); /* the text is an Avro schema */
     assert_string_equal(text, V2);
     free(text);
     cs_avro_schema_destroy(v1);

@@ -1116,6 +1116,7 @@ static void test_codec_interface(void **state) {
     const cs_codec *c = &cs_codec_json;
     assert_string_equal(c->name, "json");
     assert_string_equal(c->content_type, "application/json");
+    assert_string_equal(c->schema_format, CS_SCHEMA_FORMAT_JSON);
     payout p = {.id = 7, .amount_cents = -3, .memo = "m"};
     char *json = NULL;
     size_t len = 0;

@@ -520,9 +520,36 @@ static void test_codec_object_and_arguments(void **state) {
     assert_int_equal(cs_type_check(t), CS_OK); /* cs_sub_decode takes it */
     assert_string_equal(payout_codec->name, "protobuf");
     assert_string_equal(payout_codec->content_type, "application/x-protobuf");
-    assert_null(payout_codec->schema);
     assert_non_null(strstr(cs_codec_protobuf_proto(payout_codec), "message Payout {"));
     assert_null(cs_codec_protobuf_proto(scalars_codec));
+    /* The schema is the .proto text (AsyncAPI shows it): payments.proto is proto2. */
+    char *text = NULL;
+    assert_non_null(payout_codec->schema);
+    assert_int_equal(payout_codec->schema(payout_codec, t, &text), CS_OK);
+    assert_string_equal(text, cs_codec_protobuf_proto(payout_codec));
+    free(text);
+    assert_string_equal(payout_codec->schema_format, CS_SCHEMA_FORMAT_PROTOBUF2);
+    assert_int_equal(payout_codec->schema(payout_codec, cs_codec_protobuf_type(scalars_codec), &text), CS_ERR_ARG);
+    assert_null(text);
+    assert_null(scalars_codec->schema); /* no .proto text, no schema */
+    assert_null(scalars_codec->schema_format);
+    /* The format follows the text's first statement; comments before it do not count. */
+    static const struct {
+        const char *text, *format;
+    } formats[] = {
+        {"// payouts\n/* v3 */ syntax = 'proto3'; message Payout {}", CS_SCHEMA_FORMAT_PROTOBUF3},
+        {"syntax=\"proto3\";", CS_SCHEMA_FORMAT_PROTOBUF3},
+        {"edition = \"2023\";", CS_SCHEMA_FORMAT_PROTOBUF3},
+        {"syntax = \"proto2\";", CS_SCHEMA_FORMAT_PROTOBUF2},
+        {"message Payout {} // syntax = \"proto3\"", CS_SCHEMA_FORMAT_PROTOBUF2}, /* no syntax statement: proto2 */
+    };
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+        cs_codec *f;
+        assert_int_equal(cs_codec_protobuf_new(&payments__payout__descriptor, formats[i].text, &f), CS_OK);
+        if (strcmp(f->schema_format, formats[i].format))
+            fail_msg("%s: schema_format %s, not %s", formats[i].text, f->schema_format, formats[i].format);
+        cs_codec_protobuf_destroy(f);
+    }
     assert_ptr_equal(cs_codec_protobuf_descriptor(payout_codec), &payments__payout__descriptor);
     assert_null(cs_codec_protobuf_type(&cs_codec_json));
     assert_null(cs_codec_protobuf_proto(NULL));
