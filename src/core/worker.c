@@ -78,7 +78,7 @@ static bool admit(cs_pipeline *p, cs_delivery *d) {
  * most; the record is never the one at fault, so it is never given up. */
 #define DECODE_WAIT_FIRST_MS 100
 #define DECODE_WAIT_MAX_MS 5000
-/* Auto: the in-place wait looks at the app's stop this often. */
+/* The in-place wait looks at the app's stop and the partition this often. */
 #define DECODE_WAIT_SLICE_MS 50
 
 static int decode_wait_ms(int waits) {
@@ -97,8 +97,8 @@ static void warn_decode_wait(cs_pipeline *p, const cs_delivery *d, int wait_ms) 
                     (unsigned long long)skipped, CS_TRACE_ARGS(d));
 }
 
-/* Whether the record may still wait in place (Auto): its partition is still
- * ours and the app is not stopping. */
+/* Whether the record may still wait in place: its partition is still ours
+ * (not revoked, not rewound) and the app is not stopping. */
 static bool may_wait(cs_pipeline *p, cs_delivery *d) {
     if (atomic_load(&p->stopping)) return false;
     pthread_mutex_lock(&d->part->lock);
@@ -107,26 +107,38 @@ static bool may_wait(cs_pipeline *p, cs_delivery *d) {
     return ok;
 }
 
-/* The codec said "try later". Tracked: the record goes back to its lane's
- * head after the back-off (a delayed retry, which takes no attempt: the
- * handler did not run), so nothing behind it in its lane overtakes it and
- * the position waits. Auto, where a retry cannot bring a record back: the
- * worker waits here and decodes again until it works or the app stops (then
- * the record is dropped with a line, like any record unhandled at stop under
- * Auto). Returns what became of d: decoded (Auto), settled (no longer
- * the caller's), or a decode failure of another kind (Auto; the caller
- * handles it as any). */
+/* The attempt count the next commit writes for d (Tracked). admit counted
+ * the attempt about to start; while d waits for its codec the handler has
+ * not run, so the count goes back to the attempts that did run: a crash
+ * during a registry outage must not cost the record an attempt (with
+ * max_attempts 1 the next owner would dead-letter it unrun). */
+static void count_attempt(cs_pipeline *p, cs_delivery *d, uint32_t attempts) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (part->tracker && runnable_locked(p, part, d)) {
+        cs_tracker_set_attempts(part->tracker, d->seq, attempts);
+        part->dirty = true;
+    }
+    pthread_mutex_unlock(&part->lock);
+}
+
+/* The codec said "try later". The worker waits here, with a back-off, and
+ * decodes again until it works, its partition is no longer ours, or the app
+ * stops: the record keeps its place at the head of its lane, so nothing
+ * behind it in the lane overtakes it, and (Tracked, Transactional) the
+ * position waits in front of it. A delayed retry would let the lane's next
+ * records run first, and the handler has not run, so this takes no attempt.
+ * When it may wait no longer: Tracked settles it as a retry, which a
+ * partition that is no longer ours or an app that stops never commits, so
+ * the next owner reads it again; Auto, where nothing brings a record back,
+ * drops it with a line, like any record unhandled at stop. Returns what
+ * became of d: decoded, settled (no longer the caller's), or a decode
+ * failure of another kind (the caller handles it as any). */
 typedef enum decode_wait { WAIT_DECODED, WAIT_SETTLED, WAIT_FAILED } decode_wait;
 
 static decode_wait decode_later(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
-    if (p->cfg.tracked) {
-        int wait_ms = decode_wait_ms(++d->decode_waits);
-        warn_decode_wait(p, d, wait_ms);
-        d->retry_at_ms = cs__now_ms() + wait_ms;
-        cs__settle(d, CS_RETRY);
-        return WAIT_SETTLED;
-    }
+    if (p->cfg.tracked) count_attempt(p, d, (uint32_t)d->attempt);
     for (;;) {
         int wait_ms = decode_wait_ms(++d->decode_waits);
         warn_decode_wait(p, d, wait_ms);
@@ -136,6 +148,13 @@ static decode_wait decode_later(lane *l, cs_delivery *d) {
             nanosleep(&ts, NULL);
         }
         if (!may_wait(p, d)) {
+            if (p->cfg.tracked) {
+                CS_LOG_INFO("record not decoded before its partition left or the app stopped, read again by "
+                            "the next owner topic=%s partition=%d offset=%lld tries=%d" CS_TRACE_FMT,
+                            d->topic, (int)d->partition, (long long)d->offset, d->decode_waits, CS_TRACE_ARGS(d));
+                cs__settle(d, CS_RETRY);
+                return WAIT_SETTLED;
+            }
             CS_LOG_WARN("record dropped at stop, it could not be decoded yet topic=%s partition=%d offset=%lld "
                         "commit=auto tries=%d" CS_TRACE_FMT,
                         d->topic, (int)d->partition, (long long)d->offset, d->decode_waits, CS_TRACE_ARGS(d));
@@ -143,8 +162,9 @@ static decode_wait decode_later(lane *l, cs_delivery *d) {
             return WAIT_SETTLED;
         }
         cs_err err = cs__delivery_decode(d, p->cfg.codec, p->cfg.type);
-        if (err == CS_OK) return WAIT_DECODED;
-        if (err != CS_ERR_UNAVAILABLE) return WAIT_FAILED; /* cs_errmsg() still says why */
+        if (err == CS_ERR_UNAVAILABLE) continue;
+        if (p->cfg.tracked) count_attempt(p, d, (uint32_t)d->attempt + 1); /* the handler runs now */
+        return err == CS_OK ? WAIT_DECODED : WAIT_FAILED;                  /* cs_errmsg() still says why */
     }
 }
 
