@@ -140,10 +140,18 @@ cs_err cs__avro_read_block(decoder *d, const av_node *items, size_t *count) {
 }
 
 static cs_err skip_blocks(decoder *d, const av_node *w) {
+    /* Items of no size (null, an empty record) cost no bytes: past the array
+     * limit, more items than bytes read is a payload that only burns time. */
+    const unsigned char *start = d->p;
+    size_t total = 0;
     for (;;) {
         size_t count;
         cs_err err = cs__avro_read_block(d, w->items, &count);
         if (err || count == 0) return err;
+        total += count;
+        if (total > CS_ARRAY_MAX_ITEMS && total > (size_t)(d->end - start))
+            return cs__avro_fail(d, "%zu items in %zu bytes: more items than the payload can hold", total,
+                                 (size_t)(d->end - start));
         for (size_t i = 0; i < count; i++) {
             size_t len;
             const unsigned char *key;

@@ -91,7 +91,11 @@ static cs_err plan_partitions(rd_kafka_t *rk, cs_kafka *k, const cs_broker_reset
     for (size_t i = 0; !result && i < req->n_scopes; i++)
         result = add_topic(l, md, req->scopes[i].topic, req->scopes[i].partitions, req->scopes[i].n_partitions);
     for (size_t i = 0; !result && !req->n_scopes && i < k->n_subs; i++)
-        if (group_of(k->subs[i]) && !strcmp(group_of(k->subs[i]), group))
+        if (group_of(k->subs[i]) && !strcmp(group_of(k->subs[i]), group) && k->subs[i]->pattern)
+            result = cs__fail(CS_ERR_ARG,
+                              "reset-offsets: subscription %s of group %s is a pattern: name its topics with --topic",
+                              k->subs[i]->name, group);
+        else if (group_of(k->subs[i]) && !strcmp(group_of(k->subs[i]), group))
             for (size_t t = 0; !result && t < k->subs[i]->n_topics; t++)
                 result = add_topic(l, md, k->subs[i]->topics[t], NULL, 0);
     rd_kafka_metadata_destroy(md);
@@ -158,6 +162,14 @@ static cs_err refuse_live_members(rd_kafka_t *rk, const char *group) {
 
 /* ---- the plan ----------------------------------------------------------------------------- */
 
+/* current + by, saturated at the int64 range (--shift-by takes any number;
+ * clamp then brings it into the partition). */
+static int64_t shifted(int64_t current, int64_t by) {
+    if (by > 0 && current > INT64_MAX - by) return INT64_MAX;
+    if (by < 0 && current < INT64_MIN - by) return INT64_MIN;
+    return current + by;
+}
+
 static int64_t clamp(int64_t v, int64_t lo, int64_t hi, char *note, size_t size) {
     if (v < lo) {
         snprintf(note, size, "(earliest kept record; %lld is gone)", (long long)v);
@@ -223,7 +235,7 @@ static cs_err make_plan(rd_kafka_t *rk, const cs_broker_reset *req, const char *
             if (r->current < 0) {
                 r->next = -1;
                 snprintf(r->note, sizeof r->note, "(unchanged: no committed position to shift)");
-            } else r->next = clamp(r->current + req->value, lo, hi, r->note, sizeof r->note);
+            } else r->next = clamp(shifted(r->current, req->value), lo, hi, r->note, sizeof r->note);
             break;
         }
         e->offset = r->next;

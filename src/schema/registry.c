@@ -264,7 +264,14 @@ static cs__reg_status exchange_within(cs_registry *r, const char *path, const ch
         return CS__REG_LOCAL;
     }
     hdrs = curl_slist_append(hdrs, "Accept: " CS_REGISTRY_CONTENT_TYPE ", application/json");
-    if (post) hdrs = curl_slist_append(hdrs, "Content-Type: " CS_REGISTRY_CONTENT_TYPE);
+    struct curl_slist *all = hdrs && post ? curl_slist_append(hdrs, "Content-Type: " CS_REGISTRY_CONTENT_TYPE) : hdrs;
+    if (!all) { /* curl_slist_append returns NULL when out of memory, leaving the list as it was */
+        curl_slist_free_all(hdrs);
+        curl_easy_cleanup(h);
+        cs__fail(CS_ERR_NOMEM, "schema registry %s: %s: out of memory", r->url, what);
+        return CS__REG_LOCAL;
+    }
+    hdrs = all;
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* worker threads: no SIGALRM for DNS timeouts */

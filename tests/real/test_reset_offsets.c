@@ -190,6 +190,11 @@ static void dry_run_changes_nothing(void **state) {
     assert_int_equal(committed(1), PER_PARTITION);
     free(out);
     free(err);
+    /* A shift past the int64 range saturates (it once wrapped to the start). */
+    assert_int_equal(RESET(&out, &err, "--group", group, "--shift-by", "9223372036854775807"), 0);
+    expect_row(out, 0, "10", "10");
+    free(out);
+    free(err);
     /* Without --group: the service reads with two groups and must be told which. */
     assert_int_equal(RESET(&out, &err, "--to-earliest"), 1);
     expect_line(err, "several groups");
