@@ -53,7 +53,9 @@ static size_t ident_len(const char *p) {
     return n;
 }
 
-static bool is_word(const char *p, size_t len, const char *word) { return len == strlen(word) && !strncmp(p, word, len); }
+static bool is_word(const char *p, size_t len, const char *word) {
+    return len == strlen(word) && !strncmp(p, word, len);
+}
 
 typedef struct scope {
     bool message;      /* a message's body: `message` declarations in it take indexes */

@@ -39,7 +39,7 @@ typedef struct pb_reg {
     uint8_t indexes[PB_REG_INDEX_BYTES]; /* the message's indexes as written after the id */
     size_t n_indexes_bytes;
     pthread_mutex_t lock; /* leaf: imports[].version */
-    import imports[CS_REGCODEC_MAX_REFS];
+import imports[CS_REGCODEC_MAX_REFS];
     size_t n_imports;
 } pb_reg;
 
@@ -112,7 +112,8 @@ static cs_err pb_prepare(void *state, const char *text, void **prepared) {
 
 static void path_text(const int32_t *idx, size_t n, char *out, size_t cap) {
     size_t at = (size_t)snprintf(out, cap, "[");
-    for (size_t i = 0; i < n && at < cap; i++) at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? ", " : "", idx[i]);
+    for (size_t i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(out + at, cap - at, "%s%d", i ? ", " : "", idx[i]);
     if (at < cap) snprintf(out + at, cap - at, "]");
 }
 
@@ -187,7 +188,8 @@ static bool add_ref(void *arg, const char *name, size_t len) {
 }
 
 /* The references of `text` among the first `before` imports (registered). */
-static cs_err refs_among(pb_reg *p, const char *text, size_t before, cs__schema_reference *refs, size_t cap, size_t *n) {
+static cs_err refs_among(pb_reg *p, const char *text, size_t before, cs__schema_reference *refs, size_t cap,
+                         size_t *n) {
     refs_of r = {.p = p, .before = before, .refs = refs, .cap = cap};
     cs__proto_imports(text, add_ref, &r);
     *n = r.n;
@@ -210,8 +212,8 @@ static cs_err pb_references(void *state, cs_registry *reg, cs__schema_reference 
         int32_t id, version = 0;
         cs_err err = refs_among(p, p->imports[i].text, i, mine, CS_REGCODEC_MAX_REFS, &n_mine);
         if (err) return err;
-        cs__reg_status rs = cs__registry_register_refs(reg, p->imports[i].name, CS__SCHEMA_PROTOBUF,
-                                                       p->imports[i].text, mine, n_mine, &id, &version);
+        cs__reg_status rs = cs__registry_register_refs(reg, p->imports[i].name, CS__SCHEMA_PROTOBUF, p->imports[i].text,
+                                                       mine, n_mine, &id, &version);
         if (rs != CS__REG_OK) return cs__registry_codec_register_err(rs, p->imports[i].name);
         pthread_mutex_lock(&p->lock);
         p->imports[i].version = version;
@@ -322,7 +324,7 @@ cs_err cs_codec_protobuf_registry_import(cs_codec *codec, const char *name, cons
     for (size_t i = 0; i < p->n_imports; i++)
         if (!strcmp(p->imports[i].name, name))
             return cs__fail(CS_ERR_ARG, "cs_codec_protobuf_registry_import: %s is given twice", name);
-    import im = {strdup(name), strdup(proto_text), 0};
+import im = {strdup(name), strdup(proto_text), 0 };
     if (!im.name || !im.text) {
         free(im.name);
         free(im.text);

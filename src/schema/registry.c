@@ -400,8 +400,8 @@ cs__reg_status cs__registry_register(cs_registry *r, const char *subject, cs__sc
     return cs__registry_register_refs(r, subject, type, schema, NULL, 0, id, NULL);
 }
 
-cs__reg_status cs__registry_register_refs(cs_registry *r, const char *subject, cs__schema_type type,
-                                          const char *schema, const cs__schema_reference *refs, size_t n_refs, int32_t *id,
+cs__reg_status cs__registry_register_refs(cs_registry *r, const char *subject, cs__schema_type type, const char *schema,
+                                          const cs__schema_reference *refs, size_t n_refs, int32_t *id,
                                           int32_t *version) {
     char path[1024], what[600], *esc, *post;
     cs__reg_status st;

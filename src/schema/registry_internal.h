@@ -93,8 +93,8 @@ typedef struct cs__schema_reference {
 /* cs__registry_register with the schema's references (n_refs of them; sent
  * as "references"), and, when `version` is not NULL, the version the subject
  * holds the schema as (one more request: POST /subjects/{subject}). */
-cs__reg_status cs__registry_register_refs(cs_registry *r, const char *subject, cs__schema_type type,
-                                          const char *schema, const cs__schema_reference *refs, size_t n_refs, int32_t *id,
+cs__reg_status cs__registry_register_refs(cs_registry *r, const char *subject, cs__schema_type type, const char *schema,
+                                          const cs__schema_reference *refs, size_t n_refs, int32_t *id,
                                           int32_t *version);
 
 /* The schema with `id` (GET /schemas/ids/{id}), from the cache when it is

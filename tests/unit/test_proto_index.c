@@ -60,7 +60,8 @@ static void top_level_and_nested_messages(void **state) {
 
 static void no_package_names_the_message_alone(void **state) {
     (void)state;
-    static const char text[] = "syntax = \"proto2\";\nmessage A { optional int32 x = 1; }\nmessage B { message C {} }\n";
+    static const char text[] =
+        "syntax = \"proto2\";\nmessage A { optional int32 x = 1; }\nmessage B { message C {} }\n";
     expect_path(text, "B.C", (int32_t[]){1, 0}, 2);
     int32_t idx[4];
     size_t n;
@@ -84,7 +85,8 @@ static void unbalanced_braces_are_refused(void **state) {
     (void)state;
     int32_t idx[4];
     size_t n;
-    assert_int_equal(cs__proto_index_of("message A { message B {}", "A.B", idx, 4, &n), CS_OK); /* found before the end */
+    assert_int_equal(cs__proto_index_of("message A { message B {}", "A.B", idx, 4, &n),
+                     CS_OK); /* found before the end */
     assert_int_equal(cs__proto_index_of("message A { ", "X", idx, 4, &n), CS_ERR_DECODE);
     assert_non_null(strstr(cs_errmsg(), "left open"));
     assert_int_equal(cs__proto_index_of("message A {} }", "X", idx, 4, &n), CS_ERR_DECODE);
