@@ -45,6 +45,8 @@
  *                                                      schemas and registered ids (never held across a
  *                                                      registry request or a call into the format)
  *   -  avro_reg.lock           src/schema/avro_registry.c  the Avro schemas derived from field tables
+ *   -  pb_reg.lock             src/schema/protobuf_registry.c  the versions of a Protobuf codec's imported
+ *                                                      files (never held across a registry request)
  *
  * What no mutex is ever held across: a handler, a hook or any other user
  * callback; a thread join; a librdkafka call that blocks (rd_kafka_consumer_close,

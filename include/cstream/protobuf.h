@@ -53,6 +53,7 @@
 #define CSTREAM_PROTOBUF_H
 
 #include "cstream/codec.h"
+#include "cstream/registry.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,6 +118,89 @@ CS_API const char *cs_codec_protobuf_proto(const cs_codec *codec);
  * @return the descriptor (the generated C's); NULL if codec is NULL or not a
  *         Protobuf codec. */
 CS_API const struct ProtobufCMessageDescriptor *cs_codec_protobuf_descriptor(const cs_codec *codec);
+
+/* ---- through a Schema Registry ------------------------------------------- */
+
+/** Makes a registry-backed Protobuf codec: payloads in the Confluent wire
+ * format (magic byte 0, the 4-byte schema id, the message indexes, the
+ * Protobuf message), with the writer schemas held by the Schema Registry
+ * @p reg. Decoded values are the generated struct, as with
+ * cs_codec_protobuf_new(); give cs_sub_decode cs_codec_protobuf_registry_type().
+ *
+ * Decode reads the schema id, fetches that writer schema (.proto text) once
+ * (then kept by the codec, its messages indexed: no request per record),
+ * reads the message indexes and finds the message they name in it, which must
+ * be the codec's message by full name; protobuf-c then decodes the payload
+ * with the generated descriptor (fields the descriptor does not know are
+ * skipped: Protobuf's own evolution). Encode registers @p proto_text with
+ * schemaType PROTOBUF under the subject @p opts names (RecordName strategies:
+ * the message's full name, e.g. "payments.Payout"), once per codec (see
+ * cs_codec_registry_schema_id()), and writes the framing, the message's
+ * indexes in that text (counting `message` declarations only, as
+ * Confluent's serializers do) and the message. A .proto that imports another
+ * file registers it as a schema reference: give that file's text with
+ * cs_codec_protobuf_registry_import().
+ *
+ * Errors of decode, besides those of the Protobuf codec:
+ * - CS_ERR_DECODE: no magic byte or too short ("not in the schema registry's
+ *   wire format"), a schema id the registry does not know, a writer schema
+ *   that is not Protobuf, message indexes that are malformed or name no
+ *   message of the writer schema, or name another message than the codec's
+ *   (cs_errmsg() names both). A typed subscription dead-letters it under
+ *   Tracked.
+ * - CS_ERR_UNAVAILABLE: the registry is unreachable, answers 5xx/429 or
+ *   refuses the credentials: the record is tried again later, never
+ *   dead-lettered (docs/guide.md, "Schemas and the Schema Registry").
+ * Errors of encode: CS_ERR_ENCODE naming the subject when the registry
+ * refuses the schema (or an imported file), CS_ERR_UNAVAILABLE as above,
+ * CS_ERR_ARG when the strategy needs a topic the codec was not given.
+ *
+ * The codec's functions are thread-safe.
+ * @param reg the registry; not owned, it must outlive the codec.
+ * @param desc the generated descriptor, e.g. `&payments__payout__descriptor`;
+ *        it must stay valid while the codec is used (not copied).
+ * @param proto_text the .proto text of the file that declares the message,
+ *        as it is registered (copied); its syntax statement gives the codec's
+ *        schema_format (CS_SCHEMA_FORMAT_PROTOBUF2 or _PROTOBUF3).
+ * @param opts the subject encode registers under (copied); NULL: a
+ *        decode-only codec (encode fails with CS_ERR_ARG).
+ * @param out receives the codec, the caller's: release it with
+ *        cs_codec_registry_destroy() once nothing uses it. NULL on failure.
+ * @retval CS_OK *out holds the codec.
+ * @retval CS_ERR_ARG reg, proto_text or out is NULL, desc is not a message
+ *         descriptor, the text declares no message of desc's full name (or
+ *         cannot be followed: unbalanced braces), or the strategy is
+ *         unknown; cs_errmsg() says which.
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_codec_protobuf_registry_new(cs_registry *reg, const struct ProtobufCMessageDescriptor *desc,
+                                             const char *proto_text, const cs_registry_subject_opts *opts,
+                                             cs_codec **out);
+
+/** Gives a registry-backed Protobuf codec the text of a file its .proto
+ * imports, so that encode registers it first, under the subject @p name
+ * (Confluent's default for references), and registers the codec's schema
+ * with the reference {name, subject, version}. Add a file's own imports
+ * before it; an import not given is sent without a reference (for files the
+ * registry knows itself). Decode needs none of this: the descriptor was
+ * generated with the imports.
+ *
+ * Call before the codec is in use: not synchronised with encode.
+ * @param codec a codec made by cs_codec_protobuf_registry_new().
+ * @param name the file as the `import` statement spells it, e.g.
+ *        "common/money.proto" (copied).
+ * @param proto_text the file's text (copied).
+ * @retval CS_OK kept.
+ * @retval CS_ERR_ARG not such a codec, a NULL or empty argument, the name
+ *         given twice, or more than 16 files.
+ * @retval CS_ERR_NOMEM out of memory. */
+CS_API cs_err cs_codec_protobuf_registry_import(cs_codec *codec, const char *name, const char *proto_text);
+
+/** The cs_type to give cs_sub_decode and the codec's functions, as
+ * cs_codec_protobuf_type() for a plain Protobuf codec.
+ * @param codec a codec made by cs_codec_protobuf_registry_new().
+ * @return the type, valid as long as the codec; NULL if codec is NULL or not
+ *         a registry-backed Protobuf codec. */
+CS_API const cs_type *cs_codec_protobuf_registry_type(const cs_codec *codec);
 
 #ifdef __cplusplus
 }

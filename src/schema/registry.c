@@ -349,9 +349,14 @@ static const char *type_name(cs__schema_type t) {
     return "?";
 }
 
-/* {"schema": <text>[, "schemaType": <type>]}; Avro is the API's default and
- * is left implicit, as Confluent's own serializers do. */
-static char *register_body(cs__schema_type type, const char *schema) {
+static int gen_str(yajl_gen g, const char *s) {
+    return yajl_gen_string(g, (const unsigned char *)s, strlen(s)) == yajl_gen_status_ok;
+}
+
+/* {"schema": <text>[, "schemaType": <type>][, "references": [{"name", "subject",
+ * "version"}, ...]]}; Avro is the API's default and is left implicit, as
+ * Confluent's own serializers do. */
+static char *register_body(cs__schema_type type, const char *schema, const cs__schema_reference *refs, size_t n_refs) {
     yajl_gen g = yajl_gen_alloc(NULL);
     const unsigned char *out;
     size_t len;
@@ -359,14 +364,14 @@ static char *register_body(cs__schema_type type, const char *schema) {
     int ok;
     if (!g) return NULL;
     yajl_gen_config(g, yajl_gen_validate_utf8, 1);
-    ok = yajl_gen_map_open(g) == yajl_gen_status_ok &&
-         yajl_gen_string(g, (const unsigned char *)"schema", 6) == yajl_gen_status_ok &&
-         yajl_gen_string(g, (const unsigned char *)schema, strlen(schema)) == yajl_gen_status_ok;
-    if (ok && type != CS__SCHEMA_AVRO) {
-        const char *tn = type_name(type);
-        ok = yajl_gen_string(g, (const unsigned char *)"schemaType", 10) == yajl_gen_status_ok &&
-             yajl_gen_string(g, (const unsigned char *)tn, strlen(tn)) == yajl_gen_status_ok;
-    }
+    ok = yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "schema") && gen_str(g, schema);
+    if (ok && type != CS__SCHEMA_AVRO) ok = gen_str(g, "schemaType") && gen_str(g, type_name(type));
+    if (ok && n_refs) ok = gen_str(g, "references") && yajl_gen_array_open(g) == yajl_gen_status_ok;
+    for (size_t i = 0; ok && i < n_refs; i++)
+        ok = yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "name") && gen_str(g, refs[i].name) &&
+             gen_str(g, "subject") && gen_str(g, refs[i].subject) && gen_str(g, "version") &&
+             yajl_gen_integer(g, refs[i].version) == yajl_gen_status_ok && yajl_gen_map_close(g) == yajl_gen_status_ok;
+    if (ok && n_refs) ok = yajl_gen_array_close(g) == yajl_gen_status_ok;
     ok = ok && yajl_gen_map_close(g) == yajl_gen_status_ok && yajl_gen_get_buf(g, &out, &len) == yajl_gen_status_ok;
     if (ok && (copy = malloc(len + 1))) {
         memcpy(copy, out, len);
@@ -376,21 +381,45 @@ static char *register_body(cs__schema_type type, const char *schema) {
     return copy;
 }
 
+/* POSTs `post` to `path` and reads the integer `key` of the answer (0..INT32_MAX). */
+static cs__reg_status post_for_int(cs_registry *r, const char *path, const char *post, const char *key,
+                                   const char *what, int32_t *value) {
+    body b;
+    const char *key_path[] = {key, NULL};
+    cs__reg_status st = exchange(r, path, post, &b, what);
+    if (st != CS__REG_OK) return st;
+    yajl_val root = yajl_tree_parse(b.buf ? b.buf : "", NULL, 0);
+    yajl_val v = root ? yajl_tree_get(root, key_path, yajl_t_number) : NULL;
+    if (!v || !YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 0 || YAJL_GET_INTEGER(v) > INT32_MAX) {
+        cs__fail(CS_ERR_DECODE, "schema registry %s: %s: the answer has no %s: %.200s", r->url, what, key,
+                 b.buf ? b.buf : "");
+        st = CS__REG_REJECTED;
+    } else {
+        *value = (int32_t)YAJL_GET_INTEGER(v);
+    }
+    yajl_tree_free(root);
+    free(b.buf);
+    return st;
+}
+
 cs__reg_status cs__registry_register(cs_registry *r, const char *subject, cs__schema_type type, const char *schema,
                                      int32_t *id) {
+    return cs__registry_register_refs(r, subject, type, schema, NULL, 0, id, NULL);
+}
+
+cs__reg_status cs__registry_register_refs(cs_registry *r, const char *subject, cs__schema_type type, const char *schema,
+                                          const cs__schema_reference *refs, size_t n_refs, int32_t *id,
+                                          int32_t *version) {
     char path[1024], what[600], *esc, *post;
-    body b;
-    yajl_val root, v;
-    static const char *id_path[] = {"id", NULL};
     cs__reg_status st;
     cs__schema *s;
 
-    if (!r || !subject || !*subject || !schema || !id) {
+    if (!r || !subject || !*subject || !schema || !id || (n_refs && !refs)) {
         cs__fail(CS_ERR_ARG, "schema registry: register needs a registry, a subject, a schema and an id");
         return r ? count_failure(r, CS__REG_LOCAL) : CS__REG_LOCAL;
     }
     snprintf(what, sizeof what, "registering a schema (%s) under subject %s", type_name(type), subject);
-    if (!(post = register_body(type, schema))) {
+    if (!(post = register_body(type, schema, refs, n_refs))) {
         cs__fail(CS_ERR_ENCODE, "schema registry %s: %s: the schema is not UTF-8 (or no memory)", r->url, what);
         return count_failure(r, CS__REG_LOCAL);
     }
@@ -403,22 +432,17 @@ cs__reg_status cs__registry_register(cs_registry *r, const char *subject, cs__sc
         return count_failure(r, CS__REG_LOCAL);
     }
     curl_free(esc);
-    st = exchange(r, path, post, &b, what);
+    st = post_for_int(r, path, post, "id", what, id);
+    if (st == CS__REG_OK && version) {
+        /* The register answer has only the id; a reference names a version,
+         * which the subject lookup (POST /subjects/{subject}) answers. */
+        path[strlen(path) - strlen("/versions")] = '\0';
+        snprintf(what, sizeof what, "looking up the version of a schema (%s) under subject %s", type_name(type),
+                 subject);
+        st = post_for_int(r, path, post, "version", what, version);
+    }
     free(post);
     if (st != CS__REG_OK) return count_failure(r, st);
-
-    root = yajl_tree_parse(b.buf ? b.buf : "", NULL, 0);
-    v = root ? yajl_tree_get(root, id_path, yajl_t_number) : NULL;
-    if (!v || !YAJL_IS_INTEGER(v) || YAJL_GET_INTEGER(v) < 0 || YAJL_GET_INTEGER(v) > INT32_MAX) {
-        cs__fail(CS_ERR_DECODE, "schema registry %s: %s: the answer has no schema id: %.200s", r->url, what,
-                 b.buf ? b.buf : "");
-        yajl_tree_free(root);
-        free(b.buf);
-        return count_failure(r, CS__REG_REJECTED);
-    }
-    *id = (int32_t)YAJL_GET_INTEGER(v);
-    yajl_tree_free(root);
-    free(b.buf);
     atomic_fetch_add(&r->registered, 1);
     /* The id now names this schema for good: cache it, so a consumer in the
      * same process reading what we publish makes no request. */

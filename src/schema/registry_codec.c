@@ -171,6 +171,18 @@ static bool encoder_cached(regcodec *rc, const cs_type *type, int32_t *id) {
     return found;
 }
 
+cs_err cs__registry_codec_register_err(cs__reg_status rs, const char *subject) {
+    char why[CS_REGCODEC_WHY_MAX];
+    snprintf(why, sizeof why, "%s", cs_errmsg());
+    if (cs__reg_status_retryable(rs))
+        return cs__fail(CS_ERR_UNAVAILABLE, "subject %s: the registry cannot be asked now (%s): %s", subject,
+                        cs__reg_status_name(rs), why);
+    if (rs == CS__REG_INCOMPATIBLE)
+        return cs__fail(CS_ERR_ENCODE, "subject %s: the registry refused the schema as incompatible: %s", subject, why);
+    return cs__fail(rs == CS__REG_LOCAL ? CS_ERR_NOMEM : CS_ERR_ENCODE,
+                    "subject %s: the schema could not be registered: %s", subject, why);
+}
+
 /* The schema id encode writes `type` with: registered (or found: the registry
  * answers the existing id for a schema it has) once per type, then cached.
  * A failure is not cached: the next encode asks again. */
@@ -189,19 +201,13 @@ static cs_err schema_id_for(regcodec *rc, const cs_type *type, int32_t *id) {
         return cs__fail(CS_ERR_ARG, "%s registry codec (%s strategy, %s): %s", rc->fmt->name,
                         strategy_name(rc->strategy), rc->key ? "key" : "value", why);
     }
-    cs__reg_status rs = cs__registry_register(rc->reg, subject, rc->fmt->schema_type, text, id);
-    if (rs != CS__REG_OK) {
-        char why[CS_REGCODEC_WHY_MAX];
-        snprintf(why, sizeof why, "%s", cs_errmsg());
-        if (cs__reg_status_retryable(rs))
-            return cs__fail(CS_ERR_UNAVAILABLE, "subject %s: the registry cannot be asked now (%s): %s", subject,
-                            cs__reg_status_name(rs), why);
-        if (rs == CS__REG_INCOMPATIBLE)
-            return cs__fail(CS_ERR_ENCODE, "subject %s: the registry refused the schema as incompatible: %s", subject,
-                            why);
-        return cs__fail(rs == CS__REG_LOCAL ? CS_ERR_NOMEM : CS_ERR_ENCODE,
-                        "subject %s: the schema could not be registered: %s", subject, why);
-    }
+    cs__schema_reference refs[CS_REGCODEC_MAX_REFS];
+    size_t n_refs = 0;
+    if (rc->fmt->references && (err = rc->fmt->references(rc->state, rc->reg, refs, CS_REGCODEC_MAX_REFS, &n_refs)))
+        return err;
+    cs__reg_status rs =
+        cs__registry_register_refs(rc->reg, subject, rc->fmt->schema_type, text, refs, n_refs, id, NULL);
+    if (rs != CS__REG_OK) return cs__registry_codec_register_err(rs, subject);
     pthread_mutex_lock(&rc->lock);
     bool known = false;
     for (size_t i = 0; i < rc->n_encoders; i++) known = known || rc->encoders[i].type == type;
@@ -238,6 +244,11 @@ static cs_err rc_encode(const cs_codec *c, const cs_type *type, const void *valu
     *out = framed;
     if (len) *len = CS_WIRE_HEADER_LEN + n;
     return CS_OK;
+}
+
+static void rc_free_value(const cs_codec *c, const cs_type *type, void *value) {
+    regcodec *rc = c->impl;
+    rc->fmt->free_value(rc->state, type, value);
 }
 
 static cs_err rc_schema(const cs_codec *c, const cs_type *type, char **out) {
@@ -313,9 +324,17 @@ cs_err cs__registry_codec_new(cs_registry *reg, const cs_registry_subject_opts *
     c->schema_format = fmt->schema_format;
     c->ready = rc_ready;
     c->counters = rc_counters;
+    c->free_value = fmt->free_value ? rc_free_value : NULL; /* NULL: cs_value_free */
     c->impl = rc;
     *out = c;
     return CS_OK;
+}
+
+void *cs__registry_codec_state(const cs_codec *codec, const cs__reg_format **fmt) {
+    if (!is_registry_codec(codec)) return NULL;
+    const regcodec *rc = codec->impl;
+    *fmt = rc->fmt;
+    return rc->state;
 }
 
 cs_err cs_codec_registry_schema_id(const cs_codec *codec, const cs_type *type, int32_t *id) {

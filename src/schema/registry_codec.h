@@ -6,7 +6,8 @@
  *
  * The layer, not the format, owns the framing's magic byte and schema id; a
  * format whose wire form adds more after the id (Protobuf's message indexes)
- * reads and writes that itself, in decode and encode. */
+ * reads and writes that itself, in decode and encode; one whose schemas
+ * import others (Protobuf) registers those itself, in `references`. */
 #ifndef CS_SCHEMA_REGISTRY_CODEC_H
 #define CS_SCHEMA_REGISTRY_CODEC_H
 
@@ -14,6 +15,7 @@
 
 #include "cstream/codec.h"
 #include "cstream/registry.h"
+#include "registry_internal.h"
 #include "schema_cache.h"
 
 /* What a format provides. Every function may run on any thread at once. */
@@ -34,17 +36,38 @@ typedef struct cs__reg_format {
      * fully qualified record name (for the RecordName strategies); both live
      * as long as the codec. */
     cs_err (*writer_schema)(void *state, const cs_type *type, const char **text, const char **record_name);
+    /* Optional (NULL: no references). The references of the schema
+     * writer_schema names, each registered under its own subject first (the
+     * format asks the registry itself, with no lock held; failures as
+     * cs__registry_codec_register_err makes them). At most cap into refs;
+     * the strings live as long as the codec. */
+    cs_err (*references)(void *state, cs_registry *reg, cs__schema_reference *refs, size_t cap, size_t *n);
     /* Encodes *value as the payload that follows the header (malloc'ed). */
     cs_err (*encode)(void *state, const cs_type *type, const void *value, char **out, size_t *len);
     /* The schema of the type in the format's language, for docs (malloc'ed). */
     cs_err (*schema)(void *state, const cs_type *type, char **out);
+    /* Optional (NULL: cs_value_free, for field tables). Releases what decode
+     * left in *value (cs_codec.free_value). */
+    void (*free_value)(void *state, const cs_type *type, void *value);
     void (*destroy)(void *state);
 } cs__reg_format;
+
+/* Most references one schema registers with. */
+#define CS_REGCODEC_MAX_REFS 16
 
 /* A codec over `reg` with `fmt`; it takes `state` (destroyed with the codec,
  * also on failure). `opts` (copied; NULL: TopicName without a topic, which
  * decodes but cannot encode). Released with cs_codec_registry_destroy. */
 cs_err cs__registry_codec_new(cs_registry *reg, const cs_registry_subject_opts *opts, const cs__reg_format *fmt,
                               void *state, cs_codec **out);
+
+/* The format and state of a registry-backed codec (*fmt set); NULL when
+ * `codec` is not one. */
+void *cs__registry_codec_state(const cs_codec *codec, const cs__reg_format **fmt);
+
+/* What a failed registration of `subject` means (cs_errmsg() holds the
+ * client's reason): CS_ERR_UNAVAILABLE (retry later), CS_ERR_ENCODE (the
+ * registry refused the schema, incompatible or invalid), CS_ERR_NOMEM. */
+cs_err cs__registry_codec_register_err(cs__reg_status rs, const char *subject);
 
 #endif

@@ -82,6 +82,21 @@ cs_err cs__registry_cache_capacity(cs_registry *r, size_t capacity);
 cs__reg_status cs__registry_register(cs_registry *r, const char *subject, cs__schema_type type, const char *schema,
                                      int32_t *id);
 
+/* A schema reference: the import `name` a schema uses (a Protobuf import's
+ * file name) is version `version` of `subject`. The strings are the caller's. */
+typedef struct cs__schema_reference {
+    const char *name;
+    const char *subject;
+    int32_t version;
+} cs__schema_reference;
+
+/* cs__registry_register with the schema's references (n_refs of them; sent
+ * as "references"), and, when `version` is not NULL, the version the subject
+ * holds the schema as (one more request: POST /subjects/{subject}). */
+cs__reg_status cs__registry_register_refs(cs_registry *r, const char *subject, cs__schema_type type, const char *schema,
+                                          const cs__schema_reference *refs, size_t n_refs, int32_t *id,
+                                          int32_t *version);
+
 /* The schema with `id` (GET /schemas/ids/{id}), from the cache when it is
  * there. On CS__REG_OK, *out holds a reference: cs__schema_release() it when
  * done (it outlives its eviction from the cache). */

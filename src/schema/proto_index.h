@@ -1,0 +1,49 @@
+/* proto_index.h — what the registry's Protobuf format needs to know of a
+ * .proto text, read without protoc: where each message sits among the file's
+ * messages (the message indexes of the Confluent wire format) and which files
+ * it imports (its schema references).
+ *
+ * The indexes count `message` declarations only, in the order the text
+ * declares them, at the top level and inside messages, as Confluent's
+ * serializers and deserializers count them: enums, services, map entries and
+ * groups take no index. Payments.Payout declared second in its file is [1];
+ * Outer.Inner, the first message inside the first message, is [0, 0].
+ *
+ * Pure functions of their arguments: any thread, no lock. */
+#ifndef CS_SCHEMA_PROTO_INDEX_H
+#define CS_SCHEMA_PROTO_INDEX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cstream/error.h"
+
+/* Longest full name ("package.Outer.Inner") followed; a longer one fails. */
+#define CS_PROTO_NAME_MAX 512
+
+/* Called for each message the text declares, in declaration order, with its
+ * full name (the package, enclosing messages and its name, dot-joined) and
+ * its index path (n >= 1). Returns true to stop the walk. */
+typedef bool (*cs__proto_visit)(void *arg, const char *full_name, const int32_t *idx, size_t n);
+
+/* Walks the messages of `text`. CS_ERR_DECODE, with the reason, for a text
+ * it cannot follow: unbalanced braces, nesting past CS_WIRE_MAX_MSG_INDEXES
+ * messages, a name past CS_PROTO_NAME_MAX. Comments and string literals are
+ * skipped; anything else it does not know is stepped over. */
+cs_err cs__proto_messages(const char *text, cs__proto_visit visit, void *arg);
+
+/* The index path of the message named `full_name` in `text` (idx: room for
+ * cap). CS_ERR_ARG naming it when the text declares no such message; the
+ * errors of cs__proto_messages. */
+cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx, size_t cap, size_t *n);
+
+/* Called for each `import "name";` (also `import public` / `import weak`)
+ * with the imported file's name (len bytes, not NUL-terminated). Returns
+ * true to stop. */
+typedef bool (*cs__proto_import_visit)(void *arg, const char *name, size_t len);
+
+/* Walks the imports of `text` (top-level statements only). */
+void cs__proto_imports(const char *text, cs__proto_import_visit visit, void *arg);
+
+#endif
