@@ -219,6 +219,13 @@ CS_API cs_outcome cs_delivery_retry_after(cs_delivery *d, int delay_ms);
  *         (cstream frees it and what it holds with cs_codec_free_value; do
  *         not free it yourself). */
 CS_API const void *cs_delivery_decoded(const cs_delivery *d);
+/** The decoded key of a subscription with cs_sub_decode_key (NULL otherwise,
+ * and for a NULL d); it lives as long as the delivery.
+ * @param d the delivery.
+ * @return a pointer to the struct of the subscription's key type, owned by
+ *         the delivery (cstream frees it with cs_codec_free_value; do not
+ *         free it yourself). */
+CS_API const void *cs_delivery_decoded_key(const cs_delivery *d);
 /** Sets the reply to `value` encoded with `codec` as `type`.
  *
  * Like cs_delivery_reply with a null key and the encoded bytes as value.
@@ -268,6 +275,28 @@ CS_API cs_err cs_delivery_settle(cs_delivery *d, cs_outcome outcome);
  * @retval CS_ERR_STATE d's subscription is not Transactional (or it closed).
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
+
+/** cs_delivery_publish of a typed value: encodes `value` with `codec` as
+ * `type` and stages it as an output of d (Transactional), with the raw
+ * `key`. Typed publishes on the other commit modes are cs_publish_encoded
+ * (<cstream/publish.h>). If the value does not encode nothing is staged.
+ *
+ * Called by whoever holds d, like cs_delivery_publish.
+ * @param d the delivery the output belongs to.
+ * @param topic the topic, declared with cs_kafka_topic (read during the call).
+ * @param key the key bytes (copied); NULL: a null key.
+ * @param key_len bytes of key.
+ * @param codec the codec (a registry-backed one registers its schema on its
+ *        first encode of `type`).
+ * @param type the type of `value`.
+ * @param value the struct to encode (read during the call only).
+ * @retval CS_OK staged in d's current attempt.
+ * @retval CS_ERR_ENCODE the value does not encode or the registry refused
+ *         its schema; cs_errmsg() names the topic and the field or subject.
+ * @retval CS_ERR_UNAVAILABLE the codec's schema registry cannot be reached.
+ * @retval CS_ERR_ARG, CS_ERR_STATE, CS_ERR_NOMEM as cs_delivery_publish. */
+CS_API cs_err cs_delivery_publish_encoded(cs_delivery *d, const char *topic, const void *key, size_t key_len,
+                                          const cs_codec *codec, const cs_type *type, const void *value);
 
 #ifdef __cplusplus
 }

@@ -467,6 +467,28 @@ CS_API cs_err cs_sub_dead_letter(cs_sub *s, const char *topic);
  * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type);
 
+/** Typed keys: every record's key is decoded with `codec` into a value of
+ * `type` before the handler runs, as cs_sub_decode does for the value (with
+ * or without it); the handler reads it with cs_delivery_decoded_key(). A
+ * registry-backed key codec reads the key's schema id like a value's (the
+ * writer registered it under "<topic>-key"). A key that does not decode,
+ * a null key included, is a decode failure like a value's: counted
+ * (decode_failures), logged with part=key, and dropped, or dead-lettered
+ * under Tracked with a dead-letter topic ("key does not decode as ...").
+ * CS_ERR_UNAVAILABLE has the record tried again later, as for values.
+ *
+ * The codec and the type are not copied: they must outlive the app. The
+ * type is checked now (cs_type_check). The key codec's readiness counts
+ * for /readyz and the start-up check like the value codec's.
+ * @param s the subscription.
+ * @param codec the key's codec, e.g. one made by cs_codec_avro_registry_new().
+ * @param type the struct every key decodes into.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s, codec or type is NULL, or the field table is invalid
+ *         (cs_errmsg() names the field).
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_sub_decode_key(cs_sub *s, const cs_codec *codec, const cs_type *type);
+
 /** Which lane (worker) a record goes to; a lane runs its records in order.
  * Either way a retry goes to the head of its lane, so later records of its
  * lane (its partition, or its key) never overtake it. */

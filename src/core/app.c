@@ -178,6 +178,10 @@ static void warn_unready_codecs(cs_app *app) {
                 CS_LOG_WARN("codec not ready at start, records that need it wait until it is app=%s subscription=%s "
                             "codec=%s reason=\"%s\"",
                             app->name, d.name, d.codec->name, why);
+            if (d.key_codec && d.key_codec->ready && !d.key_codec->ready(d.key_codec, why, sizeof why))
+                CS_LOG_WARN("key codec not ready at start, records that need it wait until it is app=%s "
+                            "subscription=%s codec=%s reason=\"%s\"",
+                            app->name, d.name, d.key_codec->name, why);
         }
     }
 }

@@ -17,10 +17,11 @@ typedef struct cs_broker_sub_desc {
     const char *name; /* topics joined by ',' */
     char *const *topics;
     size_t n_topics;
-    const char *group;       /* its group, else the broker's default group (may be NULL) */
-    const char *reply_topic; /* NULL: none */
-    const char *dead_letter; /* NULL: none */
-    const cs_codec *codec;   /* the subscription's codec, or NULL */
+    const char *group;         /* its group, else the broker's default group (may be NULL) */
+    const char *reply_topic;   /* NULL: none */
+    const char *dead_letter;   /* NULL: none */
+    const cs_codec *codec;     /* the subscription's codec, or NULL */
+    const cs_codec *key_codec; /* the codec of its keys, or NULL */
     const cs_type *type;
     int tracked;       /* CS_COMMIT_TRACKED or CS_COMMIT_TRANSACTIONAL */
     int transactional; /* CS_COMMIT_TRANSACTIONAL */

@@ -291,6 +291,7 @@ static int codecs_ready(const cs_broker_ops *ops, void *impl, char *why, size_t 
         cs_broker_sub_desc d;
         ops->describe_sub(impl, i, &d);
         if (d.codec && d.codec->ready && !d.codec->ready(d.codec, why, cap)) return 0;
+        if (d.key_codec && d.key_codec->ready && !d.key_codec->ready(d.key_codec, why, cap)) return 0;
     }
     return 1;
 }

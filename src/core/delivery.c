@@ -2,7 +2,8 @@
  * accessors, the reply and reason a handler sets, an output it publishes
  * (cs_delivery_publish, Transactional), a retry's delay, and
  * cs_delivery_settle, which hands the outcome to settle.c. Its life inside
- * the pipeline (alloc, decode, free, discard) is delivery_life.c's.
+ * the pipeline (alloc, decode, free, discard) is delivery_life.c's; the
+ * decoded value and key are read here.
  *
  * Threads: whoever holds the delivery. Accessors read fields the fetch thread
  * wrote before the hand-over (the lane lock orders them), so they need no
@@ -17,6 +18,9 @@
 #include "error.h"
 #include "partition_internal.h"
 #include "pipeline_internal.h"
+
+/* Bytes of a codec's message kept when a typed output adds its topic. */
+#define ENCODE_WHY_MAX 1024
 
 const char *cs_delivery_topic(const cs_delivery *d) { return d->topic; }
 int32_t cs_delivery_partition(const cs_delivery *d) { return d->partition; }
@@ -85,6 +89,7 @@ cs_err cs_delivery_reply(cs_delivery *d, const void *key, size_t key_len, const 
 }
 
 const void *cs_delivery_decoded(const cs_delivery *d) { return d->decoded; }
+const void *cs_delivery_decoded_key(const cs_delivery *d) { return d ? d->decoded_key : NULL; }
 
 cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) {
     if (!d || !fmt) return cs__fail(CS_ERR_ARG, "cs_delivery_set_reason: missing argument");
@@ -109,6 +114,28 @@ cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs
     cs_err err = codec->encode(codec, type, value, &buf, &len);
     if (err) return err;
     err = cs_delivery_reply(d, NULL, 0, buf, len);
+    free(buf);
+    return err;
+}
+
+cs_err cs_delivery_publish_encoded(cs_delivery *d, const char *topic, const void *key, size_t key_len,
+                                   const cs_codec *codec, const cs_type *type, const void *value) {
+    if (!d || !topic || !codec || !type || !value)
+        return cs__fail(CS_ERR_ARG, "cs_delivery_publish_encoded: delivery, topic, codec, type and value are required");
+    char *buf = NULL;
+    size_t len = 0;
+    cs_err err = codec->encode(codec, type, value, &buf, &len);
+    if (err) {
+        char why[ENCODE_WHY_MAX];
+        snprintf(why, sizeof why, "%s", cs_errmsg());
+        free(buf);
+        return cs__fail(err,
+                        "cs_delivery_publish_encoded(%s): value of type %s does not encode with the %s codec, "
+                        "nothing staged: %s",
+                        topic, type->name, codec->name ? codec->name : "(unnamed)", why);
+    }
+    cs_record rec = {.topic = topic, .partition = -1, .key = key, .key_len = key_len, .value = buf, .value_len = len};
+    err = cs_delivery_publish(d, &rec);
     free(buf);
     return err;
 }

@@ -44,6 +44,11 @@ struct cs_delivery {
     void *decoded;
     const cs_type *decoded_type;
     const cs_codec *decoded_codec; /* frees it (cs_codec_free_value) */
+    /* the decoded key (the subscription's key codec), always malloc'ed: keys
+     * are decoded only when asked for, so no delivery carries room for one */
+    void *decoded_key;
+    const cs_type *decoded_key_type;
+    const cs_codec *decoded_key_codec;
 
     /* the handler's reply (cs_delivery_reply), published when acked */
     char *reply_buf; /* key bytes then value bytes */
@@ -86,6 +91,10 @@ const char *cs__inherited_traceparent(const cs_record *r);
 
 /* Decodes d's value once (kept across attempts); on failure cs_errmsg() names the field. */
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type);
+
+/* Decodes d's key once (kept across attempts), like cs__delivery_decode; a
+ * null key is the codec's to refuse (a payload that is null). */
+cs_err cs__delivery_decode_key(cs_delivery *d, const cs_codec *codec, const cs_type *type);
 
 /* Producer side: the dead-letter record of d was accepted (ok) or not. */
 void cs__delivery_dead_letter_done(cs_delivery *d, bool ok);

@@ -1,6 +1,6 @@
 /* delivery_life.c — a delivery's life inside the pipeline, apart from its
  * public face (delivery.c): made for a record (cs__delivery_alloc, its trace
- * context read once at fetch), decoded for its handler, given the outputs of
+ * context read once at fetch), its value and key decoded for its handler, given the outputs of
  * its attempt (Transactional), then released to the pipeline's spares or
  * discarded when it will not run. On its own so that settle.c, lanes.c and
  * worker.c use it without calling back into the public calls that use them.
@@ -78,10 +78,31 @@ cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type 
     return CS_OK;
 }
 
+cs_err cs__delivery_decode_key(cs_delivery *d, const cs_codec *codec, const cs_type *type) {
+    if (d->decoded_key) return CS_OK; /* decoded on an earlier attempt */
+    void *out = malloc(type->size);
+    if (!out)
+        return cs__fail(CS_ERR_NOMEM, "decode key %s/%d@%lld: out of memory", d->topic, (int)d->partition,
+                        (long long)d->offset);
+    cs_err err = codec->decode(codec, type, d->key, d->key ? d->key_len : 0, out);
+    if (err) {
+        free(out);
+        return err;
+    }
+    d->decoded_key = out;
+    d->decoded_key_type = type;
+    d->decoded_key_codec = codec;
+    return CS_OK;
+}
+
 void cs__delivery_free(cs_delivery *d) {
     if (d->decoded) {
         cs_codec_free_value(d->decoded_codec, d->decoded_type, d->decoded);
         if (d->decoded != d->decoded_inline.bytes) free(d->decoded);
+    }
+    if (d->decoded_key) {
+        cs_codec_free_value(d->decoded_key_codec, d->decoded_key_type, d->decoded_key);
+        free(d->decoded_key);
     }
     free(d->reply_buf);
     free(d->reason);

@@ -30,6 +30,8 @@ typedef struct cs_pipeline_config {
     size_t max_batch;
     const cs_codec *codec; /* with type: decode before the handler runs */
     const cs_type *type;
+    const cs_codec *key_codec; /* with key_type: decode the key before the handler runs too */
+    const cs_type *key_type;
     void *user;
     bool tracked;
     bool lanes_by_key;

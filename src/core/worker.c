@@ -87,12 +87,31 @@ static int decode_wait_ms(int waits) {
     return ms < DECODE_WAIT_MAX_MS ? (int)ms : DECODE_WAIT_MAX_MS;
 }
 
-static void warn_decode_wait(cs_pipeline *p, const cs_delivery *d, int wait_ms) {
+/* What failed to decode: the value or the key, and the type it was decoded as. */
+typedef struct decode_part {
+    const char *what; /* "value" or "key" */
+    const cs_type *type;
+} decode_part;
+
+/* Decodes what the subscription asks for, the value then the key, each once
+ * (kept across attempts); on failure *failed says which and cs_errmsg() why. */
+static cs_err decode_record(cs_pipeline *p, cs_delivery *d, decode_part *failed) {
+    cs_err err = CS_OK;
+    if (p->cfg.type && (err = cs__delivery_decode(d, p->cfg.codec, p->cfg.type))) {
+        *failed = (decode_part){"value", p->cfg.type};
+        return err;
+    }
+    if (p->cfg.key_type && (err = cs__delivery_decode_key(d, p->cfg.key_codec, p->cfg.key_type)))
+        *failed = (decode_part){"key", p->cfg.key_type};
+    return err;
+}
+
+static void warn_decode_wait(cs_pipeline *p, const cs_delivery *d, const decode_part *part, int wait_ms) {
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
-        CS_LOG_WARN("record cannot be decoded now, tried again later topic=%s partition=%d offset=%lld type=%s "
-                    "commit=%s wait_ms=%d tries=%d reason=\"%s\" similar_since_last=%llu" CS_TRACE_FMT,
-                    d->topic, (int)d->partition, (long long)d->offset, p->cfg.type->name,
+        CS_LOG_WARN("record cannot be decoded now, tried again later topic=%s partition=%d offset=%lld part=%s "
+                    "type=%s commit=%s wait_ms=%d tries=%d reason=\"%s\" similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, part->what, part->type->name,
                     p->cfg.tracked ? "tracked" : "auto", wait_ms, d->decode_waits, cs_errmsg(),
                     (unsigned long long)skipped, CS_TRACE_ARGS(d));
 }
@@ -136,12 +155,12 @@ static void count_attempt(cs_pipeline *p, cs_delivery *d, uint32_t attempts) {
  * failure of another kind (the caller handles it as any). */
 typedef enum decode_wait { WAIT_DECODED, WAIT_SETTLED, WAIT_FAILED } decode_wait;
 
-static decode_wait decode_later(lane *l, cs_delivery *d) {
+static decode_wait decode_later(lane *l, cs_delivery *d, decode_part *part) {
     cs_pipeline *p = l->pipe;
     if (p->cfg.tracked) count_attempt(p, d, (uint32_t)d->attempt);
     for (;;) {
         int wait_ms = decode_wait_ms(++d->decode_waits);
-        warn_decode_wait(p, d, wait_ms);
+        warn_decode_wait(p, d, part, wait_ms);
         int64_t until = cs__now_ms() + wait_ms;
         while (cs__now_ms() < until && may_wait(p, d)) {
             struct timespec ts = {0, DECODE_WAIT_SLICE_MS * 1000000L};
@@ -161,7 +180,7 @@ static decode_wait decode_later(lane *l, cs_delivery *d) {
             cs__settle(d, CS_DROP);
             return WAIT_SETTLED;
         }
-        cs_err err = cs__delivery_decode(d, p->cfg.codec, p->cfg.type);
+        cs_err err = decode_record(p, d, part);
         if (err == CS_ERR_UNAVAILABLE) continue;
         if (p->cfg.tracked) count_attempt(p, d, (uint32_t)d->attempt + 1); /* the handler runs now */
         return err == CS_OK ? WAIT_DECODED : WAIT_FAILED;                  /* cs_errmsg() still says why */
@@ -174,10 +193,11 @@ static decode_wait decode_later(lane *l, cs_delivery *d) {
  * (CS_ERR_UNAVAILABLE) gets it again later: decode_later. */
 static bool decode_or_drop(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
-    if (!p->cfg.type) return true;
-    cs_err err = cs__delivery_decode(d, p->cfg.codec, p->cfg.type);
+    if (!p->cfg.type && !p->cfg.key_type) return true;
+    decode_part part = {"value", p->cfg.type};
+    cs_err err = decode_record(p, d, &part);
     if (err == CS_ERR_UNAVAILABLE) {
-        decode_wait w = decode_later(l, d);
+        decode_wait w = decode_later(l, d, &part);
         if (w == WAIT_DECODED) err = CS_OK;
         else if (w == WAIT_SETTLED) return false;
     }
@@ -186,16 +206,16 @@ static bool decode_or_drop(lane *l, cs_delivery *d) {
     d->decode_failed = true; /* counted once, though a failed dead-letter publish brings it back */
     if (p->cfg.tracked && (p->cfg.send_dead_letter || p->cfg.make_dead_letter)) {
         char why[600];
-        snprintf(why, sizeof why, "does not decode as %s: %s", p->cfg.type->name, cs_errmsg());
+        snprintf(why, sizeof why, "%s does not decode as %s: %s", part.what, part.type->name, cs_errmsg());
         outlet o = cs__outlet_of(d);
         cs__give_up(d, &o, why);
         return false;
     }
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&p->decode_warning, 2000, &skipped))
-        CS_LOG_WARN("record does not decode, dropped topic=%s partition=%d offset=%lld type=%s reason=\"%s\" "
-                    "similar_since_last=%llu" CS_TRACE_FMT,
-                    d->topic, (int)d->partition, (long long)d->offset, p->cfg.type->name, cs_errmsg(),
+        CS_LOG_WARN("record does not decode, dropped topic=%s partition=%d offset=%lld part=%s type=%s "
+                    "reason=\"%s\" similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, part.what, part.type->name, cs_errmsg(),
                     (unsigned long long)skipped, CS_TRACE_ARGS(d));
     cs__settle(d, CS_DROP);
     return false;

@@ -269,6 +269,8 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .max_batch = s->max_batch,
         .codec = s->codec,
         .type = s->type,
+        .key_codec = s->key_codec,
+        .key_type = s->key_type,
         .user = s->user,
         .tracked = c->tracked,
         .lanes_by_key = s->lanes == CS_LANES_BY_KEY,

@@ -355,6 +355,7 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
                                 .dead_letter = s->dead_letter,
                                 .codec = s->codec,
                                 .type = s->type,
+                                .key_codec = s->key_codec,
                                 .tracked = s->mode != CS_COMMIT_AUTO,
                                 .transactional = s->mode == CS_COMMIT_TRANSACTIONAL,
                                 .batch = s->batch_handler != NULL,

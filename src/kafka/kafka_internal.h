@@ -131,6 +131,8 @@ struct cs_sub {
     size_t max_batch;
     const cs_codec *codec;
     const cs_type *type;
+    const cs_codec *key_codec; /* cs_sub_decode_key, or NULL */
+    const cs_type *key_type;
     void *user;
     char *group;
     /* cs_sub_partitions: the partitions of every topic it reads without a

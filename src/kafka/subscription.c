@@ -314,6 +314,17 @@ cs_err cs_sub_decode(cs_sub *s, const cs_codec *codec, const cs_type *type) {
     return CS_OK;
 }
 
+cs_err cs_sub_decode_key(cs_sub *s, const cs_codec *codec, const cs_type *type) {
+    cs_err err = sub_configurable(s, "cs_sub_decode_key");
+    if (err) return err;
+    if (!codec || !type) return cs__fail(CS_ERR_ARG, "cs_sub_decode_key(%s): codec and type are required", s->name);
+    err = cs_type_check(type);
+    if (err) return err;
+    s->key_codec = codec;
+    s->key_type = type;
+    return CS_OK;
+}
+
 cs_err cs_sub_lanes(cs_sub *s, cs_lane_key key) {
     cs_err err = sub_configurable(s, "cs_sub_lanes");
     if (err) return err;

@@ -1,0 +1,392 @@
+/* test_typed_publish.c — typed publishes (cs_publish_encoded, _async,
+ * _with_key) and typed keys in subscriptions (cs_sub_decode_key,
+ * cs_delivery_decoded_key) through the real broker (scripts/kafka) and the
+ * real Schema Registry (scripts/registry, basic auth), run through
+ * tests/with-registry and tests/with-real-broker:
+ *
+ *   - a typed publish registers its value schema under "<topic>-value" and
+ *     its key schema under "<topic>-key"; a Tracked subscription decodes
+ *     both before the handler, which sees each record once with its key;
+ *   - a publish whose schema the subject's compatibility refuses fails with
+ *     CS_ERR_ENCODE naming the topic and the subject, sync and async (whose
+ *     completion then never runs), and nothing is published; a codec whose
+ *     registry cannot be reached gives CS_ERR_UNAVAILABLE, nothing published;
+ *   - a key that does not decode goes to the dead-letter topic (Tracked)
+ *     with "key does not decode" in its reason; the handler never sees it.
+ *
+ * Topics (so TopicName subjects) are fresh per test: the registry and the
+ * broker outlive one run. Nothing here stops the registry. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <curl/curl.h>
+#include <librdkafka/rdkafka.h>
+
+#include "cstest.h"
+#include "cstream/avro.h"
+#include "cstream/publish.h"
+#include "cstream/registry.h"
+
+static const char *url, *user, *password;
+
+#define PAYOUT_V1                                                                                                      \
+    "{\"type\":\"record\",\"name\":\"Payout\",\"namespace\":\"bank\",\"fields\":["                                     \
+    "{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"amount\",\"type\":\"long\"}]}"
+/* Changes amount's type with no default: BACKWARD refuses it after v1. */
+#define PAYOUT_V3_BAD                                                                                                  \
+    "{\"type\":\"record\",\"name\":\"Payout\",\"namespace\":\"bank\",\"fields\":["                                     \
+    "{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"cents\",\"type\":\"string\"}]}"
+
+typedef struct payout {
+    int64_t id, amount;
+} payout;
+static const cs_field payout_fields[] = {
+    CS_FIELD_I64(payout, id, CS_REQUIRED),
+    CS_FIELD_I64(payout, amount, CS_REQUIRED),
+};
+static CS_TYPE(payout_type, payout, payout_fields);
+
+typedef struct bad_payout {
+    int64_t id;
+    char *cents;
+} bad_payout;
+static const cs_field bad_payout_fields[] = {CS_FIELD_I64(bad_payout, id, CS_REQUIRED),
+                                             CS_FIELD_STRING(bad_payout, cents, CS_REQUIRED)};
+static CS_TYPE(bad_payout_type, bad_payout, bad_payout_fields);
+
+typedef struct account_key {
+    char *account;
+} account_key;
+static const cs_field account_key_fields[] = {CS_FIELD_STRING(account_key, account, CS_REQUIRED)};
+static CS_TYPE(account_key_type, account_key, account_key_fields);
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+static cs_registry *client(void) {
+    cs_registry *r = cs_registry_new(url);
+    if (!r) fail_msg("cs_registry_new(%s): %s", url, cs_errmsg());
+    if (user) CST_OK(cs_registry_basic_auth(r, user, password));
+    return r;
+}
+
+static cs_codec *codec_for(cs_registry *r, const char *reader, const char *topic, bool key) {
+    cs_registry_subject_opts o = {.strategy = CS_SUBJECT_TOPIC_NAME, .topic = topic, .key = key};
+    cs_codec *c = NULL;
+    CST_OK(cs_codec_avro_registry_new(r, reader, topic ? &o : NULL, &c));
+    return c;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *u) {
+    (void)p;
+    (void)u;
+    return size * n;
+}
+
+/* One request to the registry as the tests' user; returns the HTTP status. */
+static long registry_request(const char *method, const char *path, const char *body) {
+    char u[512];
+    long status = 0;
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/vnd.schemaregistry.v1+json");
+    snprintf(u, sizeof u, "%s%s", url, path);
+    curl_easy_setopt(h, CURLOPT_URL, u);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    if (user) {
+        curl_easy_setopt(h, CURLOPT_USERNAME, user);
+        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
+    }
+    assert_int_equal(curl_easy_perform(h), CURLE_OK);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(h);
+    curl_slist_free_all(hdrs);
+    return status;
+}
+
+/* 200 when the subject has a schema, 404 when it has none. */
+static long subject_status(const char *subject) {
+    char path[300];
+    snprintf(path, sizeof path, "/subjects/%s/versions", subject);
+    return registry_request("GET", path, NULL);
+}
+
+static int32_t wire_id(const void *p, size_t len) {
+    const unsigned char *b = p;
+    assert_true(len >= 5);
+    assert_int_equal(b[0], 0);
+    return (int32_t)((uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4]);
+}
+
+/* What the handler saw: a count per payout id, and whether each key matched. */
+#define MAX_IDS 16
+typedef struct seen {
+    pthread_mutex_t lock;
+    int count[MAX_IDS];
+    int key_ok[MAX_IDS];
+    int total;
+} seen;
+
+static cs_outcome on_payout(cs_delivery *d, void *user) {
+    seen *s = user;
+    const payout *p = cs_delivery_decoded(d);
+    const account_key *k = cs_delivery_decoded_key(d);
+    char want[32];
+    snprintf(want, sizeof want, "acct-%lld", (long long)p->id);
+    pthread_mutex_lock(&s->lock);
+    if (p->id >= 0 && p->id < MAX_IDS) {
+        s->count[p->id]++;
+        if (k && k->account && !strcmp(k->account, want)) s->key_ok[p->id]++;
+    }
+    s->total++;
+    pthread_mutex_unlock(&s->lock);
+    return CS_ACK;
+}
+
+/* An app whose Tracked subscription on `topic` decodes values with `vdec`
+ * and keys with `kdec`, with `dlq` as its dead-letter topic (NULL: none). */
+static cs_app *start_app(const char *topic, const char *group, const cs_codec *vdec, const cs_codec *kdec,
+                         const char *dlq, seen *s, cs_kafka **k_out) {
+    cs_app *app = cs_app_new("typed-publish", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_topic(k, topic, 1));
+    if (dlq) CST_OK(cs_kafka_topic(k, dlq, 1));
+    cs_sub *sub = cs_kafka_subscribe(k, topic, on_payout, s);
+    CST_OK(cs_sub_group(sub, group));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_decode(sub, vdec, &payout_type));
+    CST_OK(cs_sub_decode_key(sub, kdec, &account_key_type));
+    if (dlq) {
+        CST_OK(cs_sub_max_attempts(sub, 3));
+        CST_OK(cs_sub_dead_letter(sub, dlq));
+    }
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    *k_out = k;
+    return app;
+}
+
+typedef struct async_done {
+    atomic_int calls;
+    atomic_int ok;
+} async_done;
+
+static void on_async(const cs_published *where, cs_err err, void *opaque) {
+    async_done *a = opaque;
+    if (err == CS_OK && where) atomic_fetch_add(&a->ok, 1);
+    atomic_fetch_add(&a->calls, 1);
+}
+
+static bool async_finished(void *arg) { return atomic_load(&((async_done *)arg)->calls) > 0; }
+
+/* ---- typed publish, typed key ---------------------------------------------------- */
+
+typedef struct ids {
+    int n;
+    int32_t key_id, value_id;
+} ids;
+
+static void on_record_ids(const rd_kafka_message_t *m, void *arg) {
+    ids *i = arg;
+    i->key_id = wire_id(m->key, m->key_len);
+    i->value_id = wire_id(m->payload, m->len);
+    i->n++;
+}
+
+static void typed_publish_registers_and_typed_key_decodes(void **state) {
+    (void)state;
+    enum { N = 5 };
+    char topic[128], group[160], subject[200];
+    cst_fresh("typed-pub", 1, topic, group, sizeof topic);
+    cs_registry *reg = client();
+    cs_codec *kc = codec_for(reg, NULL, topic, true);
+    cs_codec *vc = codec_for(reg, PAYOUT_V1, topic, false);
+    /* The subscription's own client: it learns the schemas from the ids. */
+    cs_registry *reg2 = client();
+    cs_codec *kdec = codec_for(reg2, NULL, NULL, false);
+    cs_codec *vdec = codec_for(reg2, PAYOUT_V1, NULL, false);
+    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cs_kafka *k;
+    cs_app *app = start_app(topic, group, vdec, kdec, NULL, &s, &k);
+
+    for (int i = 0; i < N - 1; i++) {
+        char acct[32];
+        snprintf(acct, sizeof acct, "acct-%d", i);
+        account_key key = {acct};
+        payout p = {i, i * 100};
+        cs_published where = {-1, -1};
+        CST_OK(cs_publish_encoded_with_key(k, topic, kc, &account_key_type, &key, vc, &payout_type, &p, &where));
+        assert_int_equal(where.offset, i);
+    }
+    /* The async twin, with the key encoded by hand (raw key bytes). */
+    account_key last_key = {"acct-4"};
+    char *kb = NULL;
+    size_t kl = 0;
+    CST_OK(kc->encode(kc, &account_key_type, &last_key, &kb, &kl));
+    payout last = {N - 1, (N - 1) * 100};
+    async_done a = {0};
+    CST_OK(cs_publish_encoded_async(k, topic, kb, kl, vc, &payout_type, &last, on_async, &a));
+    free(kb);
+    assert_true(cst_wait(async_finished, &a, 20000));
+    assert_int_equal(atomic_load(&a.ok), 1);
+
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, N, 30000));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    assert_int_equal(s.total, N);
+    for (int i = 0; i < N; i++) {
+        if (s.count[i] != 1) fail_msg("payout %d handled %d times", i, s.count[i]);
+        if (s.key_ok[i] != 1) fail_msg("payout %d: its decoded key was not acct-%d", i, i);
+    }
+    snprintf(subject, sizeof subject, "%s-value", topic);
+    assert_int_equal(subject_status(subject), 200);
+    snprintf(subject, sizeof subject, "%s-key", topic);
+    assert_int_equal(subject_status(subject), 200);
+
+    ids got = {0};
+    assert_int_equal(cst_read_records(topic, 1, on_record_ids, &got, 20000), N);
+    int32_t key_id = -1, value_id = -1;
+    CST_OK(cs_codec_registry_schema_id(kc, &account_key_type, &key_id));
+    CST_OK(cs_codec_registry_schema_id(vc, &payout_type, &value_id));
+    assert_int_equal(got.key_id, key_id);
+    assert_int_equal(got.value_id, value_id);
+    /* Registered once per codec, not once per record. */
+    cs_registry_stats st;
+    CST_OK(cs_registry_stats_get(reg, &st));
+    assert_true(st.requests <= 2);
+
+    cs_codec_registry_destroy(kdec);
+    cs_codec_registry_destroy(vdec);
+    cs_codec_registry_destroy(kc);
+    cs_codec_registry_destroy(vc);
+    cs_registry_destroy(reg2);
+    cs_registry_destroy(reg);
+}
+
+/* ---- refused publishes ------------------------------------------------------------ */
+
+static void count_record(const rd_kafka_message_t *m, void *arg) {
+    (void)m;
+    (*(int *)arg)++;
+}
+
+static void refused_publish_publishes_nothing(void **state) {
+    (void)state;
+    char topic[128], group[160], subject[200], path[300];
+    cst_fresh("typed-refused", 1, topic, group, sizeof topic);
+    snprintf(subject, sizeof subject, "%s-value", topic);
+    snprintf(path, sizeof path, "/config/%s", subject);
+    assert_int_equal(registry_request("PUT", path, "{\"compatibility\":\"BACKWARD\"}"), 200);
+    cs_registry *reg = client();
+    cs_codec *v1 = codec_for(reg, PAYOUT_V1, topic, false);
+    cs_codec *v3 = codec_for(reg, PAYOUT_V3_BAD, topic, false);
+    /* A registry nobody listens on: port 1 on loopback refuses at once. */
+    cs_registry *gone = cs_registry_new("http://127.0.0.1:1");
+    cs_codec *unreachable = codec_for(gone, PAYOUT_V1, topic, false);
+
+    cs_app *app = cs_app_new("typed-refused", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_topic(k, topic, 1));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+
+    payout p = {1, 100};
+    CST_OK(cs_publish_encoded(k, topic, "k", 1, v1, &payout_type, &p, NULL));
+    bad_payout b = {2, "200"};
+    assert_int_equal(cs_publish_encoded(k, topic, "k", 1, v3, &bad_payout_type, &b, NULL), CS_ERR_ENCODE);
+    assert_non_null(strstr(cs_errmsg(), subject));
+    assert_non_null(strstr(cs_errmsg(), "incompatible"));
+    assert_non_null(strstr(cs_errmsg(), "nothing published"));
+    assert_non_null(strstr(cs_errmsg(), topic));
+    async_done a = {0};
+    assert_int_equal(cs_publish_encoded_async(k, topic, NULL, 0, v3, &bad_payout_type, &b, on_async, &a),
+                     CS_ERR_ENCODE);
+    assert_int_equal(cs_publish_encoded(k, topic, NULL, 0, unreachable, &payout_type, &p, NULL), CS_ERR_UNAVAILABLE);
+    assert_non_null(strstr(cs_errmsg(), "127.0.0.1:1"));
+    /* An unencodable key publishes nothing either, the value being fine. */
+    account_key nokey = {NULL};
+    cs_codec *kc = codec_for(reg, NULL, topic, true);
+    assert_int_equal(cs_publish_encoded_with_key(k, topic, kc, &account_key_type, &nokey, v1, &payout_type, &p, NULL),
+                     CS_ERR_ENCODE);
+    assert_non_null(strstr(cs_errmsg(), "key of type account_key"));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    assert_int_equal(atomic_load(&a.calls), 0);
+
+    int n = 0;
+    assert_int_equal(cst_read_records(topic, 1, count_record, &n, 20000), 1);
+    assert_int_equal(n, 1);
+    cs_codec_registry_destroy(kc);
+    cs_codec_registry_destroy(unreachable);
+    cs_codec_registry_destroy(v3);
+    cs_codec_registry_destroy(v1);
+    cs_registry_destroy(gone);
+    cs_registry_destroy(reg);
+}
+
+/* ---- a key that does not decode ---------------------------------------------------- */
+
+typedef struct dead {
+    int n, key_reason;
+} dead;
+
+static void on_dead(const rd_kafka_message_t *m, void *arg) {
+    dead *d = arg;
+    char reason[600];
+    if (!cst_header(m, "cstream.dlq.reason", reason, sizeof reason)) fail_msg("dead letter without a reason");
+    d->n++;
+    if (strstr(reason, "key does not decode as account_key") && strstr(reason, "wire format")) d->key_reason++;
+    else fprintf(stderr, "dead letter reason: %s\n", reason);
+}
+
+static void undecodable_key_is_dead_lettered(void **state) {
+    (void)state;
+    char topic[128], group[160], dlq[160], dgroup[160];
+    cst_fresh("typed-badkey", 1, topic, group, sizeof topic);
+    cst_fresh("typed-badkey-dead", 1, dlq, dgroup, sizeof dlq);
+    cs_registry *reg = client();
+    cs_codec *kc = codec_for(reg, NULL, topic, true);
+    cs_codec *vc = codec_for(reg, PAYOUT_V1, topic, false);
+    cs_codec *dec = codec_for(reg, NULL, NULL, false);
+    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cs_kafka *k;
+    cs_app *app = start_app(topic, group, dec, dec, dlq, &s, &k);
+    payout bad = {0, 0}, good = {1, 100};
+    account_key key = {"acct-1"};
+    /* A raw key, not in the registry's wire format, with a good value. */
+    CST_OK(cs_publish_encoded(k, topic, "plain", 5, vc, &payout_type, &bad, NULL));
+    CST_OK(cs_publish_encoded_with_key(k, topic, kc, &account_key_type, &key, vc, &payout_type, &good, NULL));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 2, 30000));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    assert_int_equal(s.total, 1);
+    assert_int_equal(s.count[1], 1);
+    assert_int_equal(s.key_ok[1], 1);
+    dead d = {0};
+    assert_int_equal(cst_read_records(dlq, 1, on_dead, &d, 20000), 1);
+    assert_int_equal(d.key_reason, 1);
+    cs_codec_registry_destroy(dec);
+    cs_codec_registry_destroy(kc);
+    cs_codec_registry_destroy(vc);
+    cs_registry_destroy(reg);
+}
+
+int main(void) {
+    url = getenv("CSTREAM_REGISTRY_URL");
+    user = getenv("CSTREAM_REGISTRY_USER");
+    password = getenv("CSTREAM_REGISTRY_PASSWORD");
+    if (!url) {
+        fprintf(stderr, "CSTREAM_REGISTRY_URL is not set: run through tests/with-registry\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(typed_publish_registers_and_typed_key_decodes),
+        cmocka_unit_test(refused_publish_publishes_nothing),
+        cmocka_unit_test(undecodable_key_is_dead_lettered),
+    };
+    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+}
