@@ -46,7 +46,7 @@ static int run(int n, const char *prefix, cs_codec *requests, cs_codec *receipts
     cs_app *app = cs_app_new("schemas_client", "0.1.0");
     cs_kafka *k = cs_kafka_new(getenv("CSTREAM_BROKERS"));
     cs_sub *s = k ? cs_kafka_subscribe(k, out, on_receipt, NULL) : NULL;
-    if (!app || !s || cs_sub_group(s, group) || cs_sub_decode(s, receipts, cs_codec_protobuf_type(receipts)) ||
+    if (!app || !s || cs_sub_group(s, group) || cs_sub_decode(s, receipts, cs_codec_protobuf_registry_type(receipts)) ||
         cs_kafka_topic(k, in, 1) || cs_kafka_topic(k, out, 1) || cs_app_add_kafka(app, k) || cs_app_start(app)) {
         fprintf(stderr, "schemas_client: %s\n", cs_errmsg());
         cs_app_destroy(app);
@@ -92,12 +92,12 @@ int main(int argc, char **argv) {
     cs_registry_subject_opts subject = {.strategy = CS_SUBJECT_TOPIC_NAME, .topic = topic};
     cs_codec *requests = NULL, *receipts = NULL;
     if (!reg || cs_codec_avro_registry_new(reg, SCHEMAS_REQUEST_SCHEMA, &subject, &requests) ||
-        cs_codec_protobuf_new(&receipts__receipt__descriptor, receipt_proto_text, &receipts)) {
+        cs_codec_protobuf_registry_new(reg, &receipts__receipt__descriptor, receipt_proto_text, NULL, &receipts)) {
         fprintf(stderr, "schemas_client: %s\n", cs_errmsg());
         return 1;
     }
     int status = run(n, prefix, requests, receipts);
-    cs_codec_protobuf_destroy(receipts);
+    cs_codec_registry_destroy(receipts);
     cs_codec_registry_destroy(requests);
     cs_registry_destroy(reg);
     return status;

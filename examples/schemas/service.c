@@ -36,19 +36,19 @@ static cs_outcome on_request(cs_delivery *d, void *user) {
     r.status = req->amount_cents >= 0 ? RECEIPT_STATUS_OK : RECEIPT_STATUS_REFUSED;
     /* A receipt that cannot be encoded is a bug of ours, not the record's:
      * retry it (Tracked), and the dead-letter topic takes it at the cap. */
-    if (cs_delivery_reply_encoded(d, svc->receipts, cs_codec_protobuf_type(svc->receipts), &r) != CS_OK) {
+    if (cs_delivery_reply_encoded(d, svc->receipts, cs_codec_protobuf_registry_type(svc->receipts), &r) != CS_OK) {
         cs_delivery_set_reason(d, "receipt does not encode: %s", cs_errmsg());
         return CS_RETRY;
     }
     return CS_ACK;
 }
 
-/* The codec of the receipts. SWAP POINT: this is the one place where the
- * registry-backed Protobuf codec (cs_codec_protobuf_registry_new, not on main
- * yet) replaces the plain one, so that receipts carry the Confluent wire
- * format and their schema is registered under "<receipts topic>-value". */
+/* The codec of the receipts: Protobuf in the Confluent wire format, its
+ * schema registered under "<receipts topic>-value" on the first reply. */
 static cs_err receipts_codec(schemas_service *svc) {
-    return cs_codec_protobuf_new(&receipts__receipt__descriptor, receipt_proto_text, &svc->receipts);
+    cs_registry_subject_opts subject = {.strategy = CS_SUBJECT_TOPIC_NAME, .topic = svc->receipts_topic};
+    return cs_codec_protobuf_registry_new(svc->registry, &receipts__receipt__descriptor, receipt_proto_text, &subject,
+                                          &svc->receipts);
 }
 
 cs_err schemas_service_new(const schemas_options *opt, schemas_service *svc) {
@@ -96,7 +96,7 @@ fail:
 }
 
 void schemas_service_free(schemas_service *svc) {
-    cs_codec_protobuf_destroy(svc->receipts);
+    cs_codec_registry_destroy(svc->receipts);
     cs_codec_registry_destroy(svc->requests);
     cs_registry_destroy(svc->registry);
     svc->receipts = NULL;

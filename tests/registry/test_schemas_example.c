@@ -5,8 +5,8 @@
  * and tests/with-real-broker. The test writes Avro payment requests in the
  * registry's wire format, waits for the service's group to commit past them
  * (Tracked: only once each reply was delivered), stops it with SIGTERM, reads
- * the receipts topic and decodes every receipt with the Protobuf codec of
- * receipt.proto: one receipt per request, none lost, each with the request's
+ * the receipts topic and decodes every receipt with a registry-backed
+ * Protobuf codec of receipt.proto (wire format, schema id from the registry): one receipt per request, none lost, each with the request's
  * account and amount. Topics and group are fresh per run (SCHEMAS_PREFIX). */
 #include <signal.h>
 #include <stdio.h>
@@ -38,7 +38,7 @@ typedef struct receipts {
 static void on_receipt(const rd_kafka_message_t *m, void *arg) {
     receipts *r = arg;
     Receipts__Receipt *rc = calloc(1, sizeof *rc);
-    if (r->c->decode(r->c, cs_codec_protobuf_type(r->c), m->payload, m->len, rc) != CS_OK)
+    if (r->c->decode(r->c, cs_codec_protobuf_registry_type(r->c), m->payload, m->len, rc) != CS_OK)
         fail_msg("receipt at offset %lld: %s", (long long)m->offset, cs_errmsg());
     char want[32];
     snprintf(want, sizeof want, "acct-%lld", (long long)rc->id);
@@ -47,7 +47,7 @@ static void on_receipt(const rd_kafka_message_t *m, void *arg) {
         strcmp(rc->status, "accepted"))
         r->wrong++;
     else r->per_id[rc->id]++;
-    cs_codec_free_value(r->c, cs_codec_protobuf_type(r->c), rc);
+    cs_codec_free_value(r->c, cs_codec_protobuf_registry_type(r->c), rc);
     free(rc);
 }
 
@@ -81,7 +81,7 @@ static void avro_in_protobuf_out(void **state) {
     cs_registry_subject_opts subject = {.strategy = CS_SUBJECT_TOPIC_NAME, .topic = in};
     cs_codec *avro = NULL, *proto = NULL;
     CST_OK(cs_codec_avro_registry_new(reg, SCHEMAS_REQUEST_SCHEMA, &subject, &avro));
-    CST_OK(cs_codec_protobuf_new(&receipts__receipt__descriptor, receipt_proto_text, &proto));
+    CST_OK(cs_codec_protobuf_registry_new(reg, &receipts__receipt__descriptor, receipt_proto_text, NULL, &proto));
 
     pid_t pid = start_service(prefix);
     for (int i = 0; i < REQUESTS; i++) {
@@ -109,7 +109,7 @@ static void avro_in_protobuf_out(void **state) {
         if (r.per_id[i] < 1) fail_msg("request %d got no receipt (lost)", i);
     /* A clean run under Tracked replies once per request. */
     assert_int_equal(r.total, REQUESTS);
-    cs_codec_protobuf_destroy(proto);
+    cs_codec_registry_destroy(proto);
     cs_codec_registry_destroy(avro);
     cs_registry_destroy(reg);
 }
