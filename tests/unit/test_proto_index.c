@@ -98,11 +98,9 @@ typedef struct listing {
     size_t n;
 } listing;
 
-static bool list_visit(void *arg, const char *full_name, const int32_t *idx, size_t n) {
+static bool list_visit(void *arg, const cs__proto_decl *d) {
     listing *l = arg;
-    (void)idx;
-    (void)n;
-    snprintf(l->names[l->n++], sizeof l->names[0], "%s", full_name);
+    snprintf(l->names[l->n++], sizeof l->names[0], "%s", d->full_name);
     return l->n == 8;
 }
 
