@@ -1,5 +1,6 @@
 /* test_proto_index.c — the message indexes of a .proto text's messages and
- * its imports (src/schema/proto_index.c), which the registry-backed Protobuf
+ * its imports (src/schema/proto_index.c, on the shared walk of
+ * src/codec/proto_text.c, whose declaration offsets are checked too), which the registry-backed Protobuf
  * codec writes after the schema id and reads back: only `message`
  * declarations count, in declaration order, nested ones under their parent;
  * comments, strings, enums, services, options and map fields take no index;
@@ -95,11 +96,13 @@ static void unbalanced_braces_are_refused(void **state) {
 
 typedef struct listing {
     char names[8][64];
+    size_t at[8]; /* each declaration's offset */
     size_t n;
 } listing;
 
 static bool list_visit(void *arg, const cs__proto_decl *d) {
     listing *l = arg;
+    l->at[l->n] = d->at;
     snprintf(l->names[l->n++], sizeof l->names[0], "%s", d->full_name);
     return l->n == 8;
 }
@@ -113,6 +116,10 @@ static void every_message_in_order(void **state) {
                                        "shop.v1.Receipt"};
     assert_int_equal(l.n, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < l.n; i++) assert_string_equal(l.names[i], want[i]);
+    /* Where each `message` keyword stands (what the AsyncAPI @RootNode mark goes in front of). */
+    assert_int_equal(l.at[0], strstr(SHOP, "message Order {") - SHOP);
+    assert_int_equal(l.at[1], strstr(SHOP, "message Line {") - SHOP);
+    assert_int_equal(l.at[6], strstr(SHOP, "message Receipt {}") - SHOP);
 }
 
 static bool import_visit(void *arg, const char *name, size_t len) {
