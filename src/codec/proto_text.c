@@ -48,6 +48,23 @@ bool cs__proto_is_word(const char *p, size_t len, const char *word) {
     return len == strlen(word) && !strncmp(p, word, len);
 }
 
+const char *cs__proto_token(const char *p, const char **tok, size_t *len) {
+    for (;;) {
+        p = cs__proto_skip_blank(p);
+        if (*p == '"' || *p == '\'') {
+            p = cs__proto_skip_string(p);
+            continue;
+        }
+        size_t n = *p == '{' || *p == '}' ? 1 : cs__proto_ident_len(p);
+        if (n || !*p) {
+            *tok = p;
+            *len = n;
+            return p + n;
+        }
+        p++; /* other punctuation, a number, ... */
+    }
+}
+
 /* ---- the walk over the messages ---- */
 
 typedef struct scope {
@@ -131,23 +148,13 @@ cs_err cs__proto_messages(const char *text, cs__proto_visit visit, void *arg) {
     bool stop = false;
     const char *p = text;
     cs_err err = CS_OK;
-    while (!err && !stop && *(p = cs__proto_skip_blank(p))) {
-        if (*p == '"' || *p == '\'') {
-            p = cs__proto_skip_string(p);
+    const char *word;
+    size_t len;
+    while (!err && !stop && (p = cs__proto_token(p, &word, &len), len)) {
+        if (*word == '{' || *word == '}') {
+            err = *word == '{' ? open_scope(&w, false) : close_scope(&w, word);
             continue;
         }
-        if (*p == '{' || *p == '}') {
-            err = *p == '{' ? open_scope(&w, false) : close_scope(&w, p);
-            p++;
-            continue;
-        }
-        size_t len = cs__proto_ident_len(p);
-        if (!len) {
-            p++;
-            continue;
-        }
-        const char *word = p;
-        p += len;
         if (w.depth == 0 && cs__proto_is_word(word, len, "package")) {
             const char *q = cs__proto_skip_blank(p);
             size_t n = cs__proto_ident_len(q);

@@ -39,6 +39,12 @@ const char *cs__proto_skip_blank(const char *p);
  * unterminated one stops at the end of its line, on the newline or the NUL. */
 const char *cs__proto_skip_string(const char *p);
 
+/* The next brace or identifier at or after p, blanks, comments, string
+ * literals and any other punctuation stepped over: *tok is where it starts,
+ * *len its length (1 for a brace; 0 at the end of the text, *tok then at
+ * the NUL). Returns where the token after it may start. */
+const char *cs__proto_token(const char *p, const char **tok, size_t *len);
+
 /* A `message` declaration the walk met. */
 typedef struct cs__proto_decl {
     const char *full_name; /* the package, enclosing messages and its name, dot-joined */

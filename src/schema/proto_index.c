@@ -51,25 +51,14 @@ cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx,
 
 void cs__proto_imports(const char *text, cs__proto_import_visit visit, void *arg) {
     size_t depth = 0;
-    const char *p = text;
-    while (*(p = cs__proto_skip_blank(p))) {
-        if (*p == '"' || *p == '\'') {
-            p = cs__proto_skip_string(p);
-            continue;
-        }
-        if (*p == '{' || *p == '}') {
-            if (*p == '{') depth++;
+    const char *p = text, *word;
+    size_t len;
+    while ((p = cs__proto_token(p, &word, &len), len)) {
+        if (*word == '{' || *word == '}') {
+            if (*word == '{') depth++;
             else if (depth) depth--;
-            p++;
             continue;
         }
-        size_t len = cs__proto_ident_len(p);
-        if (!len) {
-            p++;
-            continue;
-        }
-        const char *word = p;
-        p += len;
         if (depth || !cs__proto_is_word(word, len, "import")) continue;
         const char *q = cs__proto_skip_blank(p);
         size_t n = cs__proto_ident_len(q);

@@ -137,11 +137,33 @@ static void imports_are_listed(void **state) {
     assert_string_equal(l.names[1], "other.proto");
 }
 
+/* The shared lexer's tokens: braces and identifiers only, whatever stands
+ * between them (comments, strings, numbers, other punctuation). */
+static void tokens_are_braces_and_identifiers(void **state) {
+    (void)state;
+    static const char text[] = "a /* { */ 'x{' = 1; {b.c // }\n} \"open";
+    static const char *const want[] = {"a", "{", "b.c", "}"};
+    const char *p = text, *tok;
+    size_t len, n = 0;
+    while ((p = cs__proto_token(p, &tok, &len), len)) {
+        assert_true(n < sizeof want / sizeof want[0]);
+        assert_int_equal(len, strlen(want[n]));
+        assert_memory_equal(tok, want[n], len);
+        n++;
+    }
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    assert_int_equal(*tok, '\0');
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(top_level_and_nested_messages), cmocka_unit_test(no_package_names_the_message_alone),
-        cmocka_unit_test(what_is_not_declared_is_named), cmocka_unit_test(unbalanced_braces_are_refused),
-        cmocka_unit_test(every_message_in_order),        cmocka_unit_test(imports_are_listed),
+        cmocka_unit_test(top_level_and_nested_messages),
+        cmocka_unit_test(no_package_names_the_message_alone),
+        cmocka_unit_test(what_is_not_declared_is_named),
+        cmocka_unit_test(unbalanced_braces_are_refused),
+        cmocka_unit_test(every_message_in_order),
+        cmocka_unit_test(imports_are_listed),
+        cmocka_unit_test(tokens_are_braces_and_identifiers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
