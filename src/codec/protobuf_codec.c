@@ -13,6 +13,7 @@
 
 #include "../core/error.h"
 #include "cstream/protobuf.h"
+#include "proto_text.h"
 #include "protobuf_internal.h"
 
 #define CS_PROTOBUF_NAME "protobuf"
@@ -249,33 +250,17 @@ static cs_err protobuf_encode(const cs_codec *c, const cs_type *type, const void
 
 /* ---- the schema: the .proto text ---- */
 
-/* The text after leading white space and comments (a .proto file's first
- * statement, if it has one, is its syntax or edition statement). */
-static const char *first_statement(const char *p) {
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') p++;
-        if (p[0] == '/' && p[1] == '/') {
-            while (*p && *p != '\n') p++;
-        } else if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
-            p = end ? end + 2 : p + strlen(p);
-        } else {
-            return p;
-        }
-    }
-}
-
 /* The AsyncAPI schemaFormat of a .proto text: Protobuf 3 when its first
  * statement is `syntax = "proto3"` or an `edition` (editions followed
  * proto3); Protobuf 2 when it says "proto2" or has no syntax statement, which
  * Protobuf reads as proto2. */
 static const char *proto_schema_format(const char *text) {
-    const char *p = first_statement(text);
+    const char *p = cs__proto_skip_blank(text);
     if (!strncmp(p, "edition", strlen("edition"))) return CS_SCHEMA_FORMAT_PROTOBUF3;
     if (strncmp(p, "syntax", strlen("syntax"))) return CS_SCHEMA_FORMAT_PROTOBUF2;
-    p = first_statement(p + strlen("syntax"));
+    p = cs__proto_skip_blank(p + strlen("syntax"));
     if (*p != '=') return CS_SCHEMA_FORMAT_PROTOBUF2;
-    p = first_statement(p + 1);
+    p = cs__proto_skip_blank(p + 1);
     bool quoted = *p == '"' || *p == '\'';
     return quoted && !strncmp(p + 1, "proto3", strlen("proto3")) ? CS_SCHEMA_FORMAT_PROTOBUF3
                                                                  : CS_SCHEMA_FORMAT_PROTOBUF2;

@@ -7,9 +7,10 @@
  * a codec decodes, so it marks that one; a comment changes nothing of what
  * the schema means.
  *
- * Reads just enough of the .proto grammar: comments, string literals,
- * identifiers, `package`, `message` and braces. A text it cannot follow is
- * left as it is (the AsyncAPI parser then says what it thinks of it).
+ * Finds the declaration on the .proto walk the registry's Protobuf format
+ * uses too (src/codec/proto_text.c), with its bounds: a text it cannot follow
+ * (or follows only past its bounds) is left as it is, and the AsyncAPI parser
+ * then says what it thinks of it.
  * Pure functions of their arguments: any thread. */
 #include "asyncapi_proto.h"
 
@@ -18,101 +19,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NAME_MAX_LEN 512 /* longest full name followed; a longer one is not found */
-#define SCOPE_MAX 64     /* deepest nesting of braces followed */
+#include "../codec/proto_text.h"
 
 static const char ROOT_LINE[] = "// " CS_AA_PROTO_ROOT_MARK "\n";
 
-static bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
-static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9') || c == '.'; }
+typedef struct find {
+    const char *want;
+    long at;
+} find;
 
-/* Past white space, comments and string literals: the next token's start. */
-static const char *skip_blank(const char *p) {
-    for (;;) {
-        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r' || *p == '\f' || *p == '\v') {
-            p++;
-        } else if (p[0] == '/' && p[1] == '/') {
-            while (*p && *p != '\n') p++;
-        } else if (p[0] == '/' && p[1] == '*') {
-            const char *end = strstr(p + 2, "*/");
-            p = end ? end + 2 : p + strlen(p);
-        } else {
-            return p;
-        }
-    }
-}
-
-/* Past one string literal starting at its quote (escapes honoured). */
-static const char *skip_string(const char *p) {
-    char quote = *p++;
-    while (*p && *p != quote && *p != '\n') p += (p[0] == '\\' && p[1]) ? 2 : 1;
-    return *p == quote ? p + 1 : p;
-}
-
-/* Whether `path` (the package and enclosing messages, dot-joined) plus
- * `name` is `want`. */
-static bool full_name_is(const char *path, const char *name, size_t len, const char *want) {
-    size_t plen = strlen(path);
-    if (plen) {
-        if (strncmp(want, path, plen) || want[plen] != '.') return false;
-        want += plen + 1;
-    }
-    return strlen(want) == len && !strncmp(want, name, len);
+static bool find_visit(void *arg, const cs__proto_decl *d) {
+    find *f = arg;
+    if (strcmp(d->full_name, f->want)) return false;
+    f->at = (long)d->at;
+    return true;
 }
 
 long cs__aa_proto_find_message(const char *text, const char *full_name) {
-    char path[NAME_MAX_LEN] = ""; /* the package, then the enclosing messages */
-    size_t outer[SCOPE_MAX];      /* strlen(path) outside each open brace */
-    int depth = 0;
-    enum { NONE, AFTER_MESSAGE, AFTER_PACKAGE } want = NONE;
-    const char *keyword = NULL, *name = NULL; /* the pending `message <name>` */
-    size_t name_len = 0;
-    for (const char *p = skip_blank(text); *p; p = skip_blank(p)) {
-        if (*p == '"' || *p == '\'') {
-            p = skip_string(p);
-            want = NONE;
-        } else if (ident_start(*p)) {
-            const char *start = p;
-            while (ident_char(*p)) p++;
-            size_t len = (size_t)(p - start);
-            if (want == AFTER_MESSAGE) {
-                name = start;
-                name_len = len;
-                want = NONE;
-            } else if (want == AFTER_PACKAGE) {
-                if (len >= sizeof path) return -1;
-                memcpy(path, start, len);
-                path[len] = '\0';
-                want = NONE;
-            } else if (len == strlen("message") && !strncmp(start, "message", len)) {
-                keyword = start;
-                name = NULL;
-                want = AFTER_MESSAGE;
-            } else {
-                want = depth == 0 && len == strlen("package") && !strncmp(start, "package", len) ? AFTER_PACKAGE : NONE;
-            }
-        } else if (*p == '{') {
-            if (name && full_name_is(path, name, name_len, full_name)) return (long)(keyword - text);
-            if (depth == SCOPE_MAX) return -1;
-            size_t plen = strlen(path);
-            outer[depth++] = plen;
-            if (name) { /* a message's block: its name joins the path */
-                if (plen + 1 + name_len >= sizeof path) return -1;
-                if (plen) path[plen++] = '.';
-                memcpy(path + plen, name, name_len);
-                path[plen + name_len] = '\0';
-            }
-            name = NULL;
-            want = NONE;
-            p++;
-        } else {
-            if (*p == '}' && depth > 0) path[outer[--depth]] = '\0';
-            name = NULL;
-            want = NONE;
-            p++;
-        }
-    }
-    return -1;
+    find f = {.want = full_name, .at = -1};
+    /* A text the walk refuses (its error message is not this caller's
+     * concern) declares nothing it can point at. */
+    if (cs__proto_messages(text, find_visit, &f) != CS_OK) return -1;
+    return f.at;
 }
 
 /* Whether only blanks stand between the start of text[at]'s line and it. */

@@ -17,25 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../codec/proto_text.h"
 #include "cstream/error.h"
-
-/* Longest full name ("package.Outer.Inner") followed; a longer one fails. */
-#define CS_PROTO_NAME_MAX 512
-
-/* Called for each message the text declares, in declaration order, with its
- * full name (the package, enclosing messages and its name, dot-joined) and
- * its index path (n >= 1). Returns true to stop the walk. */
-typedef bool (*cs__proto_visit)(void *arg, const char *full_name, const int32_t *idx, size_t n);
-
-/* Walks the messages of `text`. CS_ERR_DECODE, with the reason, for a text
- * it cannot follow: unbalanced braces, nesting past CS_WIRE_MAX_MSG_INDEXES
- * messages, a name past CS_PROTO_NAME_MAX. Comments and string literals are
- * skipped; anything else it does not know is stepped over. */
-cs_err cs__proto_messages(const char *text, cs__proto_visit visit, void *arg);
 
 /* The index path of the message named `full_name` in `text` (idx: room for
  * cap). CS_ERR_ARG naming it when the text declares no such message; the
- * errors of cs__proto_messages. */
+ * errors of cs__proto_messages (src/codec/proto_text.h, the walk this is
+ * built on). */
 cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx, size_t cap, size_t *n);
 
 /* Called for each `import "name";` (also `import public` / `import weak`)

@@ -68,7 +68,7 @@ static void writer_release(void *prepared) {
     free(w);
 }
 
-static bool collect(void *arg, const char *full_name, const int32_t *idx, size_t n) {
+static bool collect(void *arg, const cs__proto_decl *d) {
     writer_msgs *w = arg;
     if (w->n == w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 8;
@@ -78,15 +78,15 @@ static bool collect(void *arg, const char *full_name, const int32_t *idx, size_t
         w->cap = cap;
     }
     writer_msg *e = &w->m[w->n];
-    e->name = strdup(full_name);
-    e->path = malloc(n * sizeof *idx);
+    e->name = strdup(d->full_name);
+    e->path = malloc(d->n * sizeof *d->idx);
     if (!e->name || !e->path) {
         free(e->name);
         free(e->path);
         goto nomem;
     }
-    memcpy(e->path, idx, n * sizeof *idx);
-    e->n = n;
+    memcpy(e->path, d->idx, d->n * sizeof *d->idx);
+    e->n = d->n;
     w->n++;
     return false;
 nomem:

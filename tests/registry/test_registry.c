@@ -26,7 +26,6 @@
  * Subjects carry this run's pid and time: the registry outlives one run.
  * The outage test stops and restarts the registry it runs against. */
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -43,8 +42,8 @@
 #include <cmocka.h>
 
 #include "../../src/schema/registry_internal.h"
+#include "cstest_registry.h"
 
-static const char *url, *user, *password;
 static char run_id[64];
 
 static const char AVRO_V1[] = "{\"type\":\"record\",\"name\":\"Payout\",\"namespace\":\"bank\","
@@ -57,13 +56,6 @@ static const char AVRO_GOOD_V2[] = "{\"type\":\"record\",\"name\":\"Payout\",\"n
                                    "\"fields\":[{\"name\":\"amount\",\"type\":\"long\"},"
                                    "{\"name\":\"note\",\"type\":\"string\",\"default\":\"\"}]}";
 static const char PROTO[] = "syntax = \"proto3\";\npackage bank;\nmessage Payout {\n  int64 amount = 1;\n}\n";
-
-static cs_registry *client(void) {
-    cs_registry *r = cs_registry_new(url);
-    if (!r) fail_msg("cs_registry_new(%s): %s", url, cs_errmsg());
-    if (user) assert_int_equal(cs_registry_basic_auth(r, user, password), CS_OK);
-    return r;
-}
 
 static void subject(char *buf, size_t cap, const char *what) { snprintf(buf, cap, "%s-%s-value", what, run_id); }
 
@@ -85,7 +77,7 @@ static void registered_schema_comes_back_by_id_then_from_cache(void **state) {
     cs__registry_stats st;
     const cs__schema *s;
     subject(subj, sizeof subj, "lookup");
-    cs_registry *w = client();
+    cs_registry *w = cstr_client();
     int32_t id = register_ok(w, subj, CS__SCHEMA_AVRO, AVRO_V1);
     /* Registering the same schema again gives the same id. */
     assert_int_equal(register_ok(w, subj, CS__SCHEMA_AVRO, AVRO_V1), id);
@@ -97,7 +89,7 @@ static void registered_schema_comes_back_by_id_then_from_cache(void **state) {
     assert_int_equal(st.cache_hits, 1);
     cs_registry_destroy(w);
 
-    cs_registry *r = client();
+    cs_registry *r = cstr_client();
     expect(cs__registry_schema(r, id, &s), CS__REG_OK);
     assert_int_equal(s->id, id);
     assert_int_equal(s->type, CS__SCHEMA_AVRO);
@@ -122,10 +114,10 @@ static void protobuf_keeps_its_schema_type(void **state) {
     char subj[128];
     const cs__schema *s;
     subject(subj, sizeof subj, "proto");
-    cs_registry *w = client();
+    cs_registry *w = cstr_client();
     int32_t id = register_ok(w, subj, CS__SCHEMA_PROTOBUF, PROTO);
     cs_registry_destroy(w);
-    cs_registry *r = client();
+    cs_registry *r = cstr_client();
     expect(cs__registry_schema(r, id, &s), CS__REG_OK);
     assert_int_equal(s->type, CS__SCHEMA_PROTOBUF);
     assert_non_null(strstr(s->text, "message Payout"));
@@ -137,12 +129,12 @@ static void unknown_id_is_permanent(void **state) {
     (void)state;
     const cs__schema *s = (const cs__schema *)1;
     cs__registry_stats st;
-    cs_registry *r = client();
+    cs_registry *r = cstr_client();
     cs__reg_status got = cs__registry_schema(r, INT32_MAX - 7, &s);
     expect(got, CS__REG_NOT_FOUND);
     assert_false(cs__reg_status_retryable(got));
     assert_null(s);
-    if (!strstr(cs_errmsg(), "HTTP 404") || !strstr(cs_errmsg(), "40403") || !strstr(cs_errmsg(), url))
+    if (!strstr(cs_errmsg(), "HTTP 404") || !strstr(cs_errmsg(), "40403") || !strstr(cs_errmsg(), cstr_url))
         fail_msg("the message should name the registry, HTTP 404 and error_code 40403: %s", cs_errmsg());
     cs__registry_stats_get(r, &st);
     assert_int_equal(st.errors, 1);
@@ -241,16 +233,16 @@ static void basic_auth_right_and_wrong(void **state) {
     char subj[128];
     int32_t id;
     const cs__schema *s;
-    if (!user)
+    if (!cstr_user)
         fail_msg("CSTREAM_REGISTRY_USER is not set: this test needs a registry with basic auth "
                  "(scripts/registry stop; scripts/registry start --auth)");
     subject(subj, sizeof subj, "auth");
-    cs_registry *good = client();
+    cs_registry *good = cstr_client();
     id = register_ok(good, subj, CS__SCHEMA_AVRO, AVRO_V1);
     cs_registry_destroy(good);
 
-    cs_registry *wrong = cs_registry_new(url);
-    assert_int_equal(cs_registry_basic_auth(wrong, user, "not-the-password"), CS_OK);
+    cs_registry *wrong = cs_registry_new(cstr_url);
+    assert_int_equal(cs_registry_basic_auth(wrong, cstr_user, "not-the-password"), CS_OK);
     cs__reg_status got = cs__registry_schema(wrong, id, &s);
     expect(got, CS__REG_AUTH);
     assert_true(cs__reg_status_retryable(got)); /* the service's fault, not the record's */
@@ -259,18 +251,13 @@ static void basic_auth_right_and_wrong(void **state) {
     expect(cs__registry_register(wrong, subj, CS__SCHEMA_AVRO, AVRO_V1, &id), CS__REG_AUTH);
     cs_registry_destroy(wrong);
 
-    cs_registry *none = cs_registry_new(url);
+    cs_registry *none = cs_registry_new(cstr_url);
     expect(cs__registry_schema(none, id, &s), CS__REG_AUTH);
     /* Turned on later, before use, it works. */
-    assert_int_equal(cs_registry_basic_auth(none, user, password), CS_OK);
+    assert_int_equal(cs_registry_basic_auth(none, cstr_user, cstr_password), CS_OK);
     expect(cs__registry_schema(none, id, &s), CS__REG_OK);
     cs__schema_release(s);
     cs_registry_destroy(none);
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *u) {
-    (void)p, (void)u;
-    return size * n;
 }
 
 static void tls_with_the_right_ca_and_a_wrong_one(void **state) {
@@ -286,13 +273,13 @@ static void tls_with_the_right_ca_and_a_wrong_one(void **state) {
     subject(subj, sizeof subj, "tls");
     cs_registry *r = cs_registry_new(tls_url);
     assert_non_null(r);
-    if (user) assert_int_equal(cs_registry_basic_auth(r, user, password), CS_OK);
+    if (cstr_user) assert_int_equal(cs_registry_basic_auth(r, cstr_user, cstr_password), CS_OK);
     assert_int_equal(cs_registry_ca_file(r, ca), CS_OK);
     id = register_ok(r, subj, CS__SCHEMA_AVRO, AVRO_V1);
     cs_registry_destroy(r);
 
     cs_registry *wrong = cs_registry_new(tls_url);
-    if (user) assert_int_equal(cs_registry_basic_auth(wrong, user, password), CS_OK);
+    if (cstr_user) assert_int_equal(cs_registry_basic_auth(wrong, cstr_user, cstr_password), CS_OK);
     assert_int_equal(cs_registry_ca_file(wrong, wrong_ca), CS_OK);
     cs__reg_status got = cs__registry_schema(wrong, id, &s);
     expect(got, CS__REG_AUTH);
@@ -307,39 +294,14 @@ static void tls_with_the_right_ca_and_a_wrong_one(void **state) {
     cs_registry_destroy(wrong);
 }
 
-/* PUT /config/{subject}: the subject's compatibility level (not part of the
- * client: the test sets up what an operator would). */
-static void set_compatibility(const char *subj, const char *level) {
-    char u[512], body[64];
-    long status = 0;
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/vnd.schemaregistry.v1+json");
-    snprintf(u, sizeof u, "%s/config/%s", url, subj);
-    snprintf(body, sizeof body, "{\"compatibility\":\"%s\"}", level);
-    curl_easy_setopt(h, CURLOPT_URL, u);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    if (user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
-    }
-    assert_int_equal(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    if (status != 200) fail_msg("PUT %s: HTTP %ld", u, status);
-}
-
 static void incompatible_schema_is_refused_with_409(void **state) {
     (void)state;
     char subj[128];
     int32_t id = -1;
     subject(subj, sizeof subj, "compat");
-    cs_registry *r = client();
+    cs_registry *r = cstr_client();
     int32_t v1 = register_ok(r, subj, CS__SCHEMA_AVRO, AVRO_V1);
-    set_compatibility(subj, "BACKWARD");
+    cstr_set_compatibility(subj, "BACKWARD");
     cs__reg_status got = cs__registry_register(r, subj, CS__SCHEMA_AVRO, AVRO_BAD_V2, &id);
     expect(got, CS__REG_INCOMPATIBLE);
     assert_false(cs__reg_status_retryable(got));
@@ -350,12 +312,6 @@ static void incompatible_schema_is_refused_with_409(void **state) {
     int32_t v2 = register_ok(r, subj, CS__SCHEMA_AVRO, AVRO_GOOD_V2);
     assert_int_not_equal(v2, v1);
     cs_registry_destroy(r);
-}
-
-static void registry_script(const char *verb) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/scripts/registry %s >/dev/null", CSTREAM_SOURCE_DIR, verb);
-    if (system(cmd) != 0) fail_msg("%s failed", cmd);
 }
 
 /* The real registry stopped in the middle of the run, then back on the same
@@ -369,17 +325,17 @@ static void registry_outage_is_transient_and_the_cache_still_serves(void **state
     cs__registry_stats before, after;
     subject(subj_a, sizeof subj_a, "outage-a");
     subject(subj_b, sizeof subj_b, "outage-b");
-    cs_registry *w = client();
+    cs_registry *w = cstr_client();
     int32_t a = register_ok(w, subj_a, CS__SCHEMA_AVRO, AVRO_V1);
     int32_t b = register_ok(w, subj_b, CS__SCHEMA_PROTOBUF, PROTO);
     cs_registry_destroy(w);
 
-    cs_registry *r = client();
+    cs_registry *r = cstr_client();
     assert_int_equal(cs__registry_timeouts(r, 2000, 4000), CS_OK);
     expect(cs__registry_schema(r, a, &s), CS__REG_OK);
     cs__schema_release(s);
 
-    registry_script("stop");
+    cstr_stop();
     cs__registry_stats_get(r, &before);
     expect(cs__registry_schema(r, a, &s), CS__REG_OK); /* cached: the registry is not needed */
     assert_string_equal(s->text, AVRO_V1);
@@ -387,7 +343,7 @@ static void registry_outage_is_transient_and_the_cache_still_serves(void **state
     cs__reg_status got = cs__registry_schema(r, b, &s);
     cs__registry_stats_get(r, &after);
     /* Bring it back before asserting, so a failure leaves the suite a registry. */
-    registry_script("restart");
+    cstr_restart();
     expect(got, CS__REG_UNAVAILABLE);
     assert_true(cs__reg_status_retryable(got));
     assert_int_equal(after.requests - before.requests, 1); /* only the miss asked */
@@ -425,10 +381,10 @@ static void threads_hit_the_cache_without_requests(void **state) {
     pthread_t t[LOOKUP_THREADS];
     void *bad;
     subject(subj, sizeof subj, "hot");
-    cs_registry *w = client();
+    cs_registry *w = cstr_client();
     hot h = {.id = register_ok(w, subj, CS__SCHEMA_AVRO, AVRO_V1)};
     cs_registry_destroy(w);
-    h.r = client();
+    h.r = cstr_client();
     expect(cs__registry_schema(h.r, h.id, &s), CS__REG_OK); /* the one miss */
     cs__schema_release(s);
     for (int i = 0; i < LOOKUP_THREADS; i++) assert_int_equal(pthread_create(&t[i], NULL, look_up, &h), 0);
@@ -457,15 +413,7 @@ static void bad_configuration_is_refused(void **state) {
 }
 
 int main(void) {
-    url = getenv("CSTREAM_REGISTRY_URL");
-    if (!url || !*url) {
-        fprintf(stderr, "CSTREAM_REGISTRY_URL is not set: run this test through tests/with-registry "
-                        "(scripts/registry start --auth first; make test does both)\n");
-        return 1;
-    }
-    user = getenv("CSTREAM_REGISTRY_USER");
-    password = getenv("CSTREAM_REGISTRY_PASSWORD");
-    if (user && !*user) user = NULL;
+    if (!cstr_init()) return 1;
     snprintf(run_id, sizeof run_id, "cstest-%ld-%ld", (long)getpid(), (long)time(NULL));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(registered_schema_comes_back_by_id_then_from_cache),

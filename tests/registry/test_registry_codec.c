@@ -32,15 +32,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <librdkafka/rdkafka.h>
 
 #include "cstest.h"
+#include "cstest_registry.h"
 #include "cstream/avro.h"
 #include "cstream/publish.h"
 #include "cstream/registry.h"
-
-static const char *url, *user, *password;
 
 /* v1 and v2 of one record; v2 adds a field with a default (BACKWARD). */
 #define PAYOUT_V1                                                                                                      \
@@ -94,39 +92,6 @@ static CS_TYPE(account_key_type, account_key, account_key_fields);
 
 /* ---- helpers ----------------------------------------------------------------- */
 
-/* A fresh client: nothing cached, so every schema id is asked of the registry. */
-static cs_registry *client_as(const char *pw) {
-    cs_registry *r = cs_registry_new(url);
-    if (!r) fail_msg("cs_registry_new(%s): %s", url, cs_errmsg());
-    if (user) CST_OK(cs_registry_basic_auth(r, user, pw));
-    return r;
-}
-static cs_registry *client(void) { return client_as(password); }
-
-static cs_codec *codec_for(cs_registry *r, const char *reader, const char *topic, bool key) {
-    cs_registry_subject_opts o = {.strategy = CS_SUBJECT_TOPIC_NAME, .topic = topic, .key = key};
-    cs_codec *c = NULL;
-    CST_OK(cs_codec_avro_registry_new(r, reader, topic ? &o : NULL, &c));
-    return c;
-}
-
-/* Set while an outage test has the registry stopped: a failure there
- * (cmocka jumps out of the test) must not leave it down for the next. */
-static bool registry_down;
-
-static void registry_script(const char *verb) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/scripts/registry %s >/dev/null", CSTREAM_SOURCE_DIR, verb);
-    if (system(cmd) != 0) fail_msg("%s failed", cmd);
-}
-
-static int32_t wire_id(const void *p, size_t len) {
-    const unsigned char *b = p;
-    assert_true(len >= 5);
-    assert_int_equal(b[0], 0);
-    return (int32_t)((uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4]);
-}
-
 /* Publishes n v1 payouts id 0..n-1 (amount id * 100) encoded with `c`. */
 static void publish_v1(const cs_codec *c, const char *topic, int n) {
     for (int i = 0; i < n; i++) {
@@ -139,109 +104,23 @@ static void publish_v1(const cs_codec *c, const char *topic, int n) {
     }
 }
 
-/* A fresh topic of one partition beside a test's own. */
-static void fresh_topic(const char *prefix, char *topic, size_t cap) {
-    char group[160];
-    cst_fresh(prefix, 1, topic, group, cap);
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *u) {
-    (void)p;
-    (void)u;
-    return size * n;
-}
-
-/* The HTTP status of GET /subjects/{subject}/versions: 200 when the
- * subject has a schema, 404 when it has none. */
-static long subject_status(const char *subj) {
-    char u[512];
-    long status = 0;
-    CURL *h = curl_easy_init();
-    snprintf(u, sizeof u, "%s/subjects/%s/versions", url, subj);
-    curl_easy_setopt(h, CURLOPT_URL, u);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    if (user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
-    }
-    assert_int_equal(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(h);
-    return status;
-}
-
-/* PUT /config/{subject}: the subject's compatibility level (what an operator
- * sets up; Apicurio's default is NONE). */
-static void set_compatibility(const char *subj, const char *level) {
-    char u[512], body[64];
-    long status = 0;
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/vnd.schemaregistry.v1+json");
-    snprintf(u, sizeof u, "%s/config/%s", url, subj);
-    snprintf(body, sizeof body, "{\"compatibility\":\"%s\"}", level);
-    curl_easy_setopt(h, CURLOPT_URL, u);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    if (user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
-    }
-    assert_int_equal(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    if (status != 200) fail_msg("PUT %s: HTTP %ld", u, status);
-}
-
-/* What handlers saw: a count per payout id. */
-#define MAX_IDS 64
+/* What handlers saw: a count per payout id, the amounts. */
 typedef struct seen {
-    pthread_mutex_t lock;
-    int count[MAX_IDS];
-    int total;
-    int64_t amount_sum;
+    cstr_tally tally;
+    _Atomic int64_t amount_sum;
     const cs_codec *reply; /* NULL: no reply */
 } seen;
 
 static cs_outcome on_payout(cs_delivery *d, void *user) {
     seen *s = user;
     const payout_v1 *p = cs_delivery_decoded(d);
-    pthread_mutex_lock(&s->lock);
-    if (p->id >= 0 && p->id < MAX_IDS) s->count[p->id]++;
-    s->total++;
-    s->amount_sum += p->amount;
-    pthread_mutex_unlock(&s->lock);
+    cstr_tally_add(&s->tally, p->id);
+    atomic_fetch_add(&s->amount_sum, p->amount);
     if (s->reply) {
         done r = {.id = p->id, .status = "paid"};
         if (cs_delivery_reply_encoded(d, s->reply, &done_type, &r) != CS_OK) return CS_RETRY;
     }
     return CS_ACK;
-}
-
-static int seen_total(seen *s) {
-    pthread_mutex_lock(&s->lock);
-    int n = s->total;
-    pthread_mutex_unlock(&s->lock);
-    return n;
-}
-
-typedef struct want {
-    seen *s;
-    int n;
-} want;
-static bool reached(void *arg) {
-    want *w = arg;
-    return seen_total(w->s) >= w->n;
-}
-
-static void assert_each_once(seen *s, int n) {
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < n; i++)
-        if (s->count[i] != 1) fail_msg("payout %d handled %d times", i, s->count[i]);
-    assert_int_equal(s->total, n);
-    pthread_mutex_unlock(&s->lock);
 }
 
 static cs_app *start_app(const char *name, const char *topic, const char *group, cs_commit_mode mode, const cs_codec *c,
@@ -281,40 +160,32 @@ static void on_reply(const rd_kafka_message_t *m, void *arg) {
     if (r->c->decode(r->c, &done_type, m->payload, m->len, &d) != CS_OK) fail_msg("reply: %s", cs_errmsg());
     assert_string_equal(d.status, "paid");
     r->id_sum += d.id;
-    r->schema_id = wire_id(m->payload, m->len);
+    r->schema_id = cstr_wire_id(m->payload, m->len);
     r->n++;
     cs_value_free(&done_type, &d);
-}
-
-/* Each test starts with the registry up, whatever the one before did. */
-static int registry_up(void **state) {
-    (void)state;
-    if (registry_down) registry_script("restart");
-    registry_down = false;
-    return 0;
 }
 
 static void round_trip_publish_consume_reply(void **state) {
     (void)state;
     char topic[128], group[160], out[160];
     cst_fresh("avro-rt", 1, topic, group, sizeof topic);
-    fresh_topic("avro-rt-done", out, sizeof out);
-    cs_registry *reg = client();
-    cs_codec *in = codec_for(reg, PAYOUT_V1, topic, false);
-    cs_codec *reply = codec_for(reg, NULL, out, false);
+    cstr_fresh_topic("avro-rt-done", out, sizeof out);
+    cs_registry *reg = cstr_client();
+    cs_codec *in = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
+    cs_codec *reply = cstr_avro_codec(reg, NULL, out, false);
     int32_t in_id = -1, out_id = -1;
     CST_OK(cs_codec_registry_schema_id(in, &payout_v1_type, &in_id));
     CST_OK(cs_codec_registry_schema_id(reply, &done_type, &out_id));
     assert_int_not_equal(in_id, out_id);
 
-    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER, .reply = reply};
-    cs_registry *reg2 = client(); /* the consumer's own client: it must ask the registry */
-    cs_codec *dec = codec_for(reg2, NULL, NULL, false);
+    seen s = {.tally = CSTR_TALLY_INIT, .reply = reply};
+    cs_registry *reg2 = cstr_client(); /* the consumer's own client: it must ask the registry */
+    cs_codec *dec = cstr_avro_codec(reg2, NULL, NULL, false);
     cs_app *app = start_app("avro-rt", topic, group, CS_COMMIT_TRACKED, dec, &s, out, NULL, NULL);
     publish_v1(in, topic, 5);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 5, 30000));
-    assert_each_once(&s, 5);
-    assert_int_equal(s.amount_sum, (0 + 1 + 2 + 3 + 4) * 100);
+    cstr_assert_each_once(&s.tally, 5, "payout");
+    assert_int_equal(atomic_load(&s.amount_sum), (0 + 1 + 2 + 3 + 4) * 100);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 
@@ -343,20 +214,20 @@ static void evolution_both_ways(void **state) {
     (void)state;
     char topic[128], group[160];
     cst_fresh("avro-evo", 1, topic, group, sizeof topic);
-    cs_registry *reg = client();
-    cs_codec *w1 = codec_for(reg, PAYOUT_V1, topic, false);
-    cs_codec *w2 = codec_for(reg, PAYOUT_V2, topic, false);
+    cs_registry *reg = cstr_client();
+    cs_codec *w1 = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
+    cs_codec *w2 = cstr_avro_codec(reg, PAYOUT_V2, topic, false);
     payout_v1 p1 = {7, 700};
     payout_v2 p2 = {8, 800, "CHF"};
     char *b1 = NULL, *b2 = NULL;
     size_t l1 = 0, l2 = 0;
     CST_OK(w1->encode(w1, &payout_v1_type, &p1, &b1, &l1));
     CST_OK(w2->encode(w2, &payout_v2_type, &p2, &b2, &l2)); /* v2 under the same subject: BACKWARD allows it */
-    assert_int_not_equal(wire_id(b1, l1), wire_id(b2, l2));
+    assert_int_not_equal(cstr_wire_id(b1, l1), cstr_wire_id(b2, l2));
 
-    cs_registry *fresh = client();
-    cs_codec *r2 = codec_for(fresh, PAYOUT_V2, NULL, false);
-    cs_codec *r1 = codec_for(fresh, PAYOUT_V1, NULL, false);
+    cs_registry *fresh = cstr_client();
+    cs_codec *r2 = cstr_avro_codec(fresh, PAYOUT_V2, NULL, false);
+    cs_codec *r1 = cstr_avro_codec(fresh, PAYOUT_V1, NULL, false);
     payout_v2 got2;
     CST_OK(r2->decode(r2, &payout_v2_type, b1, l1, &got2)); /* v2 reads v1: the default */
     assert_int_equal(got2.id, 7);
@@ -398,7 +269,7 @@ static void on_keyed(const rd_kafka_message_t *m, void *arg) {
     account_key ak;
     if (k->c->decode(k->c, &account_key_type, m->key, m->key_len, &ak) != CS_OK) fail_msg("key: %s", cs_errmsg());
     snprintf(k->account, sizeof k->account, "%s", ak.account);
-    k->id = wire_id(m->key, m->key_len);
+    k->id = cstr_wire_id(m->key, m->key_len);
     cs_value_free(&account_key_type, &ak);
 }
 
@@ -406,9 +277,9 @@ static void key_schema(void **state) {
     (void)state;
     char topic[128], group[160];
     cst_fresh("avro-key", 1, topic, group, sizeof topic);
-    cs_registry *reg = client();
-    cs_codec *kc = codec_for(reg, NULL, topic, true);
-    cs_codec *vc = codec_for(reg, PAYOUT_V1, topic, false);
+    cs_registry *reg = cstr_client();
+    cs_codec *kc = cstr_avro_codec(reg, NULL, topic, true);
+    cs_codec *vc = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
     account_key key = {"acct-42"};
     payout_v1 p = {1, 100};
     char *kb = NULL, *vb = NULL;
@@ -417,23 +288,23 @@ static void key_schema(void **state) {
     CST_OK(vc->encode(vc, &payout_v1_type, &p, &vb, &vl));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, kb, kl, vb, vl, NULL));
 
-    cs_registry *fresh = client();
-    cs_codec *dec = codec_for(fresh, NULL, NULL, false);
+    cs_registry *fresh = cstr_client();
+    cs_codec *dec = cstr_avro_codec(fresh, NULL, NULL, false);
     keys k = {.c = dec};
     assert_int_equal(cst_read_records(topic, 1, on_keyed, &k, 20000), 1);
     assert_string_equal(k.account, "acct-42");
     char subj[200];
     snprintf(subj, sizeof subj, "%s-key", topic);
-    assert_int_equal(subject_status(subj), 200);
+    assert_int_equal(cstr_subject_status(subj), 200);
     snprintf(subj, sizeof subj, "%s-value", topic);
-    assert_int_equal(subject_status(subj), 200);
+    assert_int_equal(cstr_subject_status(subj), 200);
     /* Registered under "<topic>-key": a new codec for the same key subject
      * registering the same schema is answered the key's id. */
-    cs_codec *again = codec_for(fresh, NULL, topic, true);
+    cs_codec *again = cstr_avro_codec(fresh, NULL, topic, true);
     int32_t id = -1;
     CST_OK(cs_codec_registry_schema_id(again, &account_key_type, &id));
     assert_int_equal(id, k.id);
-    assert_int_not_equal(id, wire_id(vb, vl));
+    assert_int_not_equal(id, cstr_wire_id(vb, vl));
     free(kb);
     free(vb);
     cs_codec_registry_destroy(again);
@@ -463,18 +334,18 @@ static void unknown_id_and_no_magic_are_dead_lettered(void **state) {
     (void)state;
     char topic[128], group[160], dlq[160];
     cst_fresh("avro-dlq", 1, topic, group, sizeof topic);
-    fresh_topic("avro-dlq-dead", dlq, sizeof dlq);
-    cs_registry *reg = client();
-    cs_codec *c = codec_for(reg, PAYOUT_V1, topic, false);
+    cstr_fresh_topic("avro-dlq-dead", dlq, sizeof dlq);
+    cs_registry *reg = cstr_client();
+    cs_codec *c = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
     /* id 2147483000 (0x7FFFFD78), which no registry here has handed out. */
     static const unsigned char unknown[] = {0, 0x7f, 0xff, 0xfd, 0x78, 2, 4};
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, unknown, sizeof unknown, NULL));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "{\"id\":1}", 8, NULL)); /* JSON: no magic byte */
-    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    seen s = {.tally = CSTR_TALLY_INIT};
     cs_app *app = start_app("avro-dlq", topic, group, CS_COMMIT_TRACKED, c, &s, NULL, dlq, NULL);
     publish_v1(c, topic, 1);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 3, 30000));
-    assert_each_once(&s, 1);
+    cstr_assert_each_once(&s.tally, 1, "payout");
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
     dead d = {0};
@@ -487,51 +358,42 @@ static void unknown_id_and_no_magic_are_dead_lettered(void **state) {
 
 /* ---- outages ---------------------------------------------------------------------- */
 
-static uint64_t unavailable_of(cs_registry *r) {
-    cs_registry_stats st;
-    CST_OK(cs_registry_stats_get(r, &st));
-    return st.unavailable;
-}
-static bool tried_twice(void *arg) { return unavailable_of(arg) >= 2; }
-
 /* Under `mode`, with the registry down from before the start: nothing is
  * handled or dead-lettered while it is down, each record exactly once after. */
 static void outage(cs_commit_mode mode, const char *prefix) {
     char topic[128], group[160], dlq[160];
     cst_fresh(prefix, 1, topic, group, sizeof topic);
-    fresh_topic("avro-down-dead", dlq, sizeof dlq);
+    cstr_fresh_topic("avro-down-dead", dlq, sizeof dlq);
     const int n = 20;
-    cs_registry *reg = client();
-    cs_codec *c = codec_for(reg, PAYOUT_V1, topic, false);
+    cs_registry *reg = cstr_client();
+    cs_codec *c = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
     publish_v1(c, topic, n); /* registered while the registry is up */
 
-    registry_script("stop");
-    registry_down = true;
-    cs_registry *creg = client(); /* nothing cached: every id needs the registry */
+    cstr_stop();
+    cs_registry *creg = cstr_client(); /* nothing cached: every id needs the registry */
     assert_int_equal(cs_registry_ping(creg), CS_ERR_UNAVAILABLE);
-    assert_non_null(strstr(cs_errmsg(), url));
-    cs_codec *dec = codec_for(creg, NULL, NULL, false);
-    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    assert_non_null(strstr(cs_errmsg(), cstr_url));
+    cs_codec *dec = cstr_avro_codec(creg, NULL, NULL, false);
+    seen s = {.tally = CSTR_TALLY_INIT};
     cs_sub *sub = NULL;
     cst_capture cap;
     cst_capture_start(&cap);
     cs_app *app = start_app(prefix, topic, group, mode, dec, &s, NULL, mode == CS_COMMIT_TRACKED ? dlq : NULL, &sub);
-    bool tried = cst_wait(tried_twice, creg, 30000);
+    bool tried = cst_wait(cstr_tried_twice, creg, 30000);
     char *log = cst_capture_stop(&cap);
     assert_true(tried);
     /* The start says so, naming the registry; readiness says not ready. */
     char line[1024];
-    if (!cst_log_line(log, "codec not ready at start", line, sizeof line) || !strstr(line, url))
-        fail_msg("no start-up warning naming %s in:\n%s", url, log);
+    if (!cst_log_line(log, "codec not ready at start", line, sizeof line) || !strstr(line, cstr_url))
+        fail_msg("no start-up warning naming %s in:\n%s", cstr_url, log);
     free(log);
     char why[512] = "";
     assert_int_equal(dec->ready(dec, why, sizeof why), 0);
-    assert_non_null(strstr(why, url));
-    assert_int_equal(seen_total(&s), 0);
-    registry_script("restart");
-    registry_down = false;
-    want w = {&s, n};
-    assert_true(cst_wait(reached, &w, 60000));
+    assert_non_null(strstr(why, cstr_url));
+    assert_int_equal(cstr_tally_total(&s.tally), 0);
+    cstr_restart();
+    cstr_want w = {&s.tally, n};
+    assert_true(cst_wait(cstr_reached, &w, 60000));
     assert_int_equal(dec->ready(dec, why, sizeof why), 1);
     /* /metrics carries the registry client's counters. */
     char labels[256];
@@ -542,7 +404,7 @@ static void outage(cs_commit_mode mode, const char *prefix) {
     assert_true(cst_metric_value(app, "cstream_codec_registry_lookups_total", labels, &v));
     assert_true(v >= 3);
     if (mode == CS_COMMIT_TRACKED) CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, n, 30000));
-    assert_each_once(&s, n);
+    cstr_assert_each_once(&s.tally, n, "payout");
     cs_sub_stats st;
     cs_sub_stats_get(sub, &st);
     assert_int_equal(st.decode_failures, 0);
@@ -569,21 +431,21 @@ static void outage_auto_waits_in_place(void **state) {
 
 static void wrong_password_is_unavailable_not_undecodable(void **state) {
     (void)state;
-    if (!user) fail_msg("the registry runs without --auth: start it with scripts/registry start --auth");
+    if (!cstr_user) fail_msg("the registry runs without --auth: start it with scripts/registry start --auth");
     char topic[128], group[160];
     cst_fresh("avro-auth", 1, topic, group, sizeof topic);
-    cs_registry *reg = client();
-    cs_codec *c = codec_for(reg, PAYOUT_V1, topic, false);
+    cs_registry *reg = cstr_client();
+    cs_codec *c = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
     payout_v1 p = {3, 300};
     char *buf = NULL;
     size_t len = 0;
     CST_OK(c->encode(c, &payout_v1_type, &p, &buf, &len));
-    cs_registry *bad = client_as("not-the-password");
-    cs_codec *dec = codec_for(bad, NULL, NULL, false);
+    cs_registry *bad = cstr_client_as("not-the-password");
+    cs_codec *dec = cstr_avro_codec(bad, NULL, NULL, false);
     payout_v1 got;
     assert_int_equal(dec->decode(dec, &payout_v1_type, buf, len, &got), CS_ERR_UNAVAILABLE);
     assert_non_null(strstr(cs_errmsg(), "401"));
-    cs_codec *enc = codec_for(bad, PAYOUT_V1, topic, false);
+    cs_codec *enc = cstr_avro_codec(bad, PAYOUT_V1, topic, false);
     char *out = NULL;
     assert_int_equal(enc->encode(enc, &payout_v1_type, &p, &out, &len), CS_ERR_UNAVAILABLE);
     assert_null(out);
@@ -607,10 +469,10 @@ static void incompatible_schema_is_refused_naming_the_subject(void **state) {
     char topic[128], group[160], subject[200];
     cst_fresh("avro-compat", 1, topic, group, sizeof topic);
     snprintf(subject, sizeof subject, "subject %s-value", topic);
-    set_compatibility(subject + strlen("subject "), "BACKWARD");
-    cs_registry *reg = client();
-    cs_codec *v1 = codec_for(reg, PAYOUT_V1, topic, false);
-    cs_codec *v3 = codec_for(reg, PAYOUT_V3_BAD, topic, false);
+    cstr_set_compatibility(subject + strlen("subject "), "BACKWARD");
+    cs_registry *reg = cstr_client();
+    cs_codec *v1 = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
+    cs_codec *v3 = cstr_avro_codec(reg, PAYOUT_V3_BAD, topic, false);
     int32_t id;
     CST_OK(cs_codec_registry_schema_id(v1, &payout_v1_type, &id));
     v1b p = {1, "100"};
@@ -626,13 +488,7 @@ static void incompatible_schema_is_refused_naming_the_subject(void **state) {
 }
 
 int main(void) {
-    url = getenv("CSTREAM_REGISTRY_URL");
-    user = getenv("CSTREAM_REGISTRY_USER");
-    password = getenv("CSTREAM_REGISTRY_PASSWORD");
-    if (!url) {
-        fprintf(stderr, "CSTREAM_REGISTRY_URL is not set: run through tests/with-registry\n");
-        return 1;
-    }
+    if (!cstr_init()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_publish_consume_reply),
         cmocka_unit_test(evolution_both_ways),
@@ -640,10 +496,10 @@ int main(void) {
         cmocka_unit_test(unknown_id_and_no_magic_are_dead_lettered),
         cmocka_unit_test(wrong_password_is_unavailable_not_undecodable),
         cmocka_unit_test(incompatible_schema_is_refused_naming_the_subject),
-        cmocka_unit_test_setup(outage_tracked_loses_nothing, registry_up),
-        cmocka_unit_test_setup(outage_auto_waits_in_place, registry_up),
+        cmocka_unit_test_setup(outage_tracked_loses_nothing, cstr_up),
+        cmocka_unit_test_setup(outage_auto_waits_in_place, cstr_up),
     };
     int failed = cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
-    if (registry_down) registry_up(NULL);
+    cstr_up(NULL);
     return failed;
 }

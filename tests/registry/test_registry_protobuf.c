@@ -21,14 +21,15 @@
  * Topics (so TopicName subjects) are fresh per test: the registry and the
  * broker outlive one run. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <librdkafka/rdkafka.h>
 
 #include "cstest.h"
+#include "cstest_registry.h"
 #include "cstream/protobuf.h"
 #include "cstream/publish.h"
 #include "cstream/registry.h"
@@ -37,17 +38,7 @@
 extern const char shop_proto_text[];
 extern const char money_proto_text[];
 
-static const char *url, *user, *password;
-static bool registry_down; /* an outage test has it stopped (see registry_up) */
-
 /* ---- helpers ----------------------------------------------------------------- */
-
-static cs_registry *client(void) {
-    cs_registry *r = cs_registry_new(url);
-    if (!r) fail_msg("cs_registry_new(%s): %s", url, cs_errmsg());
-    if (user) CST_OK(cs_registry_basic_auth(r, user, password));
-    return r;
-}
 
 /* A codec for `desc`; with a topic it encodes (registering shop.proto with
  * money.proto as its reference), without it only decodes. */
@@ -59,66 +50,10 @@ static cs_codec *codec_for(cs_registry *r, const ProtobufCMessageDescriptor *des
     return c;
 }
 
-static void registry_script(const char *verb) {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/scripts/registry %s >/dev/null", CSTREAM_SOURCE_DIR, verb);
-    if (system(cmd) != 0) fail_msg("%s failed", cmd);
-}
-
-static int registry_up(void **state) {
-    (void)state;
-    if (registry_down) registry_script("restart");
-    registry_down = false;
-    return 0;
-}
-
-static int32_t wire_id(const void *p, size_t len) {
-    const unsigned char *b = p;
-    assert_true(len >= 5);
-    assert_int_equal(b[0], 0);
-    return (int32_t)((uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4]);
-}
-
 /* The message-index bytes after the 5-byte header are `want` (n bytes). */
 static void assert_indexes(const void *p, size_t len, const unsigned char *want, size_t n) {
     assert_true(len >= 5 + n);
     assert_memory_equal((const unsigned char *)p + 5, want, n);
-}
-
-typedef struct body {
-    char buf[8192];
-    size_t len;
-} body;
-
-static size_t on_body(char *p, size_t size, size_t n, void *u) {
-    body *b = u;
-    size_t k = size * n;
-    if (b->len + k >= sizeof b->buf) k = sizeof b->buf - 1 - b->len;
-    memcpy(b->buf + b->len, p, k);
-    b->len += k;
-    b->buf[b->len] = '\0';
-    return size * n;
-}
-
-/* GET {url}{path}: the status, the body in *b. */
-static long get(const char *path, body *b) {
-    char u[512];
-    long status = 0;
-    CURL *h = curl_easy_init();
-    b->len = 0;
-    b->buf[0] = '\0';
-    snprintf(u, sizeof u, "%s%s", url, path);
-    curl_easy_setopt(h, CURLOPT_URL, u);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, b);
-    if (user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
-    }
-    assert_int_equal(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(h);
-    return status;
 }
 
 /* Publishes n refunds, order ids 0..n-1, amount id * 100 EUR. */
@@ -140,24 +75,18 @@ static void publish_refunds(const cs_codec *c, const char *topic, int n) {
     }
 }
 
-/* What handlers saw: a count per order id. */
-#define MAX_IDS 64
+/* What handlers saw: a count per order id, the amounts. */
 typedef struct seen {
-    pthread_mutex_t lock;
-    int count[MAX_IDS];
-    int total;
-    int64_t units;
+    cstr_tally tally;
+    _Atomic int64_t units;
     const cs_codec *reply; /* NULL: no reply */
 } seen;
 
 static cs_outcome on_refund(cs_delivery *d, void *arg) {
     seen *s = arg;
     const Shop__Refund *r = cs_delivery_decoded(d);
-    pthread_mutex_lock(&s->lock);
-    if (r->order_id < MAX_IDS) s->count[r->order_id]++;
-    s->total++;
-    s->units += r->amount ? r->amount->units : -1000000;
-    pthread_mutex_unlock(&s->lock);
+    cstr_tally_add(&s->tally, (int64_t)r->order_id);
+    atomic_fetch_add(&s->units, r->amount ? r->amount->units : -1000000);
     if (s->reply) {
         Shop__Receipt rc = SHOP__RECEIPT__INIT;
         rc.id = r->order_id;
@@ -166,21 +95,6 @@ static cs_outcome on_refund(cs_delivery *d, void *arg) {
             return CS_RETRY;
     }
     return CS_ACK;
-}
-
-static int seen_total(seen *s) {
-    pthread_mutex_lock(&s->lock);
-    int n = s->total;
-    pthread_mutex_unlock(&s->lock);
-    return n;
-}
-
-static void assert_each_once(seen *s, int n) {
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < n; i++)
-        if (s->count[i] != 1) fail_msg("refund %d handled %d times", i, s->count[i]);
-    assert_int_equal(s->total, n);
-    pthread_mutex_unlock(&s->lock);
 }
 
 static cs_app *start_app(const char *name, const char *topic, const char *group, const cs_codec *c, seen *s,
@@ -205,11 +119,6 @@ static cs_app *start_app(const char *name, const char *topic, const char *group,
     return app;
 }
 
-static void fresh_topic(const char *prefix, char *topic, size_t cap) {
-    char group[160];
-    cst_fresh(prefix, 1, topic, group, cap);
-}
-
 /* ---- round trip ---------------------------------------------------------------- */
 
 typedef struct receipts {
@@ -227,7 +136,7 @@ static void on_receipt(const rd_kafka_message_t *m, void *arg) {
     assert_indexes(m->payload, m->len, (const unsigned char[]){2, 4}, 2); /* count 1, index 2 */
     r->id_sum += got.id;
     r->paid += got.status == SHOP__STATUS__PAID;
-    r->schema_id = wire_id(m->payload, m->len);
+    r->schema_id = cstr_wire_id(m->payload, m->len);
     r->n++;
     cs_codec_free_value(r->c, t, &got);
 }
@@ -236,8 +145,8 @@ static void round_trip_with_reference(void **state) {
     (void)state;
     char topic[128], group[160], out[160], path[64];
     cst_fresh("pb-rt", 1, topic, group, sizeof topic);
-    fresh_topic("pb-rt-receipt", out, sizeof out);
-    cs_registry *reg = client();
+    cstr_fresh_topic("pb-rt-receipt", out, sizeof out);
+    cs_registry *reg = cstr_client();
     cs_codec *in = codec_for(reg, &shop__refund__descriptor, topic, false);
     cs_codec *reply = codec_for(reg, &shop__receipt__descriptor, out, false);
     assert_string_equal(in->schema_format, CS_SCHEMA_FORMAT_PROTOBUF3);
@@ -245,22 +154,22 @@ static void round_trip_with_reference(void **state) {
     CST_OK(cs_codec_registry_schema_id(in, cs_codec_protobuf_registry_type(in), &in_id));
     CST_OK(cs_codec_registry_schema_id(reply, cs_codec_protobuf_registry_type(reply), &out_id));
     /* money.proto has its own subject, and the schema refers to it. */
-    body b;
-    assert_int_equal(get("/subjects/money.proto/versions", &b), 200);
+    cstr_body b;
+    assert_int_equal(cstr_request("GET", "/subjects/money.proto/versions", NULL, &b), 200);
     snprintf(path, sizeof path, "/schemas/ids/%d", in_id);
-    assert_int_equal(get(path, &b), 200);
+    assert_int_equal(cstr_request("GET", path, NULL, &b), 200);
     if (!strstr(b.buf, "\"references\"") || !strstr(b.buf, "\"subject\":\"money.proto\""))
         fail_msg("schema %d has no reference to money.proto: %s", in_id, b.buf);
     assert_non_null(strstr(b.buf, "PROTOBUF"));
 
-    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER, .reply = reply};
-    cs_registry *reg2 = client(); /* the consumer's own client: it must ask the registry */
+    seen s = {.tally = CSTR_TALLY_INIT, .reply = reply};
+    cs_registry *reg2 = cstr_client(); /* the consumer's own client: it must ask the registry */
     cs_codec *dec = codec_for(reg2, &shop__refund__descriptor, NULL, false);
     cs_app *app = start_app("pb-rt", topic, group, dec, &s, out, NULL, NULL);
     publish_refunds(in, topic, 5);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 5, 30000));
-    assert_each_once(&s, 5);
-    assert_int_equal(s.units, (0 + 1 + 2 + 3 + 4) * 100);
+    cstr_assert_each_once(&s.tally, 5, "refund");
+    assert_int_equal(atomic_load(&s.units), (0 + 1 + 2 + 3 + 4) * 100);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 
@@ -289,7 +198,7 @@ static void nested_message_key_schema(void **state) {
     (void)state;
     char topic[128], group[160], subj[200];
     cst_fresh("pb-key", 1, topic, group, sizeof topic);
-    cs_registry *reg = client();
+    cs_registry *reg = cstr_client();
     cs_codec *kc = codec_for(reg, &shop__refund__audit__descriptor, topic, true);
     Shop__Refund__Audit a = SHOP__REFUND__AUDIT__INIT;
     a.who = "clerk-7";
@@ -298,10 +207,10 @@ static void nested_message_key_schema(void **state) {
     CST_OK(kc->encode(kc, cs_codec_protobuf_registry_type(kc), &a, &buf, &len));
     assert_indexes(buf, len, (const unsigned char[]){4, 2, 2}, 3); /* count 2, indexes 1, 1 */
     snprintf(subj, sizeof subj, "/subjects/%s-key/versions", topic);
-    body b;
-    assert_int_equal(get(subj, &b), 200);
+    cstr_body b;
+    assert_int_equal(cstr_request("GET", subj, NULL, &b), 200);
 
-    cs_registry *fresh = client();
+    cs_registry *fresh = cstr_client();
     cs_codec *dec = codec_for(fresh, &shop__refund__audit__descriptor, NULL, false);
     Shop__Refund__Audit got;
     const cs_type *t = cs_codec_protobuf_registry_type(dec);
@@ -342,8 +251,8 @@ static void undecodable_records_are_dead_lettered(void **state) {
     (void)state;
     char topic[128], group[160], dlq[160];
     cst_fresh("pb-dlq", 1, topic, group, sizeof topic);
-    fresh_topic("pb-dlq-dead", dlq, sizeof dlq);
-    cs_registry *reg = client();
+    cstr_fresh_topic("pb-dlq-dead", dlq, sizeof dlq);
+    cs_registry *reg = cstr_client();
     cs_codec *c = codec_for(reg, &shop__refund__descriptor, topic, false);
     cs_codec *oc = codec_for(reg, &shop__order__descriptor, topic, false);
     static const unsigned char unknown[] = {0, 0x7f, 0xff, 0xfd, 0x78, 0, 8, 1};
@@ -358,11 +267,11 @@ static void undecodable_records_are_dead_lettered(void **state) {
     assert_indexes(buf, len, (const unsigned char[]){0}, 1); /* [0]: the one byte 0 */
     CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, buf, len, NULL));
     free(buf);
-    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    seen s = {.tally = CSTR_TALLY_INIT};
     cs_app *app = start_app("pb-dlq", topic, group, c, &s, NULL, dlq, NULL);
     publish_refunds(c, topic, 1);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 4, 30000));
-    assert_each_once(&s, 1);
+    cstr_assert_each_once(&s.tally, 1, "refund");
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
     dead d = {0};
@@ -377,46 +286,28 @@ static void undecodable_records_are_dead_lettered(void **state) {
 
 /* ---- outage ------------------------------------------------------------------------ */
 
-static uint64_t unavailable_of(cs_registry *r) {
-    cs_registry_stats st;
-    CST_OK(cs_registry_stats_get(r, &st));
-    return st.unavailable;
-}
-static bool tried_twice(void *arg) { return unavailable_of(arg) >= 2; }
-
-typedef struct want {
-    seen *s;
-    int n;
-} want;
-static bool reached(void *arg) {
-    want *w = arg;
-    return seen_total(w->s) >= w->n;
-}
-
 static void outage_during_the_run_loses_nothing(void **state) {
     (void)state;
     char topic[128], group[160], dlq[160];
     cst_fresh("pb-down", 1, topic, group, sizeof topic);
-    fresh_topic("pb-down-dead", dlq, sizeof dlq);
+    cstr_fresh_topic("pb-down-dead", dlq, sizeof dlq);
     const int n = 5;
-    cs_registry *reg = client();
+    cs_registry *reg = cstr_client();
     cs_codec *c = codec_for(reg, &shop__refund__descriptor, topic, false);
-    publish_refunds(c, topic, n); /* registered while the registry is up */
-    cs_registry *creg = client(); /* nothing cached: the id needs the registry */
+    publish_refunds(c, topic, n);      /* registered while the registry is up */
+    cs_registry *creg = cstr_client(); /* nothing cached: the id needs the registry */
     cs_codec *dec = codec_for(creg, &shop__refund__descriptor, NULL, false);
-    seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
-    registry_script("stop");
-    registry_down = true;
+    seen s = {.tally = CSTR_TALLY_INIT};
+    cstr_stop();
     cs_sub *sub = NULL;
     cs_app *app = start_app("pb-down", topic, group, dec, &s, NULL, dlq, &sub);
-    assert_true(cst_wait(tried_twice, creg, 30000));
-    assert_int_equal(seen_total(&s), 0);
-    registry_script("restart");
-    registry_down = false;
-    want w = {&s, n};
-    assert_true(cst_wait(reached, &w, 60000));
+    assert_true(cst_wait(cstr_tried_twice, creg, 30000));
+    assert_int_equal(cstr_tally_total(&s.tally), 0);
+    cstr_restart();
+    cstr_want w = {&s.tally, n};
+    assert_true(cst_wait(cstr_reached, &w, 60000));
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, n, 30000));
-    assert_each_once(&s, n);
+    cstr_assert_each_once(&s.tally, n, "refund");
     cs_sub_stats st;
     cs_sub_stats_get(sub, &st);
     assert_int_equal(st.decode_failures, 0);
@@ -430,20 +321,14 @@ static void outage_during_the_run_loses_nothing(void **state) {
 }
 
 int main(void) {
-    url = getenv("CSTREAM_REGISTRY_URL");
-    user = getenv("CSTREAM_REGISTRY_USER");
-    password = getenv("CSTREAM_REGISTRY_PASSWORD");
-    if (!url) {
-        fprintf(stderr, "CSTREAM_REGISTRY_URL is not set: run through tests/with-registry\n");
-        return 1;
-    }
+    if (!cstr_init()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip_with_reference),
         cmocka_unit_test(nested_message_key_schema),
         cmocka_unit_test(undecodable_records_are_dead_lettered),
-        cmocka_unit_test_setup(outage_during_the_run_loses_nothing, registry_up),
+        cmocka_unit_test_setup(outage_during_the_run_loses_nothing, cstr_up),
     };
     int failed = cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
-    if (registry_down) registry_up(NULL);
+    cstr_up(NULL);
     return failed;
 }

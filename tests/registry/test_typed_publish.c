@@ -22,15 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
 #include <librdkafka/rdkafka.h>
 
 #include "cstest.h"
+#include "cstest_registry.h"
 #include "cstream/avro.h"
 #include "cstream/publish.h"
 #include "cstream/registry.h"
-
-static const char *url, *user, *password;
 
 #define PAYOUT_V1                                                                                                      \
     "{\"type\":\"record\",\"name\":\"Payout\",\"namespace\":\"bank\",\"fields\":["                                     \
@@ -64,63 +62,6 @@ static const cs_field account_key_fields[] = {CS_FIELD_STRING(account_key, accou
 static CS_TYPE(account_key_type, account_key, account_key_fields);
 
 /* ---- helpers ----------------------------------------------------------------- */
-
-static cs_registry *client(void) {
-    cs_registry *r = cs_registry_new(url);
-    if (!r) fail_msg("cs_registry_new(%s): %s", url, cs_errmsg());
-    if (user) CST_OK(cs_registry_basic_auth(r, user, password));
-    return r;
-}
-
-static cs_codec *codec_for(cs_registry *r, const char *reader, const char *topic, bool key) {
-    cs_registry_subject_opts o = {.strategy = CS_SUBJECT_TOPIC_NAME, .topic = topic, .key = key};
-    cs_codec *c = NULL;
-    CST_OK(cs_codec_avro_registry_new(r, reader, topic ? &o : NULL, &c));
-    return c;
-}
-
-static size_t discard(char *p, size_t size, size_t n, void *u) {
-    (void)p;
-    (void)u;
-    return size * n;
-}
-
-/* One request to the registry as the tests' user; returns the HTTP status. */
-static long registry_request(const char *method, const char *path, const char *body) {
-    char u[512];
-    long status = 0;
-    CURL *h = curl_easy_init();
-    struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/vnd.schemaregistry.v1+json");
-    snprintf(u, sizeof u, "%s%s", url, path);
-    curl_easy_setopt(h, CURLOPT_URL, u);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    if (body) curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-    if (user) {
-        curl_easy_setopt(h, CURLOPT_USERNAME, user);
-        curl_easy_setopt(h, CURLOPT_PASSWORD, password);
-    }
-    assert_int_equal(curl_easy_perform(h), CURLE_OK);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(h);
-    curl_slist_free_all(hdrs);
-    return status;
-}
-
-/* 200 when the subject has a schema, 404 when it has none. */
-static long subject_status(const char *subject) {
-    char path[300];
-    snprintf(path, sizeof path, "/subjects/%s/versions", subject);
-    return registry_request("GET", path, NULL);
-}
-
-static int32_t wire_id(const void *p, size_t len) {
-    const unsigned char *b = p;
-    assert_true(len >= 5);
-    assert_int_equal(b[0], 0);
-    return (int32_t)((uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4]);
-}
 
 /* What the handler saw: a count per payout id, and whether each key matched. */
 #define MAX_IDS 16
@@ -192,8 +133,8 @@ typedef struct ids {
 
 static void on_record_ids(const rd_kafka_message_t *m, void *arg) {
     ids *i = arg;
-    i->key_id = wire_id(m->key, m->key_len);
-    i->value_id = wire_id(m->payload, m->len);
+    i->key_id = cstr_wire_id(m->key, m->key_len);
+    i->value_id = cstr_wire_id(m->payload, m->len);
     i->n++;
 }
 
@@ -202,13 +143,13 @@ static void typed_publish_registers_and_typed_key_decodes(void **state) {
     enum { N = 5 };
     char topic[128], group[160], subject[200];
     cst_fresh("typed-pub", 1, topic, group, sizeof topic);
-    cs_registry *reg = client();
-    cs_codec *kc = codec_for(reg, NULL, topic, true);
-    cs_codec *vc = codec_for(reg, PAYOUT_V1, topic, false);
+    cs_registry *reg = cstr_client();
+    cs_codec *kc = cstr_avro_codec(reg, NULL, topic, true);
+    cs_codec *vc = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
     /* The subscription's own client: it learns the schemas from the ids. */
-    cs_registry *reg2 = client();
-    cs_codec *kdec = codec_for(reg2, NULL, NULL, false);
-    cs_codec *vdec = codec_for(reg2, PAYOUT_V1, NULL, false);
+    cs_registry *reg2 = cstr_client();
+    cs_codec *kdec = cstr_avro_codec(reg2, NULL, NULL, false);
+    cs_codec *vdec = cstr_avro_codec(reg2, PAYOUT_V1, NULL, false);
     seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
     cs_kafka *k;
     cs_app *app = start_app(topic, group, vdec, kdec, NULL, &s, &k);
@@ -243,9 +184,9 @@ static void typed_publish_registers_and_typed_key_decodes(void **state) {
         if (s.key_ok[i] != 1) fail_msg("payout %d: its decoded key was not acct-%d", i, i);
     }
     snprintf(subject, sizeof subject, "%s-value", topic);
-    assert_int_equal(subject_status(subject), 200);
+    assert_int_equal(cstr_subject_status(subject), 200);
     snprintf(subject, sizeof subject, "%s-key", topic);
-    assert_int_equal(subject_status(subject), 200);
+    assert_int_equal(cstr_subject_status(subject), 200);
 
     ids got = {0};
     assert_int_equal(cst_read_records(topic, 1, on_record_ids, &got, 20000), N);
@@ -276,17 +217,16 @@ static void count_record(const rd_kafka_message_t *m, void *arg) {
 
 static void refused_publish_publishes_nothing(void **state) {
     (void)state;
-    char topic[128], group[160], subject[200], path[300];
+    char topic[128], group[160], subject[200];
     cst_fresh("typed-refused", 1, topic, group, sizeof topic);
     snprintf(subject, sizeof subject, "%s-value", topic);
-    snprintf(path, sizeof path, "/config/%s", subject);
-    assert_int_equal(registry_request("PUT", path, "{\"compatibility\":\"BACKWARD\"}"), 200);
-    cs_registry *reg = client();
-    cs_codec *v1 = codec_for(reg, PAYOUT_V1, topic, false);
-    cs_codec *v3 = codec_for(reg, PAYOUT_V3_BAD, topic, false);
+    cstr_set_compatibility(subject, "BACKWARD");
+    cs_registry *reg = cstr_client();
+    cs_codec *v1 = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
+    cs_codec *v3 = cstr_avro_codec(reg, PAYOUT_V3_BAD, topic, false);
     /* A registry nobody listens on: port 1 on loopback refuses at once. */
     cs_registry *gone = cs_registry_new("http://127.0.0.1:1");
-    cs_codec *unreachable = codec_for(gone, PAYOUT_V1, topic, false);
+    cs_codec *unreachable = cstr_avro_codec(gone, PAYOUT_V1, topic, false);
 
     cs_app *app = cs_app_new("typed-refused", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
@@ -309,7 +249,7 @@ static void refused_publish_publishes_nothing(void **state) {
     assert_non_null(strstr(cs_errmsg(), "127.0.0.1:1"));
     /* An unencodable key publishes nothing either, the value being fine. */
     account_key nokey = {NULL};
-    cs_codec *kc = codec_for(reg, NULL, topic, true);
+    cs_codec *kc = cstr_avro_codec(reg, NULL, topic, true);
     assert_int_equal(cs_publish_encoded_with_key(k, topic, kc, &account_key_type, &nokey, v1, &payout_type, &p, NULL),
                      CS_ERR_ENCODE);
     assert_non_null(strstr(cs_errmsg(), "key of type account_key"));
@@ -348,10 +288,10 @@ static void undecodable_key_is_dead_lettered(void **state) {
     char topic[128], group[160], dlq[160], dgroup[160];
     cst_fresh("typed-badkey", 1, topic, group, sizeof topic);
     cst_fresh("typed-badkey-dead", 1, dlq, dgroup, sizeof dlq);
-    cs_registry *reg = client();
-    cs_codec *kc = codec_for(reg, NULL, topic, true);
-    cs_codec *vc = codec_for(reg, PAYOUT_V1, topic, false);
-    cs_codec *dec = codec_for(reg, NULL, NULL, false);
+    cs_registry *reg = cstr_client();
+    cs_codec *kc = cstr_avro_codec(reg, NULL, topic, true);
+    cs_codec *vc = cstr_avro_codec(reg, PAYOUT_V1, topic, false);
+    cs_codec *dec = cstr_avro_codec(reg, NULL, NULL, false);
     seen s = {.lock = PTHREAD_MUTEX_INITIALIZER};
     cs_kafka *k;
     cs_app *app = start_app(topic, group, dec, dec, dlq, &s, &k);
@@ -376,13 +316,7 @@ static void undecodable_key_is_dead_lettered(void **state) {
 }
 
 int main(void) {
-    url = getenv("CSTREAM_REGISTRY_URL");
-    user = getenv("CSTREAM_REGISTRY_USER");
-    password = getenv("CSTREAM_REGISTRY_PASSWORD");
-    if (!url) {
-        fprintf(stderr, "CSTREAM_REGISTRY_URL is not set: run through tests/with-registry\n");
-        return 1;
-    }
+    if (!cstr_init()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(typed_publish_registers_and_typed_key_decodes),
         cmocka_unit_test(refused_publish_publishes_nothing),

@@ -1,5 +1,6 @@
 /* test_proto_index.c — the message indexes of a .proto text's messages and
- * its imports (src/schema/proto_index.c), which the registry-backed Protobuf
+ * its imports (src/schema/proto_index.c, on the shared walk of
+ * src/codec/proto_text.c, whose declaration offsets are checked too), which the registry-backed Protobuf
  * codec writes after the schema id and reads back: only `message`
  * declarations count, in declaration order, nested ones under their parent;
  * comments, strings, enums, services, options and map fields take no index;
@@ -95,14 +96,14 @@ static void unbalanced_braces_are_refused(void **state) {
 
 typedef struct listing {
     char names[8][64];
+    size_t at[8]; /* each declaration's offset */
     size_t n;
 } listing;
 
-static bool list_visit(void *arg, const char *full_name, const int32_t *idx, size_t n) {
+static bool list_visit(void *arg, const cs__proto_decl *d) {
     listing *l = arg;
-    (void)idx;
-    (void)n;
-    snprintf(l->names[l->n++], sizeof l->names[0], "%s", full_name);
+    l->at[l->n] = d->at;
+    snprintf(l->names[l->n++], sizeof l->names[0], "%s", d->full_name);
     return l->n == 8;
 }
 
@@ -115,6 +116,10 @@ static void every_message_in_order(void **state) {
                                        "shop.v1.Receipt"};
     assert_int_equal(l.n, sizeof want / sizeof want[0]);
     for (size_t i = 0; i < l.n; i++) assert_string_equal(l.names[i], want[i]);
+    /* Where each `message` keyword stands (what the AsyncAPI @RootNode mark goes in front of). */
+    assert_int_equal(l.at[0], strstr(SHOP, "message Order {") - SHOP);
+    assert_int_equal(l.at[1], strstr(SHOP, "message Line {") - SHOP);
+    assert_int_equal(l.at[6], strstr(SHOP, "message Receipt {}") - SHOP);
 }
 
 static bool import_visit(void *arg, const char *name, size_t len) {
@@ -132,11 +137,33 @@ static void imports_are_listed(void **state) {
     assert_string_equal(l.names[1], "other.proto");
 }
 
+/* The shared lexer's tokens: braces and identifiers only, whatever stands
+ * between them (comments, strings, numbers, other punctuation). */
+static void tokens_are_braces_and_identifiers(void **state) {
+    (void)state;
+    static const char text[] = "a /* { */ 'x{' = 1; {b.c // }\n} \"open";
+    static const char *const want[] = {"a", "{", "b.c", "}"};
+    const char *p = text, *tok;
+    size_t len, n = 0;
+    while ((p = cs__proto_token(p, &tok, &len), len)) {
+        assert_true(n < sizeof want / sizeof want[0]);
+        assert_int_equal(len, strlen(want[n]));
+        assert_memory_equal(tok, want[n], len);
+        n++;
+    }
+    assert_int_equal(n, sizeof want / sizeof want[0]);
+    assert_int_equal(*tok, '\0');
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(top_level_and_nested_messages), cmocka_unit_test(no_package_names_the_message_alone),
-        cmocka_unit_test(what_is_not_declared_is_named), cmocka_unit_test(unbalanced_braces_are_refused),
-        cmocka_unit_test(every_message_in_order),        cmocka_unit_test(imports_are_listed),
+        cmocka_unit_test(top_level_and_nested_messages),
+        cmocka_unit_test(no_package_names_the_message_alone),
+        cmocka_unit_test(what_is_not_declared_is_named),
+        cmocka_unit_test(unbalanced_braces_are_refused),
+        cmocka_unit_test(every_message_in_order),
+        cmocka_unit_test(imports_are_listed),
+        cmocka_unit_test(tokens_are_braces_and_identifiers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
