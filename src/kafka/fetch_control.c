@@ -88,11 +88,12 @@ static cs_err offsets_for_time(cs_consumer *c, cs_ctl_req *r, fetch_part **found
             const rd_kafka_topic_partition_t *e =
                 rd_kafka_topic_partition_list_find(ask, found[i]->topic, found[i]->partition);
             rd_kafka_resp_err_t err = all ? all : e ? e->err : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
-            if (!err && pass == 1 && e->offset < 0) err = RD_KAFKA_RESP_ERR__NO_OFFSET; /* no end offset: not answered */
+            if (!err && pass == 1 && e->offset < 0)
+                err = RD_KAFKA_RESP_ERR__NO_OFFSET; /* no end offset: not answered */
             if (err) {
                 snprintf(r->message, sizeof r->message,
-                         "%s: %s/%d: offset for timestamp %lld not found (nothing moved): %s", c->who,
-                         found[i]->topic, (int)found[i]->partition, (long long)r->value, rd_kafka_err2str(err));
+                         "%s: %s/%d: offset for timestamp %lld not found (nothing moved): %s", c->who, found[i]->topic,
+                         (int)found[i]->partition, (long long)r->value, rd_kafka_err2str(err));
                 result = CS_ERR_KAFKA;
             } else {
                 to[i] = e->offset; /* pass 0: -1 when no record is at or after the time */

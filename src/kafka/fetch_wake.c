@@ -102,8 +102,7 @@ rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t 
  * skipped. The backlog, records before `next`, stays. */
 rd_kafka_resp_err_t cs__fetch_refetch(cs_consumer *c, fetch_part *fp, char *why, size_t cap) {
     unsigned faults = atomic_load(&c->refetch_faults);
-    while (faults > 0 && !atomic_compare_exchange_weak(&c->refetch_faults, &faults, faults - 1)) {
-    }
+    while (faults > 0 && !atomic_compare_exchange_weak(&c->refetch_faults, &faults, faults - 1)) {}
     if (faults > 0) {
         snprintf(why, cap, "re-fetch seek failed on purpose (cs_test_sub_fail_refetches)");
         return RD_KAFKA_RESP_ERR__STATE;

@@ -20,13 +20,13 @@ typedef enum { DO_NOTHING, SEEK_WHEN_REVOKING, PAUSE } handler_does;
 
 typedef struct svc {
     handler_does does;
-    cs_sub *self;                /* the subscription this svc serves */
-    cs_sub *other;               /* the assign hook pauses this subscription (NULL: nothing) */
-    _Atomic int hook_result;     /* what that returned, -1 not called */
-    char hook_message[512];      /* its message (written before hook_result) */
-    _Atomic bool revoking;       /* the revoke hook ran */
-    _Atomic int handler_result;  /* what the handler's call returned, -1 not called */
-    char handler_message[512];   /* its message (written before handler_result) */
+    cs_sub *self;               /* the subscription this svc serves */
+    cs_sub *other;              /* the assign hook pauses this subscription (NULL: nothing) */
+    _Atomic int hook_result;    /* what that returned, -1 not called */
+    char hook_message[512];     /* its message (written before hook_result) */
+    _Atomic bool revoking;      /* the revoke hook ran */
+    _Atomic int handler_result; /* what the handler's call returned, -1 not called */
+    char handler_message[512];  /* its message (written before handler_result) */
 } svc;
 
 static cs_outcome handle(cs_delivery *d, void *user) {

@@ -263,9 +263,9 @@ static void resume_topic_forgets_unassigned(void **state) {
     warm_up(topic, a);
     CST_OK(cs_sub_pause_partition(sa, topic, -1));
     cs_app *app_b = start(topic, group, b, 0, &sb);
-    CST_OK(cs_test_app_wait_idle(app_b, 60000)); /* B has its share */
+    CST_OK(cs_test_app_wait_idle(app_b, 60000));      /* B has its share */
     assert_true(cst_wait(assigned_fewer, sa, 60000)); /* A holds one partition or none */
-    CST_OK(cs_sub_resume_partition(sa, topic, -1)); /* also with none: the pauses listed end */
+    CST_OK(cs_sub_resume_partition(sa, topic, -1));   /* also with none: the pauses listed end */
     CST_OK(cs_app_stop(app_b));
     cs_app_destroy(app_b);
     assert_true(cst_wait(assigned_both, sa, 60000));
@@ -288,10 +288,8 @@ static void resume_topic_forgets_unassigned(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(pause_holds_records),
-        cmocka_unit_test(pause_sheds_past_its_share),
-        cmocka_unit_test(pause_refetch_retried),
-        cmocka_unit_test(resume_topic_forgets_unassigned),
+        cmocka_unit_test(pause_holds_records),      cmocka_unit_test(pause_sheds_past_its_share),
+        cmocka_unit_test(pause_refetch_retried),    cmocka_unit_test(resume_topic_forgets_unassigned),
         cmocka_unit_test(pause_survives_rebalance),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
