@@ -680,8 +680,8 @@ CS_API cs_err cs_sub_seek_time(cs_sub *s, const char *topic, int32_t partition, 
  *
  * The fetch thread keeps polling (the group keeps its member and its
  * max.poll.interval.ms): a paused partition's records wait in the fetch
- * buffer up to its share of it; past it the rest is dropped and the partition
- * is paused in librdkafka too, and at the resume librdkafka is moved back to
+ * buffer up to its share of it; past it the rest is dropped (never with
+ * librdkafka's pause, whose 2.0.2 resume waits up to 1 s), and at the resume librdkafka is moved back to
  * the first record dropped, with a seek whose result is checked (retried
  * every 200 ms until it succeeds; nothing of the partition is taken
  * meanwhile): no record is lost or handled twice across the pause. Records

@@ -268,18 +268,14 @@ static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
 }
 
 /* A partition resumed after it shed records: librdkafka reads again from the
- * first one dropped (`next`), confirmed before anything of it is taken. It is
- * resumed in librdkafka first, so that the seek also wakes its leader's broker
- * thread; what that thread fetches before the seek is outdated by it and
- * dropped by librdkafka. If the seek fails, it is paused again and stays
- * shed (take_cb drops its records meanwhile), and the seek is tried again. */
+ * first one dropped (`next`), confirmed before anything of it is taken. If
+ * the seek fails, it stays shed (take_cb drops its records meanwhile), and
+ * the seek is tried again. */
 static void refetch(cs_consumer *c, fetch_part *fp, int64_t now) {
     if (now < fp->refetch_at_ms) return;
-    cs__fetch_resume_paused(c, fp);
     char why[256];
     rd_kafka_resp_err_t err = cs__fetch_refetch(c, fp, why, sizeof why);
     if (err) {
-        cs__fetch_set_paused(c, fp, true);
         fp->refetch_at_ms = now + CS_REFETCH_RETRY_MS;
         CS_LOG_WARN("resumed partition's dropped records not fetched again yet, retrying subscription=%s topic=%s "
                     "partition=%d offset=%lld error=\"%s\"",
@@ -292,11 +288,12 @@ static void refetch(cs_consumer *c, fetch_part *fp, int64_t now) {
 }
 
 /* The pauses onto the assigned partitions: app_paused follows the list when
- * it or the assignment changed (no lookup per turn otherwise). A partition
- * that started shedding is paused in librdkafka, which then stops fetching
- * records only to have them dropped (its 2.0.2 flaw, dropping what it had
- * pre-fetched, costs nothing here: the resume seeks back to `next` anyway);
- * a resumed one is moved back to the first record it dropped. */
+ * it or the assignment changed (no lookup per turn otherwise). A resumed one
+ * that shed records is moved back to the first record it dropped. An app
+ * pause never pauses the partition in librdkafka (in 2.0.2 that drops its
+ * pre-fetched records and a resume waits up to 1 s): while it is paused,
+ * librdkafka may still fetch past its share of the buffer, records that
+ * take_cb drops and the resume reads again, at most once per pause. */
 static void refresh_pauses(cs_consumer *c) {
     bool dirty = c->pauses_dirty;
     c->pauses_dirty = false;
@@ -307,7 +304,6 @@ static void refresh_pauses(cs_consumer *c) {
         if (dirty) fp->app_paused = c->n_paused > 0 && listed(c, fp->topic, fp->partition, NULL);
         if (cs__fetch_app_paused(c, fp)) {
             paused++;
-            if (fp->shed && !fp->paused) cs__fetch_set_paused(c, fp, true);
         } else if (fp->shed) {
             if (now < 0) now = cs__now_ms();
             refetch(c, fp, now);
