@@ -640,8 +640,9 @@ CS_API cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
  * handed to the handler is the one at `offset` (or the first after it).
  *
  * The seek runs on the subscription's fetch thread; the call waits for it
- * (normally one turn of the fetch loop, at most 100 ms; during a rebalance
- * until the revoke's drain ends, up to cs_sub_drain_timeout_ms). Records of
+ * (normally one turn of the fetch loop, at most 100 ms). With partition -1
+ * every target is checked (assigned here, not being revoked) before the
+ * first one moves. Records of
  * the partition handed out before the seek (queued, running, pending or
  * waiting for a retry) settle as stale: they are not committed and do not
  * come back. Under Tracked and Transactional the committed position stays
@@ -655,24 +656,36 @@ CS_API cs_err cs_sub_on_revoke(cs_sub *s, cs_partitions_fn fn, void *user);
  * seek is logged (topic, partition, from, to) and counted
  * (cs_sub_stats.seeks, cstream_seeks_total). The position is this
  * instance's: a partition revoked later is read by its next owner from the
- * committed position. May be called from a handler, not from an assign or
- * revoke hook (CS_ERR_STATE: they run on the fetch thread).
+ * committed position. May be called from any thread, a handler included.
+ * It is refused at once (CS_ERR_STATE), because the wait could not end or
+ * would hold up the group: from an assign or revoke hook of any subscription
+ * (they run on a fetch thread); while a rebalance callback of this
+ * subscription runs ("a rebalance is in progress": its revoke waits for the
+ * handlers; requests already waiting then get the same answer; call again
+ * after it); and while CSTREAM_TXN_BARRIER=1 is set for it.
  * @param s the subscription (running).
  * @param topic one of its topics.
  * @param partition the partition, or -1 for every partition of `topic`
  *        assigned to this instance.
  * @param offset the offset, 0 or more.
- * @retval CS_OK the partition is now read from `offset`.
+ * @retval CS_OK every named partition is now read from `offset`.
  * @retval CS_ERR_ARG s or topic is NULL or empty, partition below -1, offset negative.
- * @retval CS_ERR_STATE the subscription is not running, or the partition is
- *         not assigned to this instance (the message names topic and
- *         partition); nothing is remembered for later.
- * @retval CS_ERR_KAFKA librdkafka refused the seek (the app is stopping). */
+ * @retval CS_ERR_STATE the subscription is not running, a partition is
+ *         not assigned to this instance or is being revoked (the message
+ *         names topic and partition; nothing moved, nothing is remembered for
+ *         later), a rebalance is in progress, or the call came from a hook or
+ *         under CSTREAM_TXN_BARRIER=1 (see above); or librdkafka refused one
+ *         partition's seek because a rebalance started moving it.
+ * @retval CS_ERR_KAFKA librdkafka refused the seek (the app is stopping).
+ *         Only when librdkafka refuses a partition after others of a -1 seek
+ *         moved is the seek partial: the message then ends with "moved before
+ *         it:" and the partitions that moved. */
 CS_API cs_err cs_sub_seek(cs_sub *s, const char *topic, int32_t partition, int64_t offset);
 /** Like cs_sub_seek, to the first record whose timestamp is at or after
  * `timestamp_ms` (librdkafka's rd_kafka_offsets_for_times, on the fetch
- * thread, at most 5 s per partition), or to the end of the log when there is
- * none. librdkafka 2.0.2's embedded cluster answers every timestamp lookup
+ * thread: one lookup for all the partitions named and one for the end of
+ * those with no such record, at most 5 s each), or to the end of the log when
+ * there is none. Every offset is found before any partition moves. librdkafka 2.0.2's embedded cluster answers every timestamp lookup
  * with "none": there it always seeks to the end; use a real cluster.
  * @param s the subscription (running).
  * @param topic one of its topics.
@@ -680,35 +693,41 @@ CS_API cs_err cs_sub_seek(cs_sub *s, const char *topic, int32_t partition, int64
  * @param timestamp_ms milliseconds since the epoch (the records' CreateTime or LogAppendTime).
  * @retval CS_OK every named partition moved.
  * @retval CS_ERR_ARG s or topic is NULL or empty, partition below -1, timestamp negative.
- * @retval CS_ERR_STATE not running, or the partition is not assigned here.
- * @retval CS_ERR_KAFKA the lookup failed (nothing moved), or the seek failed. */
+ * @retval CS_ERR_STATE as for cs_sub_seek.
+ * @retval CS_ERR_KAFKA the lookup failed (nothing moved; the message names
+ *         the partition), or the seek failed (as for cs_sub_seek). */
 CS_API cs_err cs_sub_seek_time(cs_sub *s, const char *topic, int32_t partition, int64_t timestamp_ms);
 /** Pauses the whole subscription on this instance: none of its partitions,
  * including those assigned later, is served until cs_sub_resume.
  *
  * The fetch thread keeps polling (the group keeps its member and its
- * max.poll.interval.ms), and librdkafka keeps fetching: a paused partition's
- * records wait in the fetch buffer up to its share of it, the rest is read
- * again after the resume; librdkafka's own pause is never used. Records
+ * max.poll.interval.ms): a paused partition's records wait in the fetch
+ * buffer up to its share of it; past it the rest is dropped (never with
+ * librdkafka's pause, whose 2.0.2 resume waits up to 1 s), and at the resume librdkafka is moved back to
+ * the first record dropped, with a seek whose result is checked (retried
+ * every 200 ms until it succeeds; nothing of the partition is taken
+ * meanwhile): no record is lost or handled twice across the pause. Records
  * already handed to the lanes before the pause still run. A paused partition
  * is not "stuck" (cs_sub_stats.stuck_pauses does not count it), and the
  * subscription stays ready on /readyz (paused on purpose is healthy);
  * cs_sub_stats.paused_partitions and the cstream_paused_partitions gauge show
  * it. The pause is this instance's, not the group's. Waits for the fetch
- * thread like cs_sub_seek; any thread, a handler too, but not an assign or
- * revoke hook (CS_ERR_STATE).
+ * thread like cs_sub_seek, and is refused in the same cases (a hook, a
+ * rebalance in progress, CSTREAM_TXN_BARRIER=1).
  * @param s the subscription (running).
  * @retval CS_OK paused.
  * @retval CS_ERR_ARG s is NULL.
- * @retval CS_ERR_STATE the subscription is not running. */
+ * @retval CS_ERR_STATE the subscription is not running, or refused as
+ *         cs_sub_seek is. */
 CS_API cs_err cs_sub_pause(cs_sub *s);
 /** Ends cs_sub_pause and every cs_sub_pause_partition of the subscription:
  * records are served again, those dropped from the buffer while paused are
- * fetched again first.
+ * fetched again first. Refused as cs_sub_pause is.
  * @param s the subscription (running).
  * @retval CS_OK resumed (also when nothing was paused).
  * @retval CS_ERR_ARG s is NULL.
- * @retval CS_ERR_STATE the subscription is not running. */
+ * @retval CS_ERR_STATE the subscription is not running, or refused as
+ *         cs_sub_seek is. */
 CS_API cs_err cs_sub_resume(cs_sub *s);
 /** Pauses one partition (or every assigned partition of a topic) on this
  * instance, as cs_sub_pause does for all. The pause survives rebalances: a
@@ -719,18 +738,22 @@ CS_API cs_err cs_sub_resume(cs_sub *s);
  * @param partition the partition, or -1 for every partition of `topic` assigned here.
  * @retval CS_OK paused.
  * @retval CS_ERR_ARG s or topic is NULL or empty, or partition below -1.
- * @retval CS_ERR_STATE not running, or the partition is not assigned to this
- *         instance (the message names topic and partition). */
+ * @retval CS_ERR_STATE not running, the partition is not assigned to this
+ *         instance (the message names topic and partition), or refused as
+ *         cs_sub_seek is. */
 CS_API cs_err cs_sub_pause_partition(cs_sub *s, const char *topic, int32_t partition);
-/** Ends cs_sub_pause_partition's pause of a partition (or of every assigned
- * partition of a topic). A paused partition not assigned here now is only
- * forgotten. It does not end cs_sub_pause of the whole subscription.
+/** Ends cs_sub_pause_partition's pause of a partition, or with -1 of every
+ * partition of the topic paused here, whether assigned now or not. A paused
+ * partition not assigned here now is only forgotten (it is not paused when it
+ * comes back). It does not end cs_sub_pause of the whole subscription.
+ * Refused as cs_sub_pause is.
  * @param s the subscription (running).
  * @param topic one of its topics.
- * @param partition the partition, or -1 for every partition of `topic` assigned here.
- * @retval CS_OK resumed (also when it was not paused).
+ * @param partition the partition, or -1 for every partition of `topic`.
+ * @retval CS_OK resumed (also when it was not paused but is assigned here).
  * @retval CS_ERR_ARG s or topic is NULL or empty, or partition below -1.
- * @retval CS_ERR_STATE not running, or no such partition assigned or paused here. */
+ * @retval CS_ERR_STATE not running, no such partition assigned or paused
+ *         here, or refused as cs_sub_seek is. */
 CS_API cs_err cs_sub_resume_partition(cs_sub *s, const char *topic, int32_t partition);
 
 /** Counters of one subscription (monotonic since start). */

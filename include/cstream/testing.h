@@ -306,6 +306,29 @@ CS_API cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms);
  * @param s the subscription.
  * @return the number of ticks. */
 CS_API uint64_t cs_test_sub_commit_ticks(const cs_sub *s);
+/** How many times a partition the application paused (cs_sub_pause,
+ * cs_sub_pause_partition) started dropping the records it took past its
+ * share of the fetch buffer ("shedding"; they are read again after the
+ * resume), since the subscription started (0 while it does not run). For
+ * tests that need a paused partition to have shed before they resume it.
+ *
+ * Any thread.
+ * @param s the subscription.
+ * @return the count. */
+CS_API uint64_t cs_test_sub_sheds(const cs_sub *s);
+/** Makes the subscription's next `n` re-fetch seeks fail as if librdkafka
+ * refused them: the seek that moves a resumed partition back to the first
+ * record it dropped (after an application's pause that shed, or a stuck
+ * partition's pause). A failed re-fetch is tried again after 200 ms; nothing
+ * of the partition is taken meanwhile. For tests of that retry.
+ *
+ * Any thread.
+ * @param s the subscription (running).
+ * @param n how many seeks fail (replaces what was left).
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the subscription is not running. */
+CS_API cs_err cs_test_sub_fail_refetches(cs_sub *s, unsigned n);
 
 /** Simulated crash: stops every consumer without committing or closing (the
  * group only notices at session timeout), skips the shutdown hook, frees the app.

@@ -199,6 +199,13 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
 
 /* ---- a seek: a new epoch at another offset -------------------------------- */
 
+bool cs__part_can_seek(cs_part *part) {
+    pthread_mutex_lock(&part->lock);
+    bool yes = part->assigned;
+    pthread_mutex_unlock(&part->lock);
+    return yes;
+}
+
 bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from) {
     int64_t offsets[CS_PRIOR_MAX];
     uint32_t attempts[CS_PRIOR_MAX];

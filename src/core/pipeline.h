@@ -122,6 +122,10 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part);
  * offset the partition would have handed out next (-1 unknown). False, and
  * nothing changed, if the partition is being revoked. */
 bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from);
+/* Fetch thread: whether cs__part_seek would take a seek now (the partition is
+ * assigned, not being revoked or stopped). A worker can end that before the
+ * seek (a retry while the app stops), never start it again. */
+bool cs__part_can_seek(cs_part *part);
 /* Fetch thread, at revoke: stop handing out the partition's records. */
 void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part);
 /* Fetch thread: waits until the partition has nothing in flight or the

@@ -262,6 +262,9 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         }
     }
 
+    /* Also refuses seeks and pauses (fetch_control.c: a handler waiting for
+     * the fetch thread at the gate would never be served). */
+    c->window_barrier = c->transactional && txn_barrier_requested();
     cs_pipeline_config pc = {
         .name = s->name,
         .handler = s->handler,
@@ -297,7 +300,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         /* Measurement switch (bench/): stop-the-world window commits, to
          * compare with the default where handlers keep running meanwhile.
          * Read here, once per subscription start; workers test the bool. */
-        .window_barrier = c->transactional && txn_barrier_requested(),
+        .window_barrier = c->window_barrier,
         .precommit = c->transactional ? NULL : cs__commit_precommit, /* plain commits would pass uncommitted outputs */
         .precommit_arg = c,
     };
@@ -469,5 +472,9 @@ int cs__consumer_ready(cs_consumer *c, int probe_ms) {
 uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
     return atomic_load_explicit(&c->commit_ticks, memory_order_relaxed);
 }
+
+uint64_t cs__consumer_sheds(cs_consumer *c) { return atomic_load_explicit(&c->sheds, memory_order_relaxed); }
+
+void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->refetch_faults, n); }
 
 rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }

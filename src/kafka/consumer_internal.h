@@ -1,5 +1,6 @@
 /* consumer_internal.h — one subscription's consumer, shared by the files of
  * the consumer: consumer.c (lifecycle, the fetch thread's loop, readiness),
+ * fetch_control.c and fetch_requests.c (the application's seeks and pauses),
  * consumer_conf.c (its librdkafka configuration), consumer_metrics.c (stats,
  * /metrics), the fetch path (fetch_parts.c: the assigned partitions;
  * fetch_take.c: taking records into the store; fetch_handout.c: handing them
@@ -47,10 +48,22 @@ typedef struct fetch_part {
     bool paused;           /* cstream paused it in librdkafka (a stuck partition, the last resort) */
     int64_t progress_ms;   /* when it last handed out or settled a record (or was assigned or resumed) */
     uint64_t settled_seen; /* the partition's settlements at the last stuck check */
-    /* Paused by the application (cs_sub_pause*, fetch_control.c): not served.
-     * shed: its backlog reached its share of the buffer while paused, and its
-     * records taken since were dropped; the resume seeks to `next`. */
+    /* Paused by the application (cs_sub_pause*, fetch_control.c): not served;
+     * set from the consumer's pause list when the list or the assignment
+     * changes (pauses_dirty). shed: its backlog reached its share of the
+     * buffer while paused, its records taken since were dropped, and it is
+     * paused in librdkafka (`paused`); the resume moves librdkafka back to
+     * `next` with a seek whose result is checked, and until that seek is
+     * confirmed the partition stays shed (nothing taken: a record after the
+     * dropped ones would pass the continuity guard as a gap). refetch_at_ms:
+     * when a failed re-fetch is tried again. */
     bool app_paused, shed;
+    int64_t refetch_at_ms;
+    /* An application's seek moved librdkafka but the partition was being
+     * revoked meanwhile (cs__part_seek refused): its records are dropped at
+     * the take, not handed out into the old epoch; the next owner reads from
+     * the committed position. Cleared at the next assignment. */
+    bool withheld;
 } fetch_part;
 
 /* An application's request to the fetch thread (fetch_control.c): a seek or a
@@ -182,37 +195,59 @@ struct cs_consumer {
     cs_ctl_req *ctl_head, **ctl_tail;
     bool ctl_closed;          /* the fetch thread ended: requests fail */
     _Atomic bool ctl_pending; /* a request waits */
+    bool ctl_rebalancing;     /* a rebalance callback runs: requests are refused (under ctl_lock) */
+    bool window_barrier;      /* CSTREAM_TXN_BARRIER: handlers wait at a gate the fetch thread closes */
     bool paused_all;          /* cs_sub_pause (fetch thread only) */
+    bool pauses_dirty;        /* the pause list or the assignment changed: recompute app_paused (fetch thread) */
     cs_paused_part *paused;   /* cs_sub_pause_partition's partitions (fetch thread only) */
     size_t n_paused, cap_paused;
     _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
     _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */
+    _Atomic uint64_t sheds;      /* times a paused partition started dropping records (cs_test_sub_sheds) */
+    /* Re-fetch seeks still to fail on purpose (cs_test_sub_fail_refetches): each
+     * one fails as a seek librdkafka refused, before librdkafka is asked. */
+    _Atomic unsigned refetch_faults;
     char who[256];
 };
 
 /* ---- fetch_control.c -------------------------------------------------------- */
 /* Below consumer.c, above rebalance.c in the layers listed next. */
+/* At the consumer's free: the pause list, then the request queue. */
+void cs__control_destroy(cs_consumer *c);
+/* Fetch thread, each turn: applies the waiting requests, then the pauses to
+ * the assigned partitions (a resumed partition that shed records seeks back
+ * to them). */
+void cs__control_apply(cs_consumer *c);
+
+/* ---- fetch_requests.c ------------------------------------------------------- */
 /* At start, before the fetch thread. */
 void cs__control_init(cs_consumer *c);
 /* Once the fetch thread has ended: every waiting request fails with
  * CS_ERR_STATE, and new ones are refused. */
 void cs__control_close(cs_consumer *c);
-/* At the consumer's free. */
-void cs__control_destroy(cs_consumer *c);
-/* First thing on the fetch thread: requests from it (an assign or revoke
- * hook) are refused instead of waiting for themselves. */
+/* At the consumer's free, after cs__control_close. */
+void cs__control_queue_destroy(cs_consumer *c);
+/* First thing on the fetch thread: requests from any fetch thread (an assign
+ * or revoke hook) are refused instead of waited for. */
 void cs__control_on_fetch_thread(const cs_consumer *c);
+/* Any thread: whether it is some subscription's fetch thread. */
+bool cs__control_on_a_fetch_thread(void);
+/* Fetch thread, around a rebalance callback: requests waiting fail, and new
+ * ones are refused, with CS_ERR_STATE "a rebalance is in progress". */
+void cs__control_rebalance_begin(cs_consumer *c);
+void cs__control_rebalance_end(cs_consumer *c);
 /* Any thread, with c kept alive (under the subscription's stats_lock):
- * hands r to the fetch thread; false if it has ended (r is then done with
- * CS_ERR_STATE). Either way cs__control_wait(r) follows, with no lock held. */
+ * hands r to the fetch thread; false if it has ended or a rebalance runs (r
+ * is then done with CS_ERR_STATE). Either way cs__control_wait(r) follows,
+ * with no lock held. */
 bool cs__control_post(cs_consumer *c, cs_ctl_req *r);
 /* Waits until r is done (the fetch thread applied it, or ended) and returns
  * its result; r->message has the reason. Touches only r: c may be gone. */
 cs_err cs__control_wait(cs_ctl_req *r);
-/* Fetch thread, each turn: applies the waiting requests, then the pauses to
- * the assigned partitions (a resumed partition that shed records seeks back
- * to them). */
-void cs__control_apply(cs_consumer *c);
+/* Fetch thread: every waiting request, the queue emptied; each is answered
+ * with cs__control_finish (r belongs to its caller after that). */
+cs_ctl_req *cs__control_take_all(cs_consumer *c);
+void cs__control_finish(cs_ctl_req *r, cs_err result);
 /* Fetch thread: the partition is paused by the application. */
 static inline bool cs__fetch_app_paused(const cs_consumer *c, const fetch_part *fp) {
     return c->paused_all || fp->app_paused;
@@ -237,6 +272,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
  *   fetch_stuck.c, fetch_wake.c
  *   consumer_metrics.c
  *   consumer_errors.c
+ *   fetch_requests.c
  *   fetch_parts.c */
 
 /* The pipeline's counters as a cs_sub_stats, the broker's own fields 0. */
@@ -300,13 +336,19 @@ void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, in
 void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic);
 
 /* ---- fetch_wake.c ----------------------------------------------------------- */
-/* Seeks the partition to `next`, which wakes its leader's broker thread. */
-void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp);
 /* After librdkafka's bound was seen and recq is empty again. */
 void cs__fetch_wake_fetchers(cs_consumer *c);
-/* Moves the partition to `offset`: drops its backlog, then seeks it there and
- * waits for the seek's result; an error is described in `why`. */
+/* Moves the partition to `offset`: seeks it there and waits for the seek's
+ * result, then drops its backlog; an error is described in `why` (nothing
+ * changed then). */
 rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t offset, char *why, size_t cap);
+/* A shed partition's re-fetch: seeks it to `next` and waits for the seek's
+ * result; the backlog (the records before `next`) is kept. An error is
+ * described in `why` (librdkafka's fetch position then is where it was). */
+rd_kafka_resp_err_t cs__fetch_refetch(cs_consumer *c, fetch_part *fp, char *why, size_t cap);
+/* A failed re-fetch is tried again after this long (a refused seek answers
+ * at once; one that timed out held the fetch thread for 10 s already). */
+#define CS_REFETCH_RETRY_MS 200
 /* After an incremental (un)assign: librdkafka resumed the kept partitions
  * without waking their broker threads; seek them to where they are. */
 void cs__fetch_wake_kept(cs_consumer *c);

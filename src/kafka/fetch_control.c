@@ -1,19 +1,23 @@
 /* fetch_control.c — the application's seeks and pauses of a running
  * subscription (cs_sub_seek, cs_sub_seek_time, cs_sub_pause*,
- * cs_sub_resume*): the request queue any thread hands them to, and their
- * application on the fetch thread, which owns the consumer.
+ * cs_sub_resume*): the public calls, which hand a request to the fetch
+ * thread through fetch_requests.c and wait, and their application on the
+ * fetch thread, which owns the consumer.
  *
  * A seek is the Transactional rewind's mechanism with another target: a new
  * epoch for the partition (cs__part_seek: what was handed out before settles
  * as stale), its backlog dropped and librdkafka's fetch moved
- * (cs__fetch_reposition). A pause only stops serving the partition: its
- * records stay in the buffer up to its share, the rest is dropped and read
- * again after the resume (take_cb); librdkafka's pause is never used (in
- * 2.0.2 it drops the pre-fetched records and a resume waits up to 1 s).
+ * (cs__fetch_reposition). Every target is checked before the first moves.
+ * A pause stops serving the partition: its records stay in the buffer up to
+ * its share; past it the partition sheds (take_cb drops what it takes) and is
+ * paused in librdkafka, and its resume seeks librdkafka back to the first
+ * record dropped, checked before anything of it is taken again. librdkafka
+ * 2.0.2's pause drops its pre-fetched records and its resume alone waits up
+ * to 1 s: neither matters here, the resume's seek re-reads from `next` and
+ * wakes the broker thread.
  *
- * Threads: cs__control_request on any thread (it waits for the fetch thread);
- * everything else on the fetch thread, or the stopping thread once the fetch
- * thread has ended (cs__control_close). */
+ * Threads: the public calls on any thread but a fetch thread (they wait for
+ * the fetch thread); everything else on the fetch thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -27,88 +31,14 @@
 #include "../core/error.h"
 #include "consumer_internal.h"
 
-/* How long the fetch thread waits for a timestamp lookup or a watermark
- * (it is not serving meanwhile, so short; the broker answers at once). */
+/* How long the fetch thread waits for one timestamp lookup (two at most per
+ * seek: by time, then the end; it is not serving meanwhile, so short). */
 #define LOOKUP_TIMEOUT_MS 5000
-
-/* ---- the queue ------------------------------------------------------------ */
-
-/* The consumer whose fetch thread this is, NULL on other threads. */
-static _Thread_local const cs_consumer *fetch_thread_of;
-
-void cs__control_on_fetch_thread(const cs_consumer *c) { fetch_thread_of = c; }
-
-void cs__control_init(cs_consumer *c) {
-    pthread_mutex_init(&c->ctl_lock, NULL);
-    c->ctl_tail = &c->ctl_head;
-}
-
-static void finish(cs_ctl_req *r, cs_err result) {
-    pthread_mutex_lock(&r->mx);
-    r->result = result;
-    r->done = true;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mx); /* r is the caller's from here on */
-}
-
-/* The whole queue, emptied. */
-static cs_ctl_req *take_all(cs_consumer *c) {
-    pthread_mutex_lock(&c->ctl_lock);
-    cs_ctl_req *all = c->ctl_head;
-    c->ctl_head = NULL;
-    c->ctl_tail = &c->ctl_head;
-    atomic_store(&c->ctl_pending, false);
-    pthread_mutex_unlock(&c->ctl_lock);
-    return all;
-}
-
-void cs__control_close(cs_consumer *c) {
-    pthread_mutex_lock(&c->ctl_lock);
-    c->ctl_closed = true;
-    pthread_mutex_unlock(&c->ctl_lock);
-    for (cs_ctl_req *r = take_all(c), *next; r; r = next) {
-        next = r->next;
-        snprintf(r->message, sizeof r->message, "%s: stopped before the request was applied", c->who);
-        finish(r, CS_ERR_STATE);
-    }
-}
 
 void cs__control_destroy(cs_consumer *c) {
     for (size_t i = 0; i < c->n_paused; i++) free(c->paused[i].topic);
     free(c->paused);
-    pthread_mutex_destroy(&c->ctl_lock);
-}
-
-bool cs__control_post(cs_consumer *c, cs_ctl_req *r) {
-    pthread_mutex_init(&r->mx, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->done = false;
-    r->next = NULL;
-    pthread_mutex_lock(&c->ctl_lock);
-    bool closed = c->ctl_closed;
-    if (!closed) {
-        *c->ctl_tail = r;
-        c->ctl_tail = &r->next;
-        atomic_store(&c->ctl_pending, true);
-    }
-    pthread_mutex_unlock(&c->ctl_lock);
-    if (closed) {
-        snprintf(r->message, sizeof r->message, "%s: not running", c->who);
-        r->result = CS_ERR_STATE; /* never shared: no lock (the caller may hold stats_lock) */
-        r->done = true;
-    } else {
-        cs__fetch_yield(c);
-    }
-    return !closed;
-}
-
-cs_err cs__control_wait(cs_ctl_req *r) {
-    pthread_mutex_lock(&r->mx);
-    while (!r->done) pthread_cond_wait(&r->cv, &r->mx); /* served within a turn of the loop, or failed at its end */
-    pthread_mutex_unlock(&r->mx);
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mx);
-    return r->result;
+    cs__control_queue_destroy(c);
 }
 
 /* ---- which partitions ---------------------------------------------------------- */
@@ -137,28 +67,49 @@ static size_t targets(cs_consumer *c, cs_ctl_req *r, fetch_part **out) {
 
 /* ---- seeks ------------------------------------------------------------------------ */
 
-/* The offset of the first record at or after `ms` in the partition, or its
- * end when there is none; -1 with `why` set if the cluster did not answer. */
-static int64_t offset_for_time(cs_consumer *c, const cs_part *part, int64_t ms, char *why, size_t cap) {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part))->offset = ms;
-    rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(c->rk, l, LOOKUP_TIMEOUT_MS);
-    if (!err) err = l->elems[0].err;
-    int64_t offset = err ? -1 : l->elems[0].offset;
-    rd_kafka_topic_partition_list_destroy(l);
-    if (!err && offset < 0) { /* no record at or after ms: the end of the log */
-        int64_t lo = 0, hi = -1;
-        err = rd_kafka_query_watermark_offsets(c->rk, cs__part_topic(part), cs__part_number(part), &lo, &hi,
-                                               LOOKUP_TIMEOUT_MS);
-        offset = err ? -1 : hi;
+/* The offsets of the first records at or after r->value (ms) in the n
+ * partitions, into `to`: one lookup for them all, and one more for the end of
+ * the logs that have no such record (a ListOffsets for "latest"), so that a
+ * slow cluster holds the fetch thread for two lookups at most, however many
+ * partitions. CS_ERR_KAFKA with r->message naming the partition if the
+ * cluster did not answer. */
+static cs_err offsets_for_time(cs_consumer *c, cs_ctl_req *r, fetch_part **found, size_t n, int64_t *to) {
+    cs_err result = CS_OK;
+    for (int pass = 0; pass < 2 && result == CS_OK; pass++) {
+        /* pass 0: by time; pass 1: the end, for those with no record at or after it */
+        rd_kafka_topic_partition_list_t *ask = rd_kafka_topic_partition_list_new((int)n);
+        for (size_t i = 0; i < n; i++)
+            if (pass == 0 || to[i] < 0)
+                rd_kafka_topic_partition_list_add(ask, found[i]->topic, found[i]->partition)->offset =
+                    pass == 0 ? r->value : RD_KAFKA_OFFSET_END;
+        rd_kafka_resp_err_t all = ask->cnt ? rd_kafka_offsets_for_times(c->rk, ask, LOOKUP_TIMEOUT_MS) : 0;
+        for (size_t i = 0; i < n && result == CS_OK; i++) {
+            if (pass == 1 && to[i] >= 0) continue;
+            const rd_kafka_topic_partition_t *e =
+                rd_kafka_topic_partition_list_find(ask, found[i]->topic, found[i]->partition);
+            rd_kafka_resp_err_t err = all ? all : e ? e->err : RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION;
+            if (!err && pass == 1 && e->offset < 0)
+                err = RD_KAFKA_RESP_ERR__NO_OFFSET; /* no end offset: not answered */
+            if (err) {
+                snprintf(r->message, sizeof r->message,
+                         "%s: %s/%d: offset for timestamp %lld not found (nothing moved): %s", c->who, found[i]->topic,
+                         (int)found[i]->partition, (long long)r->value, rd_kafka_err2str(err));
+                result = CS_ERR_KAFKA;
+            } else {
+                to[i] = e->offset; /* pass 0: -1 when no record is at or after the time */
+            }
+        }
+        rd_kafka_topic_partition_list_destroy(ask);
     }
-    if (err) snprintf(why, cap, "offset for timestamp %lld not found: %s", (long long)ms, rd_kafka_err2str(err));
-    return offset;
+    return result;
 }
 
 /* One partition to `offset`: librdkafka's fetch first, then the new epoch,
  * with no take in between (both on this thread), so that a seek librdkafka
- * refuses changes nothing: the records handed out before stay current. */
+ * refuses changes nothing: the records handed out before stay current. The
+ * caller checked that the partition can take a seek (cs__part_can_seek); a
+ * worker can still end that in between (a retry while the app stops), and
+ * then the records read from `offset` must not join the old epoch. */
 static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t offset) {
     cs_part *part = fp->part;
     char why[256];
@@ -171,11 +122,16 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
     }
     int64_t from = -1;
     if (!cs__part_seek(c->pipe, part, offset, &from)) {
+        fp->withheld = true; /* read by its next owner from the committed position */
         snprintf(r->message, sizeof r->message, "%s: partition %s/%d is being revoked", c->who, cs__part_topic(part),
                  (int)cs__part_number(part));
+        CS_LOG_WARN("seek: partition revoked while it moved, its records are not handed out any more "
+                    "subscription=%s topic=%s partition=%d offset=%lld",
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)offset);
         return CS_ERR_STATE;
     }
-    fp->shed = false; /* nothing dropped after the new position */
+    /* A shed partition stays shed (and paused in librdkafka): its resume
+     * seeks to `next`, now `offset`, where nothing was taken yet. */
     atomic_fetch_add_explicit(&c->seeks, 1, memory_order_relaxed);
     CS_LOG_INFO("seek subscription=%s topic=%s partition=%d from=%lld to=%lld%s", c->sub->name, cs__part_topic(part),
                 (int)cs__part_number(part), (long long)from, (long long)offset,
@@ -183,29 +139,39 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
     return CS_OK;
 }
 
+/* Every target is checked (assigned here, offsets found) before the first
+ * one moves; only librdkafka refusing one seek after others moved leaves a
+ * partial seek, and the message then lists the partitions that moved. */
 static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
     fetch_part *found[c->n_parts ? c->n_parts : 1];
     size_t n = targets(c, r, found);
     if (n == 0) return CS_ERR_STATE;
-    /* The offsets first (a timestamp lookup can fail), then the seeks. */
     int64_t to[n];
+    for (size_t i = 0; i < n; i++) to[i] = r->value;
+    if (r->kind == CS_CTL_SEEK_TIME) {
+        cs_err err = offsets_for_time(c, r, found, n, to);
+        if (err) return err;
+    }
     for (size_t i = 0; i < n; i++) {
-        to[i] = r->value;
-        if (r->kind != CS_CTL_SEEK_TIME) continue;
-        char why[256];
-        to[i] = offset_for_time(c, found[i]->part, r->value, why, sizeof why);
-        if (to[i] < 0) {
-            snprintf(r->message, sizeof r->message, "%s: %s/%d: %s", c->who, cs__part_topic(found[i]->part),
-                     (int)cs__part_number(found[i]->part), why);
-            return CS_ERR_KAFKA;
-        }
+        if (cs__part_can_seek(found[i]->part)) continue;
+        snprintf(r->message, sizeof r->message, "%s: partition %s/%d is being revoked (nothing moved)", c->who,
+                 found[i]->topic, (int)found[i]->partition);
+        return CS_ERR_STATE;
     }
     /* Transactional: what was settled before the seek commits first, with
      * its outputs, rather than being discarded with the old epoch's window. */
     if (c->transactional) cs__commit_positions(c, NULL, false);
     for (size_t i = 0; i < n; i++) {
         cs_err err = seek_one(c, r, found[i], to[i]);
-        if (err) return err;
+        if (!err) continue;
+        if (i > 0) { /* say which moved: the caller cannot tell otherwise */
+            size_t len = strlen(r->message);
+            len += (size_t)snprintf(r->message + len, sizeof r->message - len, "; moved before it:");
+            for (size_t j = 0; j < i && len < sizeof r->message; j++)
+                len += (size_t)snprintf(r->message + len, sizeof r->message - len, " %s/%d", found[j]->topic,
+                                        (int)found[j]->partition);
+        }
+        return err;
     }
     return CS_OK;
 }
@@ -248,7 +214,23 @@ static void list_remove(cs_consumer *c, const char *topic, int32_t partition) {
     c->paused[at] = c->paused[--c->n_paused];
 }
 
+/* Every pause listed for `topic` forgotten; how many were. */
+static size_t list_remove_topic(cs_consumer *c, const char *topic) {
+    size_t removed = 0;
+    for (size_t i = 0; i < c->n_paused;) {
+        if (strcmp(c->paused[i].topic, topic)) {
+            i++;
+            continue;
+        }
+        free(c->paused[i].topic);
+        c->paused[i] = c->paused[--c->n_paused];
+        removed++;
+    }
+    return removed;
+}
+
 static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
+    c->pauses_dirty = true;
     if (!r->topic) { /* the whole subscription; a resume also ends every partition's pause */
         c->paused_all = pause;
         if (!pause)
@@ -256,52 +238,82 @@ static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
         CS_LOG_INFO("%s subscription=%s", pause ? "paused" : "resumed", c->sub->name);
         return CS_OK;
     }
-    /* A resume of a partition paused here that is not assigned now (it may
-     * come back) only forgets its pause. */
+    /* A resume forgets the pauses listed here, also of partitions not
+     * assigned now (they may come back): a partition, or every one of the
+     * topic. */
     if (!pause && r->partition >= 0 && listed(c, r->topic, r->partition, NULL)) {
         list_remove(c, r->topic, r->partition);
         CS_LOG_INFO("resumed subscription=%s topic=%s partition=%d", c->sub->name, r->topic, (int)r->partition);
         return CS_OK;
     }
+    if (!pause && r->partition < 0) {
+        size_t removed = list_remove_topic(c, r->topic);
+        if (removed > 0) {
+            CS_LOG_INFO("resumed subscription=%s topic=%s partitions=%zu", c->sub->name, r->topic, removed);
+            return CS_OK;
+        }
+    }
     fetch_part *found[c->n_parts ? c->n_parts : 1];
     size_t n = targets(c, r, found);
     if (n == 0) return CS_ERR_STATE;
+    if (!pause) return CS_OK; /* assigned, not paused: nothing to end */
     for (size_t i = 0; i < n; i++) {
         const cs_part *part = found[i]->part;
-        if (pause) {
-            cs_err err = list_add(c, r, part);
-            if (err) return err;
-        } else {
-            list_remove(c, cs__part_topic(part), cs__part_number(part));
-        }
-        CS_LOG_INFO("%s subscription=%s topic=%s partition=%d", pause ? "paused" : "resumed", c->sub->name,
-                    cs__part_topic(part), (int)cs__part_number(part));
+        cs_err err = list_add(c, r, part);
+        if (err) return err;
+        CS_LOG_INFO("paused subscription=%s topic=%s partition=%d", c->sub->name, cs__part_topic(part),
+                    (int)cs__part_number(part));
     }
     return CS_OK;
 }
 
-/* The pauses onto the assigned partitions. A partition resumed after it shed
- * records is moved back to the first one it dropped. */
+/* A partition resumed after it shed records: librdkafka reads again from the
+ * first one dropped (`next`), confirmed before anything of it is taken. If
+ * the seek fails, it stays shed (take_cb drops its records meanwhile), and
+ * the seek is tried again. */
+static void refetch(cs_consumer *c, fetch_part *fp, int64_t now) {
+    if (now < fp->refetch_at_ms) return;
+    char why[256];
+    rd_kafka_resp_err_t err = cs__fetch_refetch(c, fp, why, sizeof why);
+    if (err) {
+        fp->refetch_at_ms = now + CS_REFETCH_RETRY_MS;
+        CS_LOG_WARN("resumed partition's dropped records not fetched again yet, retrying subscription=%s topic=%s "
+                    "partition=%d offset=%lld error=\"%s\"",
+                    c->sub->name, fp->topic, (int)fp->partition, (long long)fp->next, why);
+        return;
+    }
+    fp->shed = false;
+    CS_LOG_INFO("paused partition's dropped records fetched again subscription=%s topic=%s partition=%d offset=%lld",
+                c->sub->name, fp->topic, (int)fp->partition, (long long)fp->next);
+}
+
+/* The pauses onto the assigned partitions: app_paused follows the list when
+ * it or the assignment changed (no lookup per turn otherwise). A resumed one
+ * that shed records is moved back to the first record it dropped. An app
+ * pause never pauses the partition in librdkafka (in 2.0.2 that drops its
+ * pre-fetched records and a resume waits up to 1 s): while it is paused,
+ * librdkafka may still fetch past its share of the buffer, records that
+ * take_cb drops and the resume reads again, at most once per pause. */
 static void refresh_pauses(cs_consumer *c) {
+    bool dirty = c->pauses_dirty;
+    c->pauses_dirty = false;
     uint64_t paused = 0;
+    int64_t now = -1;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        fp->app_paused = c->n_paused > 0 && listed(c, cs__part_topic(fp->part), cs__part_number(fp->part), NULL);
+        if (dirty) fp->app_paused = c->n_paused > 0 && listed(c, fp->topic, fp->partition, NULL);
         if (cs__fetch_app_paused(c, fp)) {
             paused++;
         } else if (fp->shed) {
-            fp->shed = false;
-            if (fp->next >= 0) cs__fetch_seek_next(c, fp);
-            CS_LOG_INFO("paused partition's dropped records fetched again subscription=%s topic=%s partition=%d "
-                        "offset=%lld",
-                        c->sub->name, cs__part_topic(fp->part), (int)cs__part_number(fp->part), (long long)fp->next);
+            if (now < 0) now = cs__now_ms();
+            refetch(c, fp, now);
         }
     }
     atomic_store_explicit(&c->paused_now, paused, memory_order_relaxed);
 }
 
 void cs__control_apply(cs_consumer *c) {
-    cs_ctl_req *all = atomic_load(&c->ctl_pending) ? take_all(c) : NULL;
+    cs_ctl_req *all = atomic_load(&c->ctl_pending) ? cs__control_take_all(c) : NULL;
     for (cs_ctl_req *r = all; r; r = r->next) {
         r->message[0] = '\0';
         r->result = r->kind == CS_CTL_SEEK || r->kind == CS_CTL_SEEK_TIME ? apply_seek(c, r)
@@ -311,7 +323,7 @@ void cs__control_apply(cs_consumer *c) {
     /* Done once the pauses apply and the gauge shows them. */
     for (cs_ctl_req *r = all, *next; r; r = next) {
         next = r->next;
-        finish(r, r->result);
+        cs__control_finish(r, r->result);
     }
 }
 
@@ -335,17 +347,24 @@ static cs_err control(cs_sub *s, const char *call, cs_ctl_kind kind, const char 
     if (kind == CS_CTL_SEEK_TIME && value < 0)
         return cs__fail(CS_ERR_ARG, "%s(%s): timestamp %lld for %s/%d is negative", call, s->name, (long long)value,
                         topic, (int)partition);
+    /* From a fetch thread (an assign or revoke hook runs on one) the wait
+     * would never end on its own subscription, and could close a cycle with
+     * another's (A's hook seeks B while B's hook seeks A). */
+    if (cs__control_on_a_fetch_thread())
+        return cs__fail(CS_ERR_STATE, "%s(%s): not from an assign or revoke hook (they run on a fetch thread)", call,
+                        s->name);
     cs_ctl_req r = {.kind = kind, .topic = topic, .partition = partition, .value = value};
     pthread_mutex_lock(&s->stats_lock);
     cs_consumer *c = s->consumer;
-    /* From the fetch thread itself (an assign or revoke hook runs on it) the
-     * wait would never end. */
-    bool own = c && fetch_thread_of == c;
-    if (c && !own) cs__control_post(c, &r);
+    /* CSTREAM_TXN_BARRIER: a window's close waits for every handler to
+     * leave, and a handler waiting here would keep the fetch thread from
+     * ever serving it. */
+    bool barrier = c && c->window_barrier;
+    if (c && !barrier) cs__control_post(c, &r);
     pthread_mutex_unlock(&s->stats_lock);
     if (!c) return cs__fail(CS_ERR_STATE, "%s(%s): the subscription is not running", call, s->name);
-    if (own)
-        return cs__fail(CS_ERR_STATE, "%s(%s): not from an assign or revoke hook (they run on the fetch thread)", call,
+    if (barrier)
+        return cs__fail(CS_ERR_STATE, "%s(%s): not while CSTREAM_TXN_BARRIER=1 holds handlers at the window gate", call,
                         s->name);
     cs_err err = cs__control_wait(&r);
     if (err) return cs__fail(err, "%s: %s", call, r.message);

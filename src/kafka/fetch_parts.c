@@ -65,7 +65,10 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         drop_backlog(fp);
         fp->next = -1;
         fp->shed = false; /* a new fetch position: nothing was dropped of it */
+        fp->withheld = false;
+        fp->refetch_at_ms = 0;
         fp->progress_ms = cs__now_ms();
+        c->pauses_dirty = true; /* whether it is paused by the application: fetch_control.c */
         return forward_to_recq(c, part);
     }
     if (c->n_parts == c->cap_parts) {
@@ -86,6 +89,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
                                           .rkt = rkt,
                                           .next = -1,
                                           .progress_ms = cs__now_ms()};
+    c->pauses_dirty = true;
     return true;
 }
 

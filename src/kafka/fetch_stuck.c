@@ -93,8 +93,10 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
         /* Paused by the application: not stuck, only not served. Its backlog
-         * is bounded by shedding (take_cb), without a pause in librdkafka. */
-        if (cs__fetch_app_paused(c, fp)) {
+         * is bounded by shedding (take_cb), and a shed partition's pause in
+         * librdkafka ends with its checked re-fetch (fetch_control.c), also
+         * when that has to be tried again after the application's resume. */
+        if (cs__fetch_app_paused(c, fp) || fp->shed) {
             fp->progress_ms = now;
             continue;
         }
@@ -112,12 +114,26 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
                         c->sub->name, fp->topic, (int)fp->partition, held, share);
-        } else if (fp->paused && fp->backlog_bytes <= share / 2 && !at_limit(c, fp)) {
+        } else if (fp->paused && now >= fp->refetch_at_ms && fp->backlog_bytes <= share / 2 && !at_limit(c, fp)) {
             /* Only once it is under max_open again (it settled): resumed
-             * while still stuck, it would refill the buffer at once. */
+             * while still stuck, it would refill the buffer at once. The
+             * records trimmed or dropped while paused are read again from
+             * `next`, with a seek whose result is checked (it also wakes the
+             * broker thread, which a resume alone does not): one that did
+             * not happen would let librdkafka go on after them, and the
+             * continuity guard would take that as a gap. Failed: paused
+             * again, and tried at the next check. */
             cs__fetch_resume_paused(c, fp);
+            char why[256];
+            if (fp->next >= 0 && cs__fetch_refetch(c, fp, why, sizeof why)) {
+                cs__fetch_set_paused(c, fp, true);
+                fp->refetch_at_ms = now + CS_REFETCH_RETRY_MS;
+                CS_LOG_WARN("partition not resumed: its re-fetch failed, retrying subscription=%s topic=%s "
+                            "partition=%d offset=%lld error=\"%s\"",
+                            c->sub->name, fp->topic, (int)fp->partition, (long long)fp->next, why);
+                continue;
+            }
             fp->progress_ms = now;
-            if (fp->next >= 0) cs__fetch_seek_next(c, fp); /* a resume alone waits for the broker thread's next pass */
             CS_LOG_INFO("partition resumed subscription=%s topic=%s partition=%d", c->sub->name, fp->topic,
                         (int)fp->partition);
         }

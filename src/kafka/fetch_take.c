@@ -137,12 +137,14 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     /* Paused by cstream: its records still in recq are outdated, and one
      * that slipped through librdkafka's version check is read again after
      * the resume, which seeks to `next`. */
-    if (fp->paused) return;
+    if (fp->paused || fp->withheld) return;
     /* Paused by the application, with its share of the buffer waiting:
      * dropped, and read again from `next` (the first one dropped) after the
      * resume (fetch_control.c), so that a paused partition never fills the
-     * buffer the others need, and librdkafka is never asked to pause it. */
+     * buffer the others need. Once it sheds, the fetch thread pauses it in
+     * librdkafka too (fetch_control.c), which stops its fetching. */
     if (fp->shed || (cs__fetch_app_paused(c, fp) && paused_full(c, fp))) {
+        if (!fp->shed) atomic_fetch_add_explicit(&c->sheds, 1, memory_order_relaxed);
         fp->shed = true;
         return;
     }

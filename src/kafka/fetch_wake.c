@@ -3,7 +3,8 @@
  * empty again, after an incremental (un)assign, and when a stuck partition is
  * resumed (fetch_stuck.c); and moving a partition to another offset, for a
  * Transactional rewind (committer.c) and an application's seek
- * (fetch_control.c). Fetch thread only. */
+ * (fetch_control.c), and a shed partition's checked re-fetch after its resume.
+ * Fetch thread only. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -33,7 +34,7 @@
  * repeats nothing: records of older versions still in recq are dropped by
  * librdkafka, and the refetch starts where the take stopped. */
 
-void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
+static void seek_next(cs_consumer *c, fetch_part *fp) {
     rd_kafka_resp_err_t err = rd_kafka_seek(fp->rkt, fp->partition, fp->next, 0);
     if (err)
         CS_LOG_DEBUG("wake-up seek failed subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
@@ -45,7 +46,7 @@ void cs__fetch_seek_next(cs_consumer *c, fetch_part *fp) {
 static void seek_readable(cs_consumer *c) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (!fp->paused && !fp->shed && fp->next >= 0 && !cs__part_log_unknown(fp->part)) cs__fetch_seek_next(c, fp);
+        if (!fp->paused && !fp->shed && fp->next >= 0 && !cs__part_log_unknown(fp->part)) seek_next(c, fp);
     }
 }
 
@@ -67,9 +68,11 @@ void cs__fetch_wake_kept(cs_consumer *c) { seek_readable(c); }
  * record next. Records of the old position still in recq are outdated, and
  * librdkafka drops them when taken. A seek librdkafka refuses (a partition
  * whose fetch a rebalance is stopping: "Erroneous state") changes nothing. */
-rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t offset, char *why, size_t cap) {
+/* Seeks topic/partition to `offset` and waits for the seek's result. */
+static rd_kafka_resp_err_t seek_and_wait(cs_consumer *c, const char *topic, int32_t partition, int64_t offset,
+                                         char *why, size_t cap) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part))->offset = offset;
+    rd_kafka_topic_partition_list_add(l, topic, partition)->offset = offset;
     /* librdkafka before 2.0.3 waits for the seek's result 1000 times shorter
      * than asked (it hands milliseconds to a wait in microseconds; fixed by
      * #4230): ask for 10 s there too, or a seek answered after 10 ms would
@@ -81,6 +84,28 @@ rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t 
     if (err) snprintf(why, cap, "%s", e ? rd_kafka_error_string(e) : rd_kafka_err2str(err));
     if (e) rd_kafka_error_destroy(e);
     rd_kafka_topic_partition_list_destroy(l);
+    return err;
+}
+
+rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t offset, char *why, size_t cap) {
+    rd_kafka_resp_err_t err = seek_and_wait(c, cs__part_topic(part), cs__part_number(part), offset, why, cap);
     if (!err) cs__fetch_rewound(c, part, offset); /* same thread: no take runs in between */
     return err;
+}
+
+/* ---- a shed partition's re-fetch ----------------------------------------------
+ * A partition the application paused drops the records taken past its share
+ * (take_cb), while librdkafka's position moves past them. After the resume,
+ * librdkafka must read again from `next`, the first one dropped: a seek
+ * whose result is checked, because a seek that did not happen would show the
+ * next record taken as a gap after `next`, and the dropped records would be
+ * skipped. The backlog, records before `next`, stays. */
+rd_kafka_resp_err_t cs__fetch_refetch(cs_consumer *c, fetch_part *fp, char *why, size_t cap) {
+    unsigned faults = atomic_load(&c->refetch_faults);
+    while (faults > 0 && !atomic_compare_exchange_weak(&c->refetch_faults, &faults, faults - 1)) {}
+    if (faults > 0) {
+        snprintf(why, cap, "re-fetch seek failed on purpose (cs_test_sub_fail_refetches)");
+        return RD_KAFKA_RESP_ERR__STATE;
+    }
+    return seek_and_wait(c, fp->topic, fp->partition, fp->next, why, cap);
 }

@@ -207,8 +207,7 @@ static bool rebalance_cooperative(cs_consumer *c, rd_kafka_t *rk) {
     return c->cooperative;
 }
 
-void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque) {
-    cs_consumer *c = opaque;
+static void rebalance(cs_consumer *c, rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l) {
     bool cooperative = rebalance_cooperative(c, rk);
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         assign_partitions(c, l, cooperative);
@@ -244,4 +243,13 @@ void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
         if (part) cs__fetch_forget_part(c, part);
     }
     if (cooperative) cs__fetch_wake_kept(c);
+}
+
+void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque) {
+    cs_consumer *c = opaque;
+    /* Requests of the application (seeks, pauses) wait for none of it: a
+     * revoke's drain may wait for the very handler that made one. */
+    cs__control_rebalance_begin(c);
+    rebalance(c, rk, err, l);
+    cs__control_rebalance_end(c);
 }

@@ -471,6 +471,24 @@ uint64_t cs_test_sub_commit_ticks(const cs_sub *s) {
     return ticks;
 }
 
+uint64_t cs_test_sub_sheds(const cs_sub *s) {
+    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
+    pthread_mutex_lock(&m->stats_lock);
+    uint64_t sheds = s->consumer ? cs__consumer_sheds(s->consumer) : 0;
+    pthread_mutex_unlock(&m->stats_lock);
+    return sheds;
+}
+
+cs_err cs_test_sub_fail_refetches(cs_sub *s, unsigned n) {
+    if (!s) return cs__fail(CS_ERR_ARG, "cs_test_sub_fail_refetches: subscription is NULL");
+    pthread_mutex_lock(&s->stats_lock);
+    cs_consumer *c = s->consumer;
+    if (c) cs__consumer_fail_refetches(c, n);
+    pthread_mutex_unlock(&s->stats_lock);
+    if (!c) return cs__fail(CS_ERR_STATE, "cs_test_sub_fail_refetches(%s): the subscription is not running", s->name);
+    return CS_OK;
+}
+
 void cs_test_app_crash(cs_app *app) {
     cs__app_crash(app);
     cs_app_destroy(app);

@@ -2,9 +2,11 @@
  * partition's records are fetched but not handled (the other partition keeps
  * flowing), nothing of it is committed, the gauge shows it and it is not
  * counted stuck; records past its share of the fetch buffer are dropped and
- * read again after the resume, exactly once; the pause survives a rebalance
- * that gives the partition back. Runs on the embedded cluster and, as
- * real.kafka.pause, on the real broker. */
+ * read again after the resume, exactly once, also when the resume's re-fetch
+ * seek fails and is retried; a resume of a topic ends the pauses of its
+ * partitions not assigned here; the pause survives a rebalance that gives the
+ * partition back. Runs on the embedded cluster and, as real.kafka.pause, on
+ * the real broker. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -96,6 +98,15 @@ static bool assigned_both(void *arg) {
     return yes;
 }
 
+static bool assigned_fewer(void *arg) {
+    rd_kafka_t *rk = cs_sub_rdkafka_consumer(arg);
+    rd_kafka_topic_partition_list_t *l = NULL;
+    if (!rk || rd_kafka_assignment(rk, &l)) return false;
+    bool yes = l->cnt < PARTS;
+    rd_kafka_topic_partition_list_destroy(l);
+    return yes;
+}
+
 /* One record in each partition, handled: both are assigned and flowing. */
 static void warm_up(const char *topic, svc *v) {
     for (int p = 0; p < PARTS; p++) CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "w", 1, NULL));
@@ -156,12 +167,15 @@ static void pause_holds_records(void **state) {
     svc_free(v);
 }
 
+static bool shed(void *arg) { return cs_test_sub_sheds(arg) > 0; }
+
 /* A small buffer: the paused partition keeps its share, the rest is dropped
- * and fetched again after the resume; the other partition is never held up. */
-static void pause_sheds_past_its_share(void **state) {
-    (void)state;
+ * (and librdkafka stops fetching it) and fetched again after the resume; the
+ * other partition is never held up. `failures`: re-fetch seeks that fail
+ * first (each retried 200 ms later; nothing is taken meanwhile). */
+static void sheds_and_reads_again(const char *name, unsigned failures) {
     char topic[128], group[160];
-    cst_fresh("pause-shed", PARTS, topic, group, sizeof topic);
+    cst_fresh(name, PARTS, topic, group, sizeof topic);
     svc *v = svc_new();
     cs_sub *s;
     cs_app *app = start(topic, group, v, 64 * 1024, &s);
@@ -169,12 +183,12 @@ static void pause_sheds_past_its_share(void **state) {
     CST_OK(cs_sub_pause_partition(s, topic, 0));
     enum { BIG = 2000, SMALL = 300 };
     cst_produce_sized(topic, 0, BIG, 500); /* about 1 MB: 16 times the whole buffer */
-    fetched_at f0 = {s, topic, 0, 1 + BIG};
-    assert_true(cst_wait(fetched, &f0, 60000));
+    assert_true(cst_wait(shed, s, 60000));
     cst_produce_sized(topic, 1, SMALL, 500);
     handled_n h1 = {v, 1, 1 + SMALL};
     assert_true(cst_wait(handled_at_least, &h1, 60000));
     assert_int_equal(atomic_load(&v->handled[0]), 1);
+    if (failures) CST_OK(cs_test_sub_fail_refetches(s, failures));
     CST_OK(cs_sub_resume(s));
     handled_n h0 = {v, 0, 1 + BIG};
     assert_true(cst_wait(handled_at_least, &h0, 60000));
@@ -188,6 +202,19 @@ static void pause_sheds_past_its_share(void **state) {
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
     svc_free(v);
+}
+
+static void pause_sheds_past_its_share(void **state) {
+    (void)state;
+    sheds_and_reads_again("pause-shed", 0);
+}
+
+/* The resume's seek back to the first dropped record fails twice: the
+ * partition takes nothing until it succeeds, so the records after the
+ * dropped ones never pass for a gap (which skipped the dropped ones). */
+static void pause_refetch_retried(void **state) {
+    (void)state;
+    sheds_and_reads_again("pause-refetch", 2);
 }
 
 /* Paused partition 0 on A; B joins and leaves; A gets 0 back, still paused. */
@@ -223,10 +250,46 @@ static void pause_survives_rebalance(void **state) {
     svc_free(b);
 }
 
+/* A pauses both partitions (topic, -1); B joins and takes one; A resumes the
+ * topic while it holds only the other (or none): both pauses end, so once B
+ * leaves, both partitions flow on A. */
+static void resume_topic_forgets_unassigned(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("pause-topic", PARTS, topic, group, sizeof topic);
+    svc *a = svc_new(), *b = svc_new();
+    cs_sub *sa, *sb;
+    cs_app *app_a = start(topic, group, a, 0, &sa);
+    warm_up(topic, a);
+    CST_OK(cs_sub_pause_partition(sa, topic, -1));
+    cs_app *app_b = start(topic, group, b, 0, &sb);
+    CST_OK(cs_test_app_wait_idle(app_b, 60000));      /* B has its share */
+    assert_true(cst_wait(assigned_fewer, sa, 60000)); /* A holds one partition or none */
+    CST_OK(cs_sub_resume_partition(sa, topic, -1));   /* also with none: the pauses listed end */
+    CST_OK(cs_app_stop(app_b));
+    cs_app_destroy(app_b);
+    assert_true(cst_wait(assigned_both, sa, 60000));
+    enum { M = 10 };
+    for (int p = 0; p < PARTS; p++)
+        for (int i = 0; i < M; i++) CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "p", 1, NULL));
+    for (int p = 0; p < PARTS; p++) {
+        handled_n h = {a, p, 1 + M};
+        if (!cst_wait(handled_at_least, &h, 30000))
+            fail_msg("partition %d still paused: handled %d of %d", p, atomic_load(&a->handled[p]), 1 + M);
+    }
+    cs_sub_stats st;
+    cs_sub_stats_get(sa, &st);
+    assert_int_equal(st.paused_partitions, 0);
+    CST_OK(cs_app_stop(app_a));
+    cs_app_destroy(app_a);
+    svc_free(a);
+    svc_free(b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(pause_holds_records),
-        cmocka_unit_test(pause_sheds_past_its_share),
+        cmocka_unit_test(pause_holds_records),      cmocka_unit_test(pause_sheds_past_its_share),
+        cmocka_unit_test(pause_refetch_retried),    cmocka_unit_test(resume_topic_forgets_unassigned),
         cmocka_unit_test(pause_survives_rebalance),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
