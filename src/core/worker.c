@@ -50,27 +50,33 @@ static void watch_stop(lane *l) {
 /* Takes d into the in-flight list if it may run; else discards it. */
 static bool admit(cs_pipeline *p, cs_delivery *d) {
     cs_part *part = d->part;
-    bool precommit = false;
     pthread_mutex_lock(&part->lock);
     bool run = runnable_locked(p, part, d);
     if (run) cs__inflight_add(part, d);
-    bool exhausted = p->cfg.max_attempts > 0 && d->attempt >= p->cfg.max_attempts; /* it will not run */
-    if (run && part->tracker && !exhausted) {
-        /* The attempt about to start counts from now: it goes into the next
-         * commit's metadata, so that it survives a crash of this process. */
+    pthread_mutex_unlock(&part->lock);
+    if (!run) cs__discard(d);
+    return run;
+}
+
+/* Tracked: the attempt about to start counts from now, just before the
+ * handler runs (after the decode, which may wait for a registry and is not
+ * an attempt): it goes into the next commit's metadata, so that it survives
+ * a crash of this process. Right after an owner died, the record may be the
+ * one that killed it: its attempt is committed before it runs. */
+static void count_start(cs_pipeline *p, cs_delivery *d) {
+    cs_part *part = d->part;
+    bool precommit = false;
+    pthread_mutex_lock(&part->lock);
+    if (part->tracker && runnable_locked(p, part, d)) {
         cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
         part->dirty = true;
-        /* Right after an owner died, the record may be the one that killed
-         * it: its attempt is committed before it runs. */
         if (part->suspect_left > 0 && p->cfg.precommit) {
             part->suspect_left--;
             precommit = true;
         }
     }
     pthread_mutex_unlock(&part->lock);
-    if (!run) cs__discard(d);
     if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
-    return run;
 }
 
 /* A codec that answers CS_ERR_UNAVAILABLE (a schema registry it needs is
@@ -126,27 +132,15 @@ static bool may_wait(cs_pipeline *p, cs_delivery *d) {
     return ok;
 }
 
-/* The attempt count the next commit writes for d (Tracked). admit counted
- * the attempt about to start; while d waits for its codec the handler has
- * not run, so the count goes back to the attempts that did run: a crash
- * during a registry outage must not cost the record an attempt (with
- * max_attempts 1 the next owner would dead-letter it unrun). */
-static void count_attempt(cs_pipeline *p, cs_delivery *d, uint32_t attempts) {
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    if (part->tracker && runnable_locked(p, part, d)) {
-        cs_tracker_set_attempts(part->tracker, d->seq, attempts);
-        part->dirty = true;
-    }
-    pthread_mutex_unlock(&part->lock);
-}
-
 /* The codec said "try later". The worker waits here, with a back-off, and
- * decodes again until it works, its partition is no longer ours, or the app
- * stops: the record keeps its place at the head of its lane, so nothing
- * behind it in the lane overtakes it, and (Tracked, Transactional) the
- * position waits in front of it. A delayed retry would let the lane's next
- * records run first, and the handler has not run, so this takes no attempt.
+ * decodes again until it works, its partition is no longer ours (revoked,
+ * rewound by a seek), or the app stops: the record keeps its place at the
+ * head of its lane, so nothing behind it in the lane overtakes it, and
+ * (Tracked, Transactional) the position waits in front of it. A delayed
+ * retry would let the lane's next records run first; the handler has not
+ * run, so this takes no attempt (count_start comes after). A worker inside
+ * the stop-the-world gate (`gated`) leaves it while it waits, or the window
+ * it holds open could not close.
  * When it may wait no longer: Tracked settles it as a retry, which a
  * partition that is no longer ours or an app that stops never commits, so
  * the next owner reads it again; Auto, where nothing brings a record back,
@@ -155,49 +149,46 @@ static void count_attempt(cs_pipeline *p, cs_delivery *d, uint32_t attempts) {
  * failure of another kind (the caller handles it as any). */
 typedef enum decode_wait { WAIT_DECODED, WAIT_SETTLED, WAIT_FAILED } decode_wait;
 
-static decode_wait decode_later(lane *l, cs_delivery *d, decode_part *part) {
+static decode_wait decode_later(lane *l, cs_delivery *d, decode_part *part, bool gated) {
     cs_pipeline *p = l->pipe;
-    if (p->cfg.tracked) count_attempt(p, d, (uint32_t)d->attempt);
     for (;;) {
         int wait_ms = decode_wait_ms(++d->decode_waits);
         warn_decode_wait(p, d, part, wait_ms);
         int64_t until = cs__now_ms() + wait_ms;
+        if (gated) leave_gate(p);
         while (cs__now_ms() < until && may_wait(p, d)) {
             struct timespec ts = {0, DECODE_WAIT_SLICE_MS * 1000000L};
             nanosleep(&ts, NULL);
         }
+        if (gated) pass_gate(p);
         if (!may_wait(p, d)) {
             if (p->cfg.tracked) {
-                CS_LOG_INFO("record not decoded before its partition left or the app stopped, read again by "
-                            "the next owner topic=%s partition=%d offset=%lld tries=%d" CS_TRACE_FMT,
+                CS_LOG_INFO("record not decoded before its partition left, was rewound or the app stopped, left "
+                            "uncommitted topic=%s partition=%d offset=%lld tries=%d" CS_TRACE_FMT,
                             d->topic, (int)d->partition, (long long)d->offset, d->decode_waits, CS_TRACE_ARGS(d));
                 cs__settle(d, CS_RETRY);
                 return WAIT_SETTLED;
             }
-            CS_LOG_WARN("record dropped at stop, it could not be decoded yet topic=%s partition=%d offset=%lld "
-                        "commit=auto tries=%d" CS_TRACE_FMT,
+            CS_LOG_WARN("record dropped, it could not be decoded before its partition left, was rewound or the "
+                        "app stopped topic=%s partition=%d offset=%lld commit=auto tries=%d" CS_TRACE_FMT,
                         d->topic, (int)d->partition, (long long)d->offset, d->decode_waits, CS_TRACE_ARGS(d));
             cs__settle(d, CS_DROP);
             return WAIT_SETTLED;
         }
         cs_err err = decode_record(p, d, part);
         if (err == CS_ERR_UNAVAILABLE) continue;
-        if (p->cfg.tracked) count_attempt(p, d, (uint32_t)d->attempt + 1); /* the handler runs now */
-        return err == CS_OK ? WAIT_DECODED : WAIT_FAILED;                  /* cs_errmsg() still says why */
+        return err == CS_OK ? WAIT_DECODED : WAIT_FAILED; /* cs_errmsg() still says why */
     }
 }
 
-/* Typed subscriptions: a record that does not decode never reaches the
- * handler; it is counted, logged and dropped (dead-lettered under Tracked).
- * Returns false then. A codec that cannot decode it now
- * (CS_ERR_UNAVAILABLE) gets it again later: decode_later. */
-static bool decode_or_drop(lane *l, cs_delivery *d) {
+/* Typed subscriptions, given the first decode's result `err`: a record that
+ * does not decode never reaches the handler; it is counted, logged and
+ * dropped (dead-lettered under Tracked). Returns false then. A codec that
+ * cannot decode it now (CS_ERR_UNAVAILABLE) is asked again: decode_later. */
+static bool decoded_or_dropped(lane *l, cs_delivery *d, cs_err err, decode_part part, bool gated) {
     cs_pipeline *p = l->pipe;
-    if (!p->cfg.type && !p->cfg.key_type) return true;
-    decode_part part = {"value", p->cfg.type};
-    cs_err err = decode_record(p, d, &part);
     if (err == CS_ERR_UNAVAILABLE) {
-        decode_wait w = decode_later(l, d, &part);
+        decode_wait w = decode_later(l, d, &part, gated);
         if (w == WAIT_DECODED) err = CS_OK;
         else if (w == WAIT_SETTLED) return false;
     }
@@ -219,6 +210,16 @@ static bool decode_or_drop(lane *l, cs_delivery *d) {
                     (unsigned long long)skipped, CS_TRACE_ARGS(d));
     cs__settle(d, CS_DROP);
     return false;
+}
+
+static bool typed(const cs_pipeline *p) { return p->cfg.type || p->cfg.key_type; }
+
+/* The value and key decoded (true), or the record dropped or settled (false). */
+static bool decode_or_drop(lane *l, cs_delivery *d, bool gated) {
+    if (!typed(l->pipe)) return true;
+    decode_part part = {"value", l->pipe->cfg.type};
+    cs_err err = decode_record(l->pipe, d, &part);
+    return decoded_or_dropped(l, d, err, part, gated);
 }
 
 static void start_attempt(lane *l, cs_delivery *d) {
@@ -247,7 +248,8 @@ static bool outcome_valid(cs_outcome o);
 
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
-    if (!decode_or_drop(l, d) || exhausted_at_admission(p, d)) return;
+    if (exhausted_at_admission(p, d) || !decode_or_drop(l, d, p->cfg.window_barrier)) return;
+    count_start(p, d);
     bool watch = p->cfg.handler_time_limit_ms > 0;
     start_attempt(l, d);
     if (watch) watch_start(l, d);
@@ -298,14 +300,12 @@ static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, b
 /* What a handler may leave as the outcome of one record. */
 static bool outcome_valid(cs_outcome o) { return o == CS_ACK || o == CS_DROP || o == CS_RETRY || o == CS_PENDING; }
 
-static void run_batch(lane *l, size_t n) {
+/* The handler on the first `kept` elements of l->batch, admitted and decoded. */
+static void run_kept(lane *l, size_t kept) {
     cs_pipeline *p = l->pipe;
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++)
-        if (admit(p, l->batch[i]) && decode_or_drop(l, l->batch[i]) && !exhausted_at_admission(p, l->batch[i]))
-            l->batch[kept++] = l->batch[i];
     if (kept == 0) return;
     for (size_t i = 0; i < kept; i++) {
+        count_start(p, l->batch[i]);
         start_attempt(l, l->batch[i]);
         l->outcomes[i] = CS_UNSET; /* settled only by what the handler names */
     }
@@ -329,6 +329,32 @@ static void run_batch(lane *l, size_t n) {
     }
     for (size_t i = kept; i-- > 0;)
         if (l->outcomes[i] == CS_RETRY) cs__settle_or_reply(l->batch[i], CS_RETRY);
+}
+
+/* A batch runs as one handler call, but for an element whose codec cannot
+ * decode it now: the elements before it run first (they are in flight, and
+ * a revoke of their partitions should not wait out the registry's outage),
+ * then it waits in place, then it and the rest form the next call. The kept
+ * elements move to the front of l->batch; kept <= i, so none is overwritten
+ * before it is read. */
+static void run_batch(lane *l, size_t n) {
+    cs_pipeline *p = l->pipe;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        cs_delivery *d = l->batch[i];
+        if (!admit(p, d) || exhausted_at_admission(p, d)) continue;
+        if (typed(p)) {
+            decode_part part = {"value", p->cfg.type};
+            cs_err err = decode_record(p, d, &part);
+            if (err == CS_ERR_UNAVAILABLE && kept > 0) {
+                run_kept(l, kept);
+                kept = 0;
+            }
+            if (!decoded_or_dropped(l, d, err, part, false)) continue;
+        }
+        l->batch[kept++] = d;
+    }
+    run_kept(l, kept);
 }
 
 void *cs__worker_main(void *arg) {

@@ -51,8 +51,8 @@ typedef struct fetch_part {
     /* Paused by the application (cs_sub_pause*, fetch_control.c): not served;
      * set from the consumer's pause list when the list or the assignment
      * changes (pauses_dirty). shed: its backlog reached its share of the
-     * buffer while paused, its records taken since were dropped, and it is
-     * paused in librdkafka (`paused`); the resume moves librdkafka back to
+     * buffer while paused, and its records taken since were dropped (it is
+     * not paused in librdkafka); the resume moves librdkafka back to
      * `next` with a seek whose result is checked, and until that seek is
      * confirmed the partition stays shed (nothing taken: a record after the
      * dropped ones would pass the continuity guard as a gap). refetch_at_ms:

@@ -9,12 +9,11 @@
  * as stale), its backlog dropped and librdkafka's fetch moved
  * (cs__fetch_reposition). Every target is checked before the first moves.
  * A pause stops serving the partition: its records stay in the buffer up to
- * its share; past it the partition sheds (take_cb drops what it takes) and is
- * paused in librdkafka, and its resume seeks librdkafka back to the first
- * record dropped, checked before anything of it is taken again. librdkafka
- * 2.0.2's pause drops its pre-fetched records and its resume alone waits up
- * to 1 s: neither matters here, the resume's seek re-reads from `next` and
- * wakes the broker thread.
+ * its share; past it the partition sheds (take_cb drops what it takes, and
+ * librdkafka may go on fetching what is dropped), and its resume seeks
+ * librdkafka back to the first record dropped, checked before anything of it
+ * is taken again. It is never paused in librdkafka: 2.0.2's pause drops its
+ * pre-fetched records and its resume waits up to 1 s.
  *
  * Threads: the public calls on any thread but a fetch thread (they wait for
  * the fetch thread); everything else on the fetch thread. */
@@ -130,8 +129,8 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
                     c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)offset);
         return CS_ERR_STATE;
     }
-    /* A shed partition stays shed (and paused in librdkafka): its resume
-     * seeks to `next`, now `offset`, where nothing was taken yet. */
+    /* A shed partition stays shed: its resume seeks to `next`, now `offset`,
+     * where nothing was taken yet. */
     atomic_fetch_add_explicit(&c->seeks, 1, memory_order_relaxed);
     CS_LOG_INFO("seek subscription=%s topic=%s partition=%d from=%lld to=%lld%s", c->sub->name, cs__part_topic(part),
                 (int)cs__part_number(part), (long long)from, (long long)offset,

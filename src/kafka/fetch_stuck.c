@@ -93,9 +93,9 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
         /* Paused by the application: not stuck, only not served. Its backlog
-         * is bounded by shedding (take_cb), and a shed partition's pause in
-         * librdkafka ends with its checked re-fetch (fetch_control.c), also
-         * when that has to be tried again after the application's resume. */
+         * is bounded by shedding (take_cb); a shed partition waits for its
+         * checked re-fetch (fetch_control.c), also when that has to be tried
+         * again after the application's resume. */
         if (cs__fetch_app_paused(c, fp) || fp->shed) {
             fp->progress_ms = now;
             continue;

@@ -141,8 +141,8 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     /* Paused by the application, with its share of the buffer waiting:
      * dropped, and read again from `next` (the first one dropped) after the
      * resume (fetch_control.c), so that a paused partition never fills the
-     * buffer the others need. Once it sheds, the fetch thread pauses it in
-     * librdkafka too (fetch_control.c), which stops its fetching. */
+     * buffer the others need. librdkafka may go on fetching it meanwhile:
+     * an app pause never pauses it there (fetch_control.c). */
     if (fp->shed || (cs__fetch_app_paused(c, fp) && paused_full(c, fp))) {
         if (!fp->shed) atomic_fetch_add_explicit(&c->sheds, 1, memory_order_relaxed);
         fp->shed = true;

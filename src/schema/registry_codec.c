@@ -179,8 +179,9 @@ cs_err cs__registry_codec_register_err(cs__reg_status rs, const char *subject) {
                         cs__reg_status_name(rs), why);
     if (rs == CS__REG_INCOMPATIBLE)
         return cs__fail(CS_ERR_ENCODE, "subject %s: the registry refused the schema as incompatible: %s", subject, why);
-    return cs__fail(rs == CS__REG_LOCAL ? CS_ERR_NOMEM : CS_ERR_ENCODE,
-                    "subject %s: the schema could not be registered: %s", subject, why);
+    /* CS__REG_LOCAL too: the client refused to send it (a schema that is
+     * not UTF-8, a subject too long for a URL); the message says which. */
+    return cs__fail(CS_ERR_ENCODE, "subject %s: the schema could not be registered: %s", subject, why);
 }
 
 /* The schema id encode writes `type` with: registered (or found: the registry

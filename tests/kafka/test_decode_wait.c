@@ -24,6 +24,10 @@ static CS_TYPE(item_type, item, item_fields);
 enum { UNAVAILABLE_TIMES = 3 };
 static _Atomic int unavailable_left;
 static _Atomic int unavailable_answers;
+/* Batches: how many records the handler had run when the codec last said
+ * "try later". */
+static _Atomic int handled_so_far;
+static _Atomic int handled_at_last_answer;
 
 static bool names_first(const char *data, size_t len) {
     static const char needle[] = "\"first\"";
@@ -36,6 +40,7 @@ static cs_err flaky_decode(const cs_codec *c, const cs_type *type, const void *d
     (void)c;
     if (names_first(data, len) && atomic_fetch_sub(&unavailable_left, 1) > 0) {
         atomic_fetch_add(&unavailable_answers, 1);
+        atomic_store(&handled_at_last_answer, atomic_load(&handled_so_far));
         return CS_ERR_UNAVAILABLE;
     }
     return cs_codec_json.decode(&cs_codec_json, type, data, len, out);
@@ -101,9 +106,65 @@ static void a_waiting_record_keeps_its_place_in_its_lane(void **state) {
     cs_app_destroy(app);
 }
 
+static cs_outcome handle_batch(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user) {
+    (void)outcomes;
+    for (size_t i = 0; i < n; i++) {
+        handle(batch[i], user);
+        atomic_fetch_add(&handled_so_far, 1);
+    }
+    return CS_ACK;
+}
+
+/* A batch handler: the elements before the waiting one run first (they are
+ * in flight, and holding them would hold a revoke of their partitions for
+ * the whole outage), the waiting one and those after it later, in order. */
+static void a_batch_runs_what_precedes_the_waiting_record(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("decode-wait-batch", 1, topic, group, sizeof topic);
+    const char *names[RECORDS] = {"zero", "first", "second", "third"};
+    for (int i = 0; i < RECORDS; i++) {
+        char value[64];
+        int n = snprintf(value, sizeof value, "{\"name\":\"%s\"}", names[i]);
+        CST_OK(cs_test_produce(cst_cluster, topic, 0, "same-key", 8, value, (size_t)n, NULL));
+    }
+    atomic_store(&unavailable_left, UNAVAILABLE_TIMES);
+    atomic_store(&unavailable_answers, 0);
+    atomic_store(&handled_so_far, 0);
+    atomic_store(&handled_at_last_answer, -1);
+    cs_codec flaky = cs_codec_json;
+    flaky.name = "flaky-json";
+    flaky.decode = flaky_decode;
+    order o = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    cs_app *app = cs_app_new("decode-wait-batch", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_topic(k, topic, 1));
+    cs_sub *sub = cs_kafka_subscribe_batch(k, topic, handle_batch, RECORDS, &o);
+    CST_OK(cs_sub_group(sub, group));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_decode(sub, &flaky, &item_type));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, RECORDS, 60000));
+    CST_OK(cs_app_stop(app));
+    assert_int_equal(atomic_load(&unavailable_answers), UNAVAILABLE_TIMES);
+    pthread_mutex_lock(&o.lock);
+    assert_int_equal(o.n, RECORDS);
+    for (int i = 0; i < RECORDS; i++)
+        if (strcmp(o.names[i], names[i])) fail_msg("handled %d was %s, not %s", i, o.names[i], names[i]);
+    pthread_mutex_unlock(&o.lock);
+    /* "zero" came in the same batch (all four were fetched before the start)
+     * or in an earlier one: either way it ran before the wait ended. */
+    if (atomic_load(&handled_at_last_answer) < 1)
+        fail_msg("the record before the waiting one was held for the whole wait (handled %d when it ended)",
+                 atomic_load(&handled_at_last_answer));
+    cs_app_destroy(app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_waiting_record_keeps_its_place_in_its_lane),
+        cmocka_unit_test(a_batch_runs_what_precedes_the_waiting_record),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
