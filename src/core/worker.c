@@ -197,7 +197,10 @@ static bool decoded_or_dropped(lane *l, cs_delivery *d, cs_err err, decode_part 
     d->decode_failed = true; /* counted once, though a failed dead-letter publish brings it back */
     if (p->cfg.tracked && (p->cfg.send_dead_letter || p->cfg.make_dead_letter)) {
         char why[600];
-        snprintf(why, sizeof why, "%s does not decode as %s: %s", part.what, part.type->name, cs_errmsg());
+        /* A value's reason keeps the form it had before keys were decoded
+         * (dead-letter readers match on it); a key's says so. */
+        snprintf(why, sizeof why, "%sdoes not decode as %s: %s", strcmp(part.what, "key") ? "" : "key ",
+                 part.type->name, cs_errmsg());
         outlet o = cs__outlet_of(d);
         cs__give_up(d, &o, why);
         return false;
