@@ -47,34 +47,46 @@ static void watch_stop(lane *l) {
     pthread_mutex_unlock(&l->run_lock);
 }
 
-/* Takes d into the in-flight list if it may run; else discards it. */
-static bool admit(cs_pipeline *p, cs_delivery *d) {
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    bool run = runnable_locked(p, part, d);
-    if (run) cs__inflight_add(part, d);
-    pthread_mutex_unlock(&part->lock);
-    if (!run) cs__discard(d);
-    return run;
-}
-
 /* Tracked: the attempt about to start counts from now, just before the
- * handler runs (after the decode, which may wait for a registry and is not
+ * handler runs (after any decode, which may wait for a registry and is not
  * an attempt): it goes into the next commit's metadata, so that it survives
  * a crash of this process. Right after an owner died, the record may be the
- * one that killed it: its attempt is committed before it runs. */
-static void count_start(cs_pipeline *p, cs_delivery *d) {
+ * one that killed it: its attempt is committed before it runs (returns true:
+ * the caller calls precommit once the lock is released). Partition lock
+ * held. */
+static bool count_start_locked(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    if (!part->tracker || !runnable_locked(p, part, d)) return false;
+    cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
+    part->dirty = true;
+    if (part->suspect_left == 0 || !p->cfg.precommit) return false;
+    part->suspect_left--;
+    return true;
+}
+
+/* Takes d into the in-flight list if it may run; else discards it. With
+ * `count` (an untyped subscription: nothing stands between admission and
+ * the handler), the attempt is counted under the same lock, unless the
+ * record will not run because its attempts are exhausted. */
+static bool admit(cs_pipeline *p, cs_delivery *d, bool count) {
     cs_part *part = d->part;
     bool precommit = false;
     pthread_mutex_lock(&part->lock);
-    if (part->tracker && runnable_locked(p, part, d)) {
-        cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
-        part->dirty = true;
-        if (part->suspect_left > 0 && p->cfg.precommit) {
-            part->suspect_left--;
-            precommit = true;
-        }
-    }
+    bool run = runnable_locked(p, part, d);
+    if (run) cs__inflight_add(part, d);
+    bool exhausted = p->cfg.max_attempts > 0 && d->attempt >= p->cfg.max_attempts;
+    if (run && count && !exhausted) precommit = count_start_locked(p, part, d);
+    pthread_mutex_unlock(&part->lock);
+    if (!run) cs__discard(d);
+    if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
+    return run;
+}
+
+/* The same count for a typed subscription, once its record decoded. */
+static void count_start(cs_pipeline *p, cs_delivery *d) {
+    if (!p->cfg.tracked) return; /* no tracker, no count: no lock either */
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    bool precommit = count_start_locked(p, part, d);
     pthread_mutex_unlock(&part->lock);
     if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
 }
@@ -252,7 +264,7 @@ static bool outcome_valid(cs_outcome o);
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
     if (exhausted_at_admission(p, d) || !decode_or_drop(l, d, p->cfg.window_barrier)) return;
-    count_start(p, d);
+    if (typed(p)) count_start(p, d); /* untyped: admit counted it */
     bool watch = p->cfg.handler_time_limit_ms > 0;
     start_attempt(l, d);
     if (watch) watch_start(l, d);
@@ -308,7 +320,7 @@ static void run_kept(lane *l, size_t kept) {
     cs_pipeline *p = l->pipe;
     if (kept == 0) return;
     for (size_t i = 0; i < kept; i++) {
-        count_start(p, l->batch[i]);
+        if (typed(p)) count_start(p, l->batch[i]); /* untyped: admit counted it */
         start_attempt(l, l->batch[i]);
         l->outcomes[i] = CS_UNSET; /* settled only by what the handler names */
     }
@@ -345,7 +357,7 @@ static void run_batch(lane *l, size_t n) {
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         cs_delivery *d = l->batch[i];
-        if (!admit(p, d) || exhausted_at_admission(p, d)) continue;
+        if (!admit(p, d, !typed(p)) || exhausted_at_admission(p, d)) continue;
         if (typed(p)) {
             decode_part part = {"value", p->cfg.type};
             cs_err err = decode_record(p, d, &part);
@@ -371,7 +383,7 @@ void *cs__worker_main(void *arg) {
     cs_delivery *d;
     while ((d = cs__lane_pop(l))) {
         if (p->cfg.window_barrier) pass_gate(p);
-        if (admit(p, d)) run_one(l, d);
+        if (admit(p, d, !typed(p))) run_one(l, d);
         if (p->cfg.window_barrier) leave_gate(p);
     }
     return NULL;

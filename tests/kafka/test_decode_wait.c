@@ -62,11 +62,9 @@ static cs_outcome handle(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
-static void a_waiting_record_keeps_its_place_in_its_lane(void **state) {
-    (void)state;
-    char topic[128], group[160];
-    cst_fresh("decode-wait", 1, topic, group, sizeof topic);
-    const char *names[RECORDS] = {"first", "second", "third", "fourth"};
+/* The records, all of one key on partition 0, and the codec's answers armed:
+ * "first" gets UNAVAILABLE_TIMES "try later" before it decodes. */
+static void produce_and_arm(const char *topic, const char *const names[RECORDS]) {
     for (int i = 0; i < RECORDS; i++) {
         char value[64];
         int n = snprintf(value, sizeof value, "{\"name\":\"%s\"}", names[i]);
@@ -74,9 +72,22 @@ static void a_waiting_record_keeps_its_place_in_its_lane(void **state) {
     }
     atomic_store(&unavailable_left, UNAVAILABLE_TIMES);
     atomic_store(&unavailable_answers, 0);
+}
+
+static cs_codec flaky_codec(void) {
     cs_codec flaky = cs_codec_json;
     flaky.name = "flaky-json";
     flaky.decode = flaky_decode;
+    return flaky;
+}
+
+static void a_waiting_record_keeps_its_place_in_its_lane(void **state) {
+    (void)state;
+    char topic[128], group[160];
+    cst_fresh("decode-wait", 1, topic, group, sizeof topic);
+    const char *names[RECORDS] = {"first", "second", "third", "fourth"};
+    produce_and_arm(topic, names);
+    cs_codec flaky = flaky_codec();
     order o = {.lock = PTHREAD_MUTEX_INITIALIZER};
     cs_app *app = cs_app_new("decode-wait", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
@@ -123,18 +134,10 @@ static void a_batch_runs_what_precedes_the_waiting_record(void **state) {
     char topic[128], group[160];
     cst_fresh("decode-wait-batch", 1, topic, group, sizeof topic);
     const char *names[RECORDS] = {"zero", "first", "second", "third"};
-    for (int i = 0; i < RECORDS; i++) {
-        char value[64];
-        int n = snprintf(value, sizeof value, "{\"name\":\"%s\"}", names[i]);
-        CST_OK(cs_test_produce(cst_cluster, topic, 0, "same-key", 8, value, (size_t)n, NULL));
-    }
-    atomic_store(&unavailable_left, UNAVAILABLE_TIMES);
-    atomic_store(&unavailable_answers, 0);
+    produce_and_arm(topic, names);
     atomic_store(&handled_so_far, 0);
     atomic_store(&handled_at_last_answer, -1);
-    cs_codec flaky = cs_codec_json;
-    flaky.name = "flaky-json";
-    flaky.decode = flaky_decode;
+    cs_codec flaky = flaky_codec();
     order o = {.lock = PTHREAD_MUTEX_INITIALIZER};
     cs_app *app = cs_app_new("decode-wait-batch", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
