@@ -12,6 +12,15 @@
 #include "../core/error.h"
 #include "kafka_internal.h"
 
+/* Kafka's Metadata request (API key 3) carries AllowAutoTopicCreation from
+ * version 4 on. The mock cluster of librdkafka 2.0.2 serves versions 0..2
+ * only, and below 4 it creates every topic a client names (with 4
+ * partitions): a consumer subscribed to a topic that does not exist yet would
+ * make it, as a real broker never does for a consumer. Its handler reads
+ * versions up to 4 (checked with kafka.positions), so the mock offers them. */
+#define KAFKA_API_METADATA 3
+#define METADATA_VERSION_WITH_AUTO_CREATE_FLAG 4
+
 struct cs_embedded {
     rd_kafka_t *host;
     rd_kafka_mock_cluster_t *mock;
@@ -33,6 +42,14 @@ cs_err cs__embedded_new(int brokers, cs_embedded **out) {
     if (!mock) {
         rd_kafka_destroy(host);
         return cs__fail(CS_ERR_KAFKA, "embedded Kafka: librdkafka could not start the mock cluster");
+    }
+    rd_kafka_resp_err_t verr =
+        rd_kafka_mock_set_apiversion(mock, KAFKA_API_METADATA, 0, METADATA_VERSION_WITH_AUTO_CREATE_FLAG);
+    if (verr) {
+        rd_kafka_mock_cluster_destroy(mock);
+        rd_kafka_destroy(host);
+        return cs__fail(CS_ERR_KAFKA, "embedded Kafka: could not set its Metadata versions: %s",
+                        rd_kafka_err2str(verr));
     }
     cs_embedded *e = calloc(1, sizeof *e);
     if (!e) {

@@ -8,8 +8,10 @@
  *   offset, the group reads on from its committed position instead.
  * - missing_topic_fails_the_start_by_default: CS_ERR_TOPIC naming the topic.
  * - missing_topic_allowed_is_consumed_once_created: the app starts without
- *   the topic; once it is created and written to, its records are handled
- *   (within the 1 s metadata refresh the test sets).
+ *   the topic and reports it missing on /metrics (cstream_topic_unavailable),
+ *   so the consumer has asked for it and not made it; once it is created (with
+ *   the one partition the test asks for) and written to, its records are
+ *   handled (within the 1 s metadata refresh the test sets).
  * - pattern_picks_up_new_topics: a pattern subscription handles a topic
  *   matching at start and one created while it runs; /metrics has per-topic
  *   series for both; a dead-letter or reply topic matching the pattern and a
@@ -148,6 +150,17 @@ static void missing_topic_allowed_is_consumed_once_created(void **state) {
     cs_app *app = app_on(topic, group, &s, &sub);
     CST_OK(cs_sub_allow_missing_topics(sub, 1));
     CST_OK(cs_app_start(app));
+    /* The consumer has asked for the topic and been told it does not exist:
+     * it must not have created it (the embedded cluster once did, with 4
+     * partitions, making the create below fail). */
+    char labels[512];
+    snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", topic, group, topic);
+    int64_t until = cst_now_ms() + WAIT_MS;
+    while (cst_metric(app, "cstream_topic_unavailable", labels) != 1 && cst_now_ms() < until) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(cst_metric(app, "cstream_topic_unavailable", labels) == 1);
     CST_OK(cs_test_topic_create(cst_cluster, topic, 1));
     produce_n(topic, 0, 3);
     assert_true(handled_at_least(&s, 3, WAIT_MS));
