@@ -25,10 +25,10 @@ CS_TYPE(payment_request_type, payment_request, payment_request_fields);
 #define RECEIPT_STATUS_REFUSED "refused"
 /* Reply queue timeout: how long a reply may wait for room in the producer. */
 #define REPLY_QUEUE_TIMEOUT_MS 5000
-/* A receipt the registry cannot take now (it is down) is tried again after
- * this long; each try is an attempt (no max_attempts is set here, so none is
- * given up). */
-#define REGISTRY_RETRY_MS 1000
+/* A receipt that does not encode for a reason of ours (not an outage) is
+ * tried again after this long, so that a bug is not a busy loop; no
+ * max_attempts is set here, so none is given up. */
+#define ENCODE_BUG_RETRY_MS 1000
 
 static cs_outcome on_request(cs_delivery *d, void *user) {
     const schemas_service *svc = user;
@@ -38,13 +38,15 @@ static cs_outcome on_request(cs_delivery *d, void *user) {
     r.account = req->account;
     r.amount_cents = req->amount_cents;
     r.status = req->amount_cents >= 0 ? RECEIPT_STATUS_OK : RECEIPT_STATUS_REFUSED;
-    /* A receipt that cannot be encoded now (the registry is down) or at all
-     * (a bug of ours, not the record's): the record comes back (Tracked),
-     * after a pause so that an outage is not a busy loop. */
+    /* A receipt that cannot be encoded now (the registry is down): a plain
+     * retry waits in place with a back-off and takes no attempt, and nothing
+     * behind it in its lane overtakes it. One that does not encode at all (a
+     * bug of ours, not the record's) comes back after a pause. */
     cs_err err = cs_delivery_reply_encoded(d, svc->receipts, cs_codec_protobuf_registry_type(svc->receipts), &r);
+    if (err == CS_ERR_UNAVAILABLE) return CS_RETRY;
     if (err != CS_OK) {
         cs_delivery_set_reason(d, "receipt does not encode: %s", cs_errmsg());
-        return cs_delivery_retry_after(d, REGISTRY_RETRY_MS);
+        return cs_delivery_retry_after(d, ENCODE_BUG_RETRY_MS);
     }
     return CS_ACK;
 }

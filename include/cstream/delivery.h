@@ -146,7 +146,10 @@ CS_API cs_err cs_delivery_header_get(const cs_delivery *d, const char *name, con
  *
  * Under Tracked the count continues what earlier owners committed with their
  * positions, so after a restart or a rebalance it can start above 1 (see
- * docs/retries.md); under Auto it is always 1.
+ * docs/retries.md); under Auto it is always 1. Runs that retried after an
+ * encode found the schema registry unavailable are counted here but not
+ * against cs_sub_max_attempts (see cs_delivery_reply_encoded); an owner
+ * after a restart or rebalance continues from the counted runs.
  * @param d the delivery.
  * @return the attempt number. */
 CS_API int cs_delivery_attempt(const cs_delivery *d);
@@ -229,6 +232,16 @@ CS_API const void *cs_delivery_decoded_key(const cs_delivery *d);
 /** Sets the reply to `value` encoded with `codec` as `type`.
  *
  * Like cs_delivery_reply with a null key and the encoded bytes as value.
+ *
+ * A registry-backed codec whose registry does not answer (unreachable, 5xx,
+ * 429, or credentials refused) returns CS_ERR_UNAVAILABLE. If the run then
+ * ends in a retry (CS_RETRY, or cs_delivery_retry_after), under Tracked and
+ * Transactional it takes nothing from cs_sub_max_attempts, whatever the
+ * handler's reason, so an outage never dead-letters the record (and, under
+ * Transactional, never aborts its window); after a plain CS_RETRY the record
+ * waits in place, at the head of its lane, with a back-off (100 ms doubling
+ * to 5 s) before it runs again. The same holds for
+ * cs_delivery_publish_encoded.
  * @param d the delivery.
  * @param codec the codec, e.g. &cs_codec_json.
  * @param type the type of `value`.
@@ -236,6 +249,8 @@ CS_API const void *cs_delivery_decoded_key(const cs_delivery *d);
  * @retval CS_OK the reply is set.
  * @retval CS_ERR_ENCODE the value does not encode (cs_errmsg() names the
  *         field).
+ * @retval CS_ERR_UNAVAILABLE the codec's schema registry cannot be reached
+ *         (see above).
  * @retval CS_ERR_ARG an argument is NULL.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type, const void *value);
@@ -293,7 +308,9 @@ CS_API cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec);
  * @retval CS_OK staged in d's current attempt.
  * @retval CS_ERR_ENCODE the value does not encode or the registry refused
  *         its schema; cs_errmsg() names the topic and the field or subject.
- * @retval CS_ERR_UNAVAILABLE the codec's schema registry cannot be reached.
+ * @retval CS_ERR_UNAVAILABLE the codec's schema registry cannot be reached;
+ *         a retry of this run takes no attempt (as for
+ *         cs_delivery_reply_encoded).
  * @retval CS_ERR_ARG, CS_ERR_STATE, CS_ERR_NOMEM as cs_delivery_publish. */
 CS_API cs_err cs_delivery_publish_encoded(cs_delivery *d, const char *topic, const void *key, size_t key_len,
                                           const cs_codec *codec, const cs_type *type, const void *value);

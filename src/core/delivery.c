@@ -112,6 +112,7 @@ cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs
     char *buf = NULL;
     size_t len = 0;
     cs_err err = codec->encode(codec, type, value, &buf, &len);
+    if (err == CS_ERR_UNAVAILABLE) d->encode_unavailable = true; /* a retry of this run is free */
     if (err) return err;
     err = cs_delivery_reply(d, NULL, 0, buf, len);
     free(buf);
@@ -125,6 +126,7 @@ cs_err cs_delivery_publish_encoded(cs_delivery *d, const char *topic, const void
     char *buf = NULL;
     size_t len = 0;
     cs_err err = codec->encode(codec, type, value, &buf, &len);
+    if (err == CS_ERR_UNAVAILABLE) d->encode_unavailable = true; /* a retry of this run is free */
     if (err) {
         char why[ENCODE_WHY_MAX];
         snprintf(why, sizeof why, "%s", cs_errmsg());
@@ -176,7 +178,7 @@ cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
     if (!copy.parent) copy.parent = d; /* an output of d follows from d's trace */
     cs_output *out = cs__output_new(&copy, cs__inherited_traceparent(&copy), d->offset);
     if (!out) return cs__fail(CS_ERR_NOMEM, "cs_delivery_publish(%s): out of memory", rec->topic);
-    out->source_attempt = (uint32_t)d->attempt;
+    out->source_attempt = (uint32_t)cs__counted_attempts(d);
     cs__delivery_add_output(d, out);
     return CS_OK;
 }

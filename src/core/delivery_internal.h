@@ -30,6 +30,13 @@ struct cs_delivery {
     uint64_t epoch; /* part->epoch when fetched */
     uint64_t seq;   /* tracker sequence number (Tracked) */
     int attempt;    /* handler runs so far */
+    /* Runs that ended in a retry after an encode of this delivery found its
+     * schema registry unavailable (CS_ERR_UNAVAILABLE): the record was not at
+     * fault, so they take nothing from max_attempts (cs__counted_attempts). */
+    int free_runs;
+    int outage_runs;         /* such runs in a row, for the back-off */
+    bool outage_wait;        /* back off in place before the next run */
+    bool encode_unavailable; /* this run: an encode answered CS_ERR_UNAVAILABLE */
     int lane;
     bool alone;          /* a retried record: it runs in a batch of its own */
     int64_t retry_at_ms; /* cs_delivery_retry_after: when it may run again (0: at once) */
@@ -88,6 +95,9 @@ const char *cs__inherited_traceparent(const cs_record *r);
 /* A log line about d ends with CS_TRACE_FMT, given CS_TRACE_ARGS(d): " trace_id=<32 hex>", or nothing. */
 #define CS_TRACE_FMT "%s%s"
 #define CS_TRACE_ARGS(d) ((d)->trace_id[0] ? " trace_id=" : ""), (d)->trace_id
+
+/* The runs that count against max_attempts: all but the free ones. */
+static inline int cs__counted_attempts(const cs_delivery *d) { return d->attempt - d->free_runs; }
 
 /* Decodes d's value once (kept across attempts); on failure cs_errmsg() names the field. */
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type);

@@ -103,6 +103,7 @@ struct cs_pipeline {
     int in_handler;
     cs_ratelimit retry_warning;
     cs_ratelimit decode_warning;
+    cs_ratelimit outage_warning; /* a retry after an encode found the registry unavailable */
     cs_ratelimit exhausted_warning;
     cs_ratelimit unset_warning;
 };

@@ -42,11 +42,19 @@ static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
 }
 
 /* Called with part->lock held (Transactional): a retried record holds the
- * partition's window; the stall deadline runs from its first retry. */
+ * partition's window; the stall deadline runs from its first retry (but for
+ * a free run, see free_outage_run). */
 static void window_hold(cs_part *part, cs_delivery *d) {
     cs__output_free_all(d->outputs); /* outputs of a failed attempt never leave */
     d->outputs = NULL;
     d->outputs_tail = NULL;
+    if (d->outage_runs > 0) {
+        /* A free run (its schema registry is down): not the record failing,
+         * so no stall clock, as for a decode that waits; an abort and rewind
+         * every stall timeout would only re-run the records above it. */
+        if (part->stall_offset == d->offset) part->stall_offset = -1;
+        return;
+    }
     if (part->stall_offset < 0 || d->offset < part->stall_offset) {
         part->stall_offset = d->offset;
         part->stall_since_ms = cs__now_ms();
@@ -178,7 +186,26 @@ static void count(cs_delivery *d, size_t counter_offset) {
 }
 
 static bool attempts_exhausted(const outlet *o, const cs_delivery *d) {
-    return o->current && o->tracked && o->max_attempts > 0 && d->attempt >= o->max_attempts;
+    return o->current && o->tracked && o->max_attempts > 0 && cs__counted_attempts(d) >= o->max_attempts;
+}
+
+/* A retry of a run in which an encode of d answered CS_ERR_UNAVAILABLE (its
+ * schema registry is down): the record is not at fault, so the run is free,
+ * as a decode that waits for the registry takes no attempt. The tracker's
+ * count (committed as metadata, read by a next owner) goes back with it.
+ * Unless the handler chose its own delay (cs_delivery_retry_after), the
+ * worker backs off in place before the next run (worker.c, outage_wait). */
+static void free_outage_run(cs_delivery *d) {
+    d->free_runs++;
+    d->outage_runs++;
+    d->outage_wait = d->retry_at_ms <= cs__now_ms();
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    if (part->tracker && d->epoch == part->epoch) {
+        cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)cs__counted_attempts(d));
+        part->dirty = true;
+    }
+    pthread_mutex_unlock(&part->lock);
 }
 
 /* The record has had its last attempt (or does not decode): to the dead-letter
@@ -194,7 +221,7 @@ cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why) {
         cs__output_free_all(d->outputs); /* what the failed attempt produced does not leave */
         d->outputs = NULL;
         d->outputs_tail = NULL;
-        dl->source_attempt = (uint32_t)d->attempt;
+        dl->source_attempt = (uint32_t)cs__counted_attempts(d);
         cs__delivery_add_output(d, dl);
         count(d, offsetof(lane, dead_lettered));
         return cs__settle(d, CS_DROP);
@@ -230,7 +257,7 @@ static bool stage_reply(cs_delivery *d, const outlet *o) {
                    .parent = d}; /* the reply carries d's traceparent */
     cs_output *out = cs__output_new(&r, cs__inherited_traceparent(&r), d->offset);
     if (!out) return false;
-    out->source_attempt = (uint32_t)d->attempt;
+    out->source_attempt = (uint32_t)cs__counted_attempts(d);
     cs__delivery_add_output(d, out);
     return true;
 }
@@ -243,7 +270,11 @@ cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome) {
     bool reply = outcome == CS_ACK && d->reply_buf;
     if (!reply && outcome != CS_RETRY) return cs__settle(d, outcome);
     outlet o = cs__outlet_of(d);
-    if (outcome == CS_RETRY) return attempts_exhausted(&o, d) ? cs__give_up(d, &o, d->reason) : cs__settle(d, outcome);
+    if (outcome == CS_RETRY) {
+        if (d->encode_unavailable && o.tracked) free_outage_run(d);
+        else d->outage_runs = 0;
+        return attempts_exhausted(&o, d) ? cs__give_up(d, &o, d->reason) : cs__settle(d, outcome);
+    }
     if (o.transactional) return cs__settle(d, stage_reply(d, &o) ? CS_ACK : CS_RETRY);
     char *buf = d->reply_buf; /* ours now: d may be settled and freed once a gated reply is queued */
     d->reply_buf = NULL;

@@ -56,12 +56,20 @@ static void watch_stop(lane *l) {
  * held. */
 static bool count_start_locked(cs_pipeline *p, cs_part *part, cs_delivery *d) {
     if (!part->tracker || !runnable_locked(p, part, d)) return false;
-    cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt + 1);
+    cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)cs__counted_attempts(d) + 1);
     part->dirty = true;
     if (part->suspect_left == 0 || !p->cfg.precommit) return false;
     part->suspect_left--;
     return true;
 }
+
+static bool typed(const cs_pipeline *p) { return p->cfg.type || p->cfg.key_type; }
+
+/* Whether admission counts d's attempt: for an untyped subscription nothing
+ * stands between admission and the handler, unless d first backs off after
+ * a free run (outage_wait), which counts it after the wait instead, so that
+ * a commit during the wait carries no run that has not happened. */
+static bool counts_at_admission(const cs_pipeline *p, const cs_delivery *d) { return !typed(p) && !d->outage_wait; }
 
 /* Takes d into the in-flight list if it may run; else discards it. With
  * `count` (an untyped subscription: nothing stands between admission and
@@ -73,7 +81,7 @@ static bool admit(cs_pipeline *p, cs_delivery *d, bool count) {
     pthread_mutex_lock(&part->lock);
     bool run = runnable_locked(p, part, d);
     if (run) cs__inflight_add(part, d);
-    bool exhausted = p->cfg.max_attempts > 0 && d->attempt >= p->cfg.max_attempts;
+    bool exhausted = p->cfg.max_attempts > 0 && cs__counted_attempts(d) >= p->cfg.max_attempts;
     if (run && count && !exhausted) precommit = count_start_locked(p, part, d);
     pthread_mutex_unlock(&part->lock);
     if (!run) cs__discard(d);
@@ -93,7 +101,8 @@ static void count_start(cs_pipeline *p, cs_delivery *d) {
 
 /* A codec that answers CS_ERR_UNAVAILABLE (a schema registry it needs is
  * down) is asked again after a back-off that doubles from the first to the
- * most; the record is never the one at fault, so it is never given up. */
+ * most; the record is never the one at fault, so it is never given up. The
+ * same back-off comes before a run after a free one (outage_wait). */
 #define DECODE_WAIT_FIRST_MS 100
 #define DECODE_WAIT_MAX_MS 5000
 /* The in-place wait looks at the app's stop and the partition this often. */
@@ -161,19 +170,25 @@ static bool may_wait(cs_pipeline *p, cs_delivery *d) {
  * failure of another kind (the caller handles it as any). */
 typedef enum decode_wait { WAIT_DECODED, WAIT_SETTLED, WAIT_FAILED } decode_wait;
 
+/* Sleeps wait_ms in slices, outside the stop-the-world gate if the worker
+ * is inside it (`gated`); true if d may still run (may_wait). */
+static bool wait_in_place(cs_pipeline *p, cs_delivery *d, int wait_ms, bool gated) {
+    int64_t until = cs__now_ms() + wait_ms;
+    if (gated) leave_gate(p);
+    while (cs__now_ms() < until && may_wait(p, d)) {
+        struct timespec ts = {0, DECODE_WAIT_SLICE_MS * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (gated) pass_gate(p);
+    return may_wait(p, d);
+}
+
 static decode_wait decode_later(lane *l, cs_delivery *d, decode_part *part, bool gated) {
     cs_pipeline *p = l->pipe;
     for (;;) {
         int wait_ms = decode_wait_ms(++d->decode_waits);
         warn_decode_wait(p, d, part, wait_ms);
-        int64_t until = cs__now_ms() + wait_ms;
-        if (gated) leave_gate(p);
-        while (cs__now_ms() < until && may_wait(p, d)) {
-            struct timespec ts = {0, DECODE_WAIT_SLICE_MS * 1000000L};
-            nanosleep(&ts, NULL);
-        }
-        if (gated) pass_gate(p);
-        if (!may_wait(p, d)) {
+        if (!wait_in_place(p, d, wait_ms, gated)) {
             if (p->cfg.tracked) {
                 CS_LOG_INFO("record not decoded before its partition left, was rewound or the app stopped, left "
                             "uncommitted topic=%s partition=%d offset=%lld tries=%d" CS_TRACE_FMT,
@@ -227,7 +242,29 @@ static bool decoded_or_dropped(lane *l, cs_delivery *d, cs_err err, decode_part 
     return false;
 }
 
-static bool typed(const cs_pipeline *p) { return p->cfg.type || p->cfg.key_type; }
+/* A record whose last run asked for a retry after an encode found its
+ * schema registry unavailable (a free run, settle.c) waits here, at the head
+ * of its lane, before it runs again: the back-off spares the registry, and
+ * nothing behind it in its lane overtakes it, as in a decode wait (a
+ * delayed retry would let them). True if it may run now; false if it was
+ * settled instead (its partition left or was rewound, or the app stops: it
+ * stays uncommitted and is read again). */
+static bool outage_wait(lane *l, cs_delivery *d, bool gated) {
+    cs_pipeline *p = l->pipe;
+    if (!d->outage_wait) return true;
+    d->outage_wait = false;
+    int wait_ms = decode_wait_ms(d->outage_runs);
+    uint64_t skipped = 0;
+    if (cs__ratelimit_allow(&p->outage_warning, 2000, &skipped))
+        CS_LOG_WARN("record retried after its schema registry was unavailable: the run is not counted against "
+                    "max_attempts, it runs again after a back-off topic=%s partition=%d offset=%lld wait_ms=%d "
+                    "free_runs=%d similar_since_last=%llu" CS_TRACE_FMT,
+                    d->topic, (int)d->partition, (long long)d->offset, wait_ms, d->free_runs,
+                    (unsigned long long)skipped, CS_TRACE_ARGS(d));
+    if (wait_in_place(p, d, wait_ms, gated)) return true;
+    cs__settle(d, CS_RETRY);
+    return false;
+}
 
 /* The value and key decoded (true), or the record dropped or settled (false). */
 static bool decode_or_drop(lane *l, cs_delivery *d, bool gated) {
@@ -239,6 +276,7 @@ static bool decode_or_drop(lane *l, cs_delivery *d, bool gated) {
 
 static void start_attempt(lane *l, cs_delivery *d) {
     d->attempt++;
+    d->encode_unavailable = false;
     free(d->reason); /* a reason belongs to the attempt that set it */
     d->reason = NULL;
     free(d->reply_buf); /* a reply belongs to the attempt that set it */
@@ -252,7 +290,7 @@ static void start_attempt(lane *l, cs_delivery *d) {
 /* A record that already had its last attempt (its dead-letter publish failed,
  * or its count came from an earlier owner) goes straight to giving up. */
 static bool exhausted_at_admission(cs_pipeline *p, cs_delivery *d) {
-    if (!p->cfg.tracked || p->cfg.max_attempts <= 0 || d->attempt < p->cfg.max_attempts) return false;
+    if (!p->cfg.tracked || p->cfg.max_attempts <= 0 || cs__counted_attempts(d) < p->cfg.max_attempts) return false;
     outlet o = cs__outlet_of(d);
     cs__give_up(d, &o, d->reason ? d->reason : "attempts exhausted");
     return true;
@@ -263,8 +301,11 @@ static bool outcome_valid(cs_outcome o);
 
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
-    if (exhausted_at_admission(p, d) || !decode_or_drop(l, d, p->cfg.window_barrier)) return;
-    if (typed(p)) count_start(p, d); /* untyped: admit counted it */
+    bool counted = counts_at_admission(p, d);
+    if (!outage_wait(l, d, p->cfg.window_barrier) || exhausted_at_admission(p, d) ||
+        !decode_or_drop(l, d, p->cfg.window_barrier))
+        return;
+    if (!counted) count_start(p, d);
     bool watch = p->cfg.handler_time_limit_ms > 0;
     start_attempt(l, d);
     if (watch) watch_start(l, d);
@@ -357,7 +398,12 @@ static void run_batch(lane *l, size_t n) {
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
         cs_delivery *d = l->batch[i];
-        if (!admit(p, d, !typed(p)) || exhausted_at_admission(p, d)) continue;
+        bool counted = counts_at_admission(p, d);
+        if (!admit(p, d, counted)) continue;
+        /* A record that backs off is a retried one, which comes in a batch of
+         * its own (lanes.c): it holds no other element while it waits. */
+        if (!outage_wait(l, d, false) || exhausted_at_admission(p, d)) continue;
+        if (!counted && !typed(p)) count_start(p, d); /* typed: run_kept counts it, once decoded */
         if (typed(p)) {
             decode_part part = {"value", p->cfg.type};
             cs_err err = decode_record(p, d, &part);
@@ -383,7 +429,7 @@ void *cs__worker_main(void *arg) {
     cs_delivery *d;
     while ((d = cs__lane_pop(l))) {
         if (p->cfg.window_barrier) pass_gate(p);
-        if (admit(p, d, !typed(p))) run_one(l, d);
+        if (admit(p, d, counts_at_admission(p, d))) run_one(l, d);
         if (p->cfg.window_barrier) leave_gate(p);
     }
     return NULL;

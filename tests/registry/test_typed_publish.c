@@ -12,10 +12,21 @@
  *     completion then never runs), and nothing is published; a codec whose
  *     registry cannot be reached gives CS_ERR_UNAVAILABLE, nothing published;
  *   - a key that does not decode goes to the dead-letter topic (Tracked)
- *     with "key does not decode" in its reason; the handler never sees it.
+ *     with "key does not decode" in its reason; the handler never sees it;
+ *   - Transactional: outputs a handler publishes with
+ *     cs_delivery_publish_encoded commit with the input's offset, once each
+ *     under read_committed, in the registry's wire format; those of an
+ *     attempt that ended in a retry never become visible;
+ *   - registry down, Tracked and Transactional: a handler whose encoded
+ *     reply answers CS_ERR_UNAVAILABLE retries; those runs take nothing from
+ *     max_attempts (more runs than the cap, the service restarted twice
+ *     meanwhile under Tracked, nothing dead-lettered, no window aborted under
+ *     Transactional), the record backs off in place (its WARN line), and
+ *     once the registry is back every record is replied to once, in order.
  *
  * Topics (so TopicName subjects) are fresh per test: the registry and the
- * broker outlive one run. Nothing here stops the registry. */
+ * broker outlive one run. Only the last test stops the registry (and
+ * restarts it, also after a failure). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -315,12 +326,263 @@ static void undecodable_key_is_dead_lettered(void **state) {
     cs_registry_destroy(reg);
 }
 
+/* ---- Transactional: typed outputs of a delivery ------------------------------------- */
+
+typedef struct transformer {
+    const cs_codec *out_codec;
+    const char *out;
+    _Atomic int retried, publish_failures;
+} transformer;
+
+/* What an attempt that then retries adds to its output's amount: such an
+ * output must never become visible. */
+#define DISCARDED_MARK 1000000
+
+/* Publishes a doubled payout for each input; an even id's first attempt
+ * publishes a marked one, then asks for a retry, so its output must be
+ * discarded. (A window rewound meanwhile re-runs records with their attempt
+ * counts kept, so no run but a first one is ever marked.) */
+static cs_outcome double_payout(cs_delivery *d, void *user) {
+    transformer *t = user;
+    const payout *p = cs_delivery_decoded(d);
+    bool retry = p->id % 2 == 0 && cs_delivery_attempt(d) == 1;
+    payout doubled = {p->id, p->amount * 2 + (retry ? DISCARDED_MARK : 0)};
+    if (cs_delivery_publish_encoded(d, t->out, NULL, 0, t->out_codec, &payout_type, &doubled)) {
+        atomic_fetch_add(&t->publish_failures, 1);
+        return CS_RETRY;
+    }
+    if (retry) {
+        atomic_fetch_add(&t->retried, 1);
+        return CS_RETRY;
+    }
+    return CS_ACK;
+}
+
+typedef struct outputs {
+    const cs_codec *dec;
+    int32_t want_id;
+    int count[MAX_IDS];
+    int wrong_value, wrong_id;
+} outputs;
+
+static void on_output(const rd_kafka_message_t *m, void *arg) {
+    outputs *o = arg;
+    if (cstr_wire_id(m->payload, m->len) != o->want_id) o->wrong_id++;
+    payout p = {0};
+    CST_OK(o->dec->decode(o->dec, &payout_type, m->payload, m->len, &p));
+    if (p.id < 0 || p.id >= MAX_IDS) fail_msg("output with id %lld", (long long)p.id);
+    o->count[p.id]++;
+    if (p.amount != p.id * 100 * 2) o->wrong_value++; /* a marked output leaked, or a wrong one */
+}
+
+static void transactional_outputs_are_published_once(void **state) {
+    (void)state;
+    enum { N = 6 };
+    char in[128], group[160], out[128];
+    cst_fresh("typed-txn-in", 1, in, group, sizeof in);
+    cstr_fresh_topic("typed-txn-out", out, sizeof out);
+    cs_registry *reg = cstr_client();
+    cs_codec *in_enc = cstr_avro_codec(reg, PAYOUT_V1, in, false);
+    cs_codec *out_enc = cstr_avro_codec(reg, PAYOUT_V1, out, false);
+    cs_codec *dec = cstr_avro_codec(reg, PAYOUT_V1, NULL, false);
+
+    transformer t = {.out_codec = out_enc, .out = out};
+    cs_app *app = cs_app_new("typed-txn", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_instance_id(k, in)); /* Transactional needs one: the fresh topic's name is unique */
+    CST_OK(cs_kafka_topic(k, in, 1));
+    CST_OK(cs_kafka_topic(k, out, 1));
+    cs_sub *sub = cs_kafka_subscribe(k, in, double_payout, &t);
+    CST_OK(cs_sub_group(sub, group));
+    CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRANSACTIONAL));
+    CST_OK(cs_sub_decode(sub, dec, &payout_type));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    for (int i = 0; i < N; i++) {
+        payout p = {i, i * 100};
+        CST_OK(cs_publish_encoded(k, in, NULL, 0, in_enc, &payout_type, &p, NULL));
+    }
+    CST_OK(cs_test_wait_committed(cst_cluster, group, in, 0, N, 60000));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    assert_int_equal(atomic_load(&t.publish_failures), 0);
+    assert_true(atomic_load(&t.retried) >= N / 2);
+
+    outputs o = {.dec = dec};
+    CST_OK(cs_codec_registry_schema_id(out_enc, &payout_type, &o.want_id));
+    assert_int_equal(cst_read_records(out, 1, on_output, &o, 20000), N);
+    for (int i = 0; i < N; i++)
+        if (o.count[i] != 1) fail_msg("payout %d has %d committed outputs", i, o.count[i]);
+    assert_int_equal(o.wrong_value, 0);
+    assert_int_equal(o.wrong_id, 0);
+    cs_codec_registry_destroy(dec);
+    cs_codec_registry_destroy(out_enc);
+    cs_codec_registry_destroy(in_enc);
+    cs_registry_destroy(reg);
+}
+
+/* ---- an encode during a registry outage takes no attempt --------------------------- */
+
+typedef struct replier {
+    const cs_codec *codec;
+    _Atomic int runs, unavailable, errors;
+    pthread_mutex_t lock;
+    int64_t acked_ids[MAX_IDS]; /* ids in the order they were acked */
+    int acks;
+} replier;
+
+static cs_outcome reply_payout(cs_delivery *d, void *user) {
+    replier *r = user;
+    size_t len;
+    const char *v = cs_delivery_value(d, &len);
+    char id[16] = "";
+    memcpy(id, v, len < sizeof id - 1 ? len : sizeof id - 1); /* a value is not NUL-terminated */
+    payout p = {strtoll(id, NULL, 10), 7};
+    atomic_fetch_add(&r->runs, 1);
+    cs_err err = cs_delivery_reply_encoded(d, r->codec, &payout_type, &p);
+    if (err == CS_ERR_UNAVAILABLE) {
+        atomic_fetch_add(&r->unavailable, 1);
+        return CS_RETRY;
+    }
+    if (err) { /* asserted on the test's thread */
+        atomic_fetch_add(&r->errors, 1);
+        return CS_RETRY;
+    }
+    pthread_mutex_lock(&r->lock);
+    if (r->acks < MAX_IDS) r->acked_ids[r->acks++] = p.id;
+    pthread_mutex_unlock(&r->lock);
+    return CS_ACK;
+}
+
+typedef struct runs_past {
+    replier *r;
+    int n;
+} runs_past;
+
+static bool unavailable_reached(void *arg) {
+    runs_past *w = arg;
+    return atomic_load(&w->r->unavailable) >= w->n;
+}
+
+static void on_reply(const rd_kafka_message_t *m, void *arg) {
+    outputs *o = arg;
+    payout p = {0};
+    CST_OK(o->dec->decode(o->dec, &payout_type, m->payload, m->len, &p));
+    if (p.id < 0 || p.id >= MAX_IDS) fail_msg("reply with id %lld", (long long)p.id);
+    o->count[p.id]++;
+}
+
+enum { OUTAGE_N = 3, OUTAGE_CAP = 2, STALL_MS = 1000 };
+
+static cs_app *start_replier(const char *in, const char *group, const char *out, const char *dlq, cs_commit_mode mode,
+                             replier *r, cs_sub **sub_out) {
+    cs_app *app = cs_app_new("typed-outage", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    if (mode == CS_COMMIT_TRANSACTIONAL) CST_OK(cs_kafka_instance_id(k, in)); /* unique: the fresh topic's name */
+    CST_OK(cs_kafka_topic(k, out, 1));
+    CST_OK(cs_kafka_topic(k, dlq, 1));
+    cs_sub *sub = cs_kafka_subscribe(k, in, reply_payout, r);
+    CST_OK(cs_sub_group(sub, group));
+    CST_OK(cs_sub_commit_mode(sub, mode));
+    CST_OK(cs_sub_reply(sub, out, 5000));
+    CST_OK(cs_sub_max_attempts(sub, OUTAGE_CAP));
+    CST_OK(cs_sub_dead_letter(sub, dlq));
+    if (mode == CS_COMMIT_TRANSACTIONAL) CST_OK(cs_sub_stall_timeout_ms(sub, STALL_MS));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    *sub_out = sub;
+    return app;
+}
+
+/* The registry is down before the start, so the reply codec (never used
+ * yet) cannot register its schema: every run of the first record ends in
+ * CS_ERR_UNAVAILABLE and a retry. More such runs than the cap allows, and
+ * (Tracked) the service stopped and started twice meanwhile, so that an
+ * attempt counted for a run that has not happened yet would reach the
+ * next owner through the committed metadata: nothing may be dead-lettered.
+ * Transactional: with a 1 s stall timeout, no window is aborted for it. */
+static void encode_outage(cs_commit_mode mode, const char *prefix) {
+    char in[128], group[160], out[128], dlq[128];
+    cst_fresh(prefix, 1, in, group, sizeof in);
+    cstr_fresh_topic("typed-outage-out", out, sizeof out);
+    cstr_fresh_topic("typed-outage-dead", dlq, sizeof dlq);
+    cs_registry *reg = cstr_client();
+    cs_codec *out_enc = cstr_avro_codec(reg, PAYOUT_V1, out, false); /* never registered yet: needs the registry */
+    cs_codec *dec = cstr_avro_codec(reg, PAYOUT_V1, NULL, false);
+    for (int i = 0; i < OUTAGE_N; i++) {
+        char v[8];
+        snprintf(v, sizeof v, "%d", i);
+        CST_OK(cs_test_produce(cst_cluster, in, 0, NULL, 0, v, strlen(v), NULL));
+    }
+
+    cstr_stop();
+    replier r = {.codec = out_enc, .lock = PTHREAD_MUTEX_INITIALIZER};
+    cs_sub *sub;
+    cs_sub_stats st;
+    cst_capture cap;
+    cst_capture_start(&cap);
+    cs_app *app = start_replier(in, group, out, dlq, mode, &r, &sub);
+    runs_past w = {&r, OUTAGE_CAP + 3};
+    assert_true(cst_wait(unavailable_reached, &w, 60000));
+    for (int restart = 0; mode == CS_COMMIT_TRACKED && restart < 2; restart++) {
+        CST_OK(cs_app_stop(app));
+        cs_app_destroy(app);
+        app = start_replier(in, group, out, dlq, mode, &r, &sub);
+        w.n = atomic_load(&r.unavailable) + OUTAGE_CAP + 1;
+        assert_true(cst_wait(unavailable_reached, &w, 60000));
+    }
+    cs_sub_stats_get(sub, &st);
+    assert_int_equal(st.dead_lettered, 0);
+    assert_int_equal(st.acked, 0);
+    cstr_restart();
+    CST_OK(cs_test_wait_committed(cst_cluster, group, in, 0, OUTAGE_N, 60000));
+    CST_OK(cs_app_stop(app));
+    cs_sub_stats_get(sub, &st);
+    cs_app_destroy(app);
+    char *log = cst_capture_stop(&cap);
+    char line[1024];
+    if (!cst_log_line(log, "record retried after its schema registry was unavailable", line, sizeof line) ||
+        !strstr(line, "wait_ms="))
+        fail_msg("no back-off line in:\n%s", log);
+    free(log);
+    assert_int_equal(atomic_load(&r.errors), 0);
+    assert_int_equal(st.dead_lettered, 0);
+    assert_int_equal(st.aborts, 0);
+    assert_int_equal(r.acks, OUTAGE_N);
+    for (int i = 0; i < OUTAGE_N; i++) assert_int_equal(r.acked_ids[i], i);
+
+    outputs o = {.dec = dec};
+    assert_int_equal(cst_read_records(out, 1, on_reply, &o, 20000), OUTAGE_N);
+    for (int i = 0; i < OUTAGE_N; i++)
+        if (o.count[i] != 1) fail_msg("payout %d has %d replies", i, o.count[i]);
+    dead none = {0};
+    assert_int_equal(cst_read_records(dlq, 1, on_dead, &none, 20000), 0);
+    cs_codec_registry_destroy(dec);
+    cs_codec_registry_destroy(out_enc);
+    cs_registry_destroy(reg);
+}
+
+static void encode_outage_takes_no_attempt_tracked(void **state) {
+    (void)state;
+    encode_outage(CS_COMMIT_TRACKED, "typed-outage-tracked");
+}
+
+static void encode_outage_takes_no_attempt_transactional(void **state) {
+    (void)state;
+    encode_outage(CS_COMMIT_TRANSACTIONAL, "typed-outage-txn");
+}
+
 int main(void) {
     if (!cstr_init()) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(typed_publish_registers_and_typed_key_decodes),
         cmocka_unit_test(refused_publish_publishes_nothing),
         cmocka_unit_test(undecodable_key_is_dead_lettered),
+        cmocka_unit_test(transactional_outputs_are_published_once),
+        cmocka_unit_test_setup(encode_outage_takes_no_attempt_tracked, cstr_up),
+        cmocka_unit_test_setup(encode_outage_takes_no_attempt_transactional, cstr_up),
     };
-    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+    int failed = cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+    cstr_up(NULL);
+    return failed;
 }

@@ -3,6 +3,7 @@
 #include "cstest.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -256,7 +257,10 @@ void cst_capture_start(cst_capture *c) {
     int fd = mkstemp(c->path);
     assert_true(fd >= 0);
     fflush(stderr);
-    c->saved = dup(STDERR_FILENO);
+    /* Close-on-exec: a process the test starts meanwhile (scripts/registry
+     * restart's JVM) must not inherit the real stderr, or a ctest pipe would
+     * stay open, and ctest wait for it, until that process ends. */
+    c->saved = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
     dup2(fd, STDERR_FILENO);
     close(fd);
 }
