@@ -107,12 +107,20 @@ cs_err cs_delivery_set_reason(cs_delivery *d, const char *fmt, ...) {
 
 const char *cs_delivery_reason(const cs_delivery *d) { return d->reason; }
 
+/* The codec's encode for one of d's outputs; a registry that cannot be
+ * reached marks the run, so that a retry of it is free (settle.c). */
+static cs_err encode_for(cs_delivery *d, const cs_codec *codec, const cs_type *type, const void *value, char **buf,
+                         size_t *len) {
+    cs_err err = codec->encode(codec, type, value, buf, len);
+    if (err == CS_ERR_UNAVAILABLE) d->encode_unavailable = true;
+    return err;
+}
+
 cs_err cs_delivery_reply_encoded(cs_delivery *d, const cs_codec *codec, const cs_type *type, const void *value) {
     if (!d || !codec || !type || !value) return cs__fail(CS_ERR_ARG, "cs_delivery_reply_encoded: missing argument");
     char *buf = NULL;
     size_t len = 0;
-    cs_err err = codec->encode(codec, type, value, &buf, &len);
-    if (err == CS_ERR_UNAVAILABLE) d->encode_unavailable = true; /* a retry of this run is free */
+    cs_err err = encode_for(d, codec, type, value, &buf, &len);
     if (err) return err;
     err = cs_delivery_reply(d, NULL, 0, buf, len);
     free(buf);
@@ -125,8 +133,7 @@ cs_err cs_delivery_publish_encoded(cs_delivery *d, const char *topic, const void
         return cs__fail(CS_ERR_ARG, "cs_delivery_publish_encoded: delivery, topic, codec, type and value are required");
     char *buf = NULL;
     size_t len = 0;
-    cs_err err = codec->encode(codec, type, value, &buf, &len);
-    if (err == CS_ERR_UNAVAILABLE) d->encode_unavailable = true; /* a retry of this run is free */
+    cs_err err = encode_for(d, codec, type, value, &buf, &len);
     if (err) {
         char why[ENCODE_WHY_MAX];
         snprintf(why, sizeof why, "%s", cs_errmsg());

@@ -81,6 +81,18 @@ static cs_codec flaky_codec(void) {
     return flaky;
 }
 
+/* Every record handled once, in the order produced: none overtook the one
+ * waiting for its codec. */
+static void assert_handled_in_order(order *o, const char *const *names) {
+    pthread_mutex_lock(&o->lock);
+    assert_int_equal(o->n, RECORDS);
+    for (int i = 0; i < RECORDS; i++)
+        if (strcmp(o->names[i], names[i]))
+            fail_msg("handled %d was %s, not %s: a record overtook the one waiting for its codec", i, o->names[i],
+                     names[i]);
+    pthread_mutex_unlock(&o->lock);
+}
+
 static void a_waiting_record_keeps_its_place_in_its_lane(void **state) {
     (void)state;
     char topic[128], group[160];
@@ -107,13 +119,7 @@ static void a_waiting_record_keeps_its_place_in_its_lane(void **state) {
     cs_sub_stats st;
     cs_sub_stats_get(sub, &st);
     assert_int_equal(st.decode_failures, 0);
-    pthread_mutex_lock(&o.lock);
-    assert_int_equal(o.n, RECORDS);
-    for (int i = 0; i < RECORDS; i++)
-        if (strcmp(o.names[i], names[i]))
-            fail_msg("handled %d was %s, not %s: a record overtook the one waiting for its codec", i, o.names[i],
-                     names[i]);
-    pthread_mutex_unlock(&o.lock);
+    assert_handled_in_order(&o, names);
     cs_app_destroy(app);
 }
 
@@ -151,11 +157,7 @@ static void a_batch_runs_what_precedes_the_waiting_record(void **state) {
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, RECORDS, 60000));
     CST_OK(cs_app_stop(app));
     assert_int_equal(atomic_load(&unavailable_answers), UNAVAILABLE_TIMES);
-    pthread_mutex_lock(&o.lock);
-    assert_int_equal(o.n, RECORDS);
-    for (int i = 0; i < RECORDS; i++)
-        if (strcmp(o.names[i], names[i])) fail_msg("handled %d was %s, not %s", i, o.names[i], names[i]);
-    pthread_mutex_unlock(&o.lock);
+    assert_handled_in_order(&o, names);
     /* "zero" came in the same batch (all four were fetched before the start)
      * or in an earlier one: either way it ran before the wait ended. */
     if (atomic_load(&handled_at_last_answer) < 1)

@@ -140,6 +140,16 @@ static void missing_topic_fails_the_start_by_default(void **state) {
     cs_app_destroy(app);
 }
 
+typedef struct reported_missing {
+    cs_app *app;
+    char labels[512]; /* the subscription's topic series */
+} reported_missing;
+
+static bool topic_reported_missing(void *arg) {
+    reported_missing *r = arg;
+    return cst_metric(r->app, "cstream_topic_unavailable", r->labels) == 1;
+}
+
 static void missing_topic_allowed_is_consumed_once_created(void **state) {
     (void)state;
     char topic[128], group[160];
@@ -153,14 +163,9 @@ static void missing_topic_allowed_is_consumed_once_created(void **state) {
     /* The consumer has asked for the topic and been told it does not exist:
      * it must not have created it (the embedded cluster once did, with 4
      * partitions, making the create below fail). */
-    char labels[512];
-    snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", topic, group, topic);
-    int64_t until = cst_now_ms() + WAIT_MS;
-    while (cst_metric(app, "cstream_topic_unavailable", labels) != 1 && cst_now_ms() < until) {
-        struct timespec ts = {0, 10 * 1000000};
-        nanosleep(&ts, NULL);
-    }
-    assert_true(cst_metric(app, "cstream_topic_unavailable", labels) == 1);
+    reported_missing r = {.app = app};
+    snprintf(r.labels, sizeof r.labels, "subscription=\"%s\",group=\"%s\",topic=\"%s\"", topic, group, topic);
+    assert_true(cst_wait(topic_reported_missing, &r, WAIT_MS));
     CST_OK(cs_test_topic_create(cst_cluster, topic, 1));
     produce_n(topic, 0, 3);
     assert_true(handled_at_least(&s, 3, WAIT_MS));

@@ -425,7 +425,7 @@ static void transactional_outputs_are_published_once(void **state) {
 
 typedef struct replier {
     const cs_codec *codec;
-    _Atomic int runs, unavailable, errors;
+    _Atomic int unavailable, errors;
     pthread_mutex_t lock;
     int64_t acked_ids[MAX_IDS]; /* ids in the order they were acked */
     int acks;
@@ -438,7 +438,6 @@ static cs_outcome reply_payout(cs_delivery *d, void *user) {
     char id[16] = "";
     memcpy(id, v, len < sizeof id - 1 ? len : sizeof id - 1); /* a value is not NUL-terminated */
     payout p = {strtoll(id, NULL, 10), 7};
-    atomic_fetch_add(&r->runs, 1);
     cs_err err = cs_delivery_reply_encoded(d, r->codec, &payout_type, &p);
     if (err == CS_ERR_UNAVAILABLE) {
         atomic_fetch_add(&r->unavailable, 1);
