@@ -23,8 +23,26 @@ extern "C" {
  * since the stop closes and destroys it without waiting for callers (the
  * subscription's stats lock guards the pointer read here, not its use).
  * Call it from a thread that the stop waits for or that stops using it
- * first; do not keep it. Committing, assigning or polling through it would
- * bypass cstream's delivery guarantees.
+ * first; do not keep it.
+ *
+ * Which raw calls keep the guarantees:
+ * - Reading calls keep them: rd_kafka_position, rd_kafka_committed,
+ *   rd_kafka_query_watermark_offsets, rd_kafka_get_watermark_offsets,
+ *   rd_kafka_assignment, metadata and group queries.
+ * - A seek (rd_kafka_seek, rd_kafka_seek_partitions) keeps them, but is
+ *   not the seek the application asked for: under Tracked and Transactional,
+ *   a seek back below records already taken moves the partition to the
+ *   lowest of the target and its first record not settled (Transactional:
+ *   its committed position), so that no record handed out is skipped;
+ *   records settled above that point are handled again (duplicates, never
+ *   loss). A seek forward skips records as the application asked. Use
+ *   cs_sub_seek for a seek with its own epoch and checked result.
+ * - Pausing and resuming through it (rd_kafka_pause_partitions) races with
+ *   cstream's own pauses: use cs_sub_pause and cs_sub_resume.
+ * - Committing (rd_kafka_commit*, rd_kafka_offsets_store), assigning,
+ *   subscribing, polling, closing or destroying through it bypasses them:
+ *   a commit can pass records still in flight, a poll takes events
+ *   cstream's fetch thread needs. Never do it.
  * @param s the subscription (NULL gives NULL).
  * @return the consumer handle, borrowed (owned by cstream; never destroy it),
  *         or NULL. */

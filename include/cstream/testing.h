@@ -316,6 +316,16 @@ CS_API uint64_t cs_test_sub_commit_ticks(const cs_sub *s);
  * @param s the subscription.
  * @return the count. */
 CS_API uint64_t cs_test_sub_sheds(const cs_sub *s);
+/** How many times a Tracked or Transactional partition whose fetch position
+ * librdkafka moved back by itself (a seek on the raw handle, an offset reset
+ * after a truncated log) was moved to its first record not settled, since the
+ * subscription started (0 while it does not run). For tests that need the
+ * move to have happened.
+ *
+ * Any thread.
+ * @param s the subscription.
+ * @return the count. */
+CS_API uint64_t cs_test_sub_moves_back(const cs_sub *s);
 /** Makes the subscription's next `n` re-fetch seeks fail as if librdkafka
  * refused them: the seek that moves a resumed partition back to the first
  * record it dropped (after an application's pause that shed, or a stuck

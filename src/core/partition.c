@@ -206,6 +206,21 @@ bool cs__part_can_seek(cs_part *part) {
     return yes;
 }
 
+bool cs__part_reread_from(cs_part *part, int64_t *to) {
+    pthread_mutex_lock(&part->lock);
+    bool assigned = part->assigned;
+    if (assigned && part->tracker) {
+        *to = cs_tracker_reread_from(part->tracker, *to);
+        /* A window's settled records lose their outputs with the epoch:
+         * read again from the committed position (or, with none, from the
+         * first record fetched). */
+        int64_t window = part->last_committed >= 0 ? part->last_committed : part->first_fetched;
+        if (part->pipe && part->pipe->cfg.transactional && window >= 0 && window < *to) *to = window;
+    }
+    pthread_mutex_unlock(&part->lock);
+    return assigned;
+}
+
 bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from) {
     int64_t offsets[CS_PRIOR_MAX];
     uint32_t attempts[CS_PRIOR_MAX];

@@ -126,6 +126,13 @@ bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from)
  * assigned, not being revoked or stopped). A worker can end that before the
  * seek (a retry while the app stops), never start it again. */
 bool cs__part_can_seek(cs_part *part);
+/* Fetch thread, when the source's position moved back to *to without a
+ * seek of the application's: lowers *to to where reading must start again
+ * so that nothing handed out is skipped. Tracked: the first record handed
+ * out and not settled (cs_tracker_reread_from). Transactional: also the
+ * committed position (the window's settled records lose their outputs with
+ * the epoch). False: being revoked, *to unchanged. */
+bool cs__part_reread_from(cs_part *part, int64_t *to);
 /* Fetch thread, at revoke: stop handing out the partition's records. */
 void cs__pipeline_stop_partition(cs_pipeline *p, cs_part *part);
 /* Fetch thread: waits until the partition has nothing in flight or the

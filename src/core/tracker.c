@@ -152,6 +152,11 @@ int64_t cs_tracker_position(const cs_tracker *t) {
     return lowest >= 0 ? lowest : t->last_delivered + 1;
 }
 
+int64_t cs_tracker_reread_from(const cs_tracker *t, int64_t to) {
+    int64_t pos = cs_tracker_position(t);
+    return pos >= 0 && pos < to ? pos : to;
+}
+
 size_t cs_tracker_open_count(const cs_tracker *t) { return t->open; }
 
 size_t cs_tracker_span(const cs_tracker *t) { return (size_t)(t->next_seq - t->base_seq); }

@@ -49,6 +49,11 @@ int cs_tracker_settle(cs_tracker *t, uint64_t seq);
  * was delivered since the reset. */
 int64_t cs_tracker_position(const cs_tracker *t);
 
+/* Where a source that moved back to `to` (within the same log) must read
+ * from so that no delivery still open is skipped: the lower of `to` and the
+ * position; `to` if nothing was delivered since the reset. */
+int64_t cs_tracker_reread_from(const cs_tracker *t, int64_t to);
+
 /* Number of deliveries not yet settled. */
 size_t cs_tracker_open_count(const cs_tracker *t);
 

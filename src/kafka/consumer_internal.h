@@ -64,6 +64,14 @@ typedef struct fetch_part {
      * the take, not handed out into the old epoch; the next owner reads from
      * the committed position. Cleared at the next assignment. */
     bool withheld;
+    /* librdkafka's fetch position moved back within the log (a seek on the
+     * raw handle, a truncation with its offset reset, KIP-320 truncation
+     * handling): back_to is the first offset it delivered from there, -1
+     * none. Its records are dropped at the take until the fetch thread moved
+     * the partition to the lowest record not yet settled, or lower
+     * (moves_back in fetch_control.c); back_retry_ms: when a refused move is tried
+     * again. */
+    int64_t back_to, back_retry_ms;
 } fetch_part;
 
 /* An application's request to the fetch thread (fetch_control.c): a seek or a
@@ -204,6 +212,11 @@ struct cs_consumer {
     _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
     _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */
     _Atomic uint64_t sheds;      /* times a paused partition started dropping records (cs_test_sub_sheds) */
+    /* Partitions whose fetch position librdkafka moved back (fetch_part.back_to):
+     * some wait for moves_back (fetch_control.c). moves_back counts the moves done
+     * (cs_test_sub_moves_back). Fetch thread only, but the count. */
+    bool back_pending;
+    _Atomic uint64_t moves_back;
     /* Re-fetch seeks still to fail on purpose (cs_test_sub_fail_refetches): each
      * one fails as a seek librdkafka refused, before librdkafka is asked. */
     _Atomic unsigned refetch_faults;

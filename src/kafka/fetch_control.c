@@ -175,6 +175,63 @@ static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
     return CS_OK;
 }
 
+/* ---- a fetch position librdkafka moved back ---------------------------------------
+ * take_cb saw a record further back than the position taken (fp->back_to):
+ * a seek on the raw handle, an offset reset after a truncated log, KIP-320
+ * truncation handling. Starting the partition over at back_to would commit
+ * past every record handed out below it and not yet settled: they would
+ * settle as stale and never be read again. So the partition moves, as an
+ * application's seek does (a new epoch, attempt counts kept), to the lowest
+ * of back_to, the first record not settled (cs__part_reread_from) and the
+ * first still waiting in its backlog: what was settled above it comes again
+ * (duplicates), nothing is skipped. A log reported gone and created again
+ * takes the other path (cs__settle_log_restart). A move librdkafka refuses
+ * is tried again; the partition takes nothing meanwhile. */
+static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
+    cs_part *part = fp->part;
+    int64_t to = fp->back_to;
+    if (!cs__part_reread_from(part, &to)) { /* being revoked: its next owner reads from the committed position */
+        fp->withheld = true;
+        fp->back_to = -1;
+        return;
+    }
+    int64_t first_open = to;
+    if (fp->head && fp->head->offset < to) to = fp->head->offset;
+    char why[256];
+    rd_kafka_resp_err_t err = cs__fetch_reposition(c, part, to, why, sizeof why);
+    if (err) {
+        fp->back_retry_ms = now + CS_REFETCH_RETRY_MS;
+        CS_LOG_WARN("partition's fetch position moved back, and the move to its first record not settled was "
+                    "refused, retrying subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
+                    c->sub->name, fp->topic, (int)fp->partition, (long long)to, why);
+        return;
+    }
+    int64_t next = -1;
+    fp->back_to = -1;
+    if (!cs__part_seek(c->pipe, part, to, &next)) {
+        fp->withheld = true; /* revoked meanwhile, as in seek_one */
+        return;
+    }
+    atomic_fetch_add_explicit(&c->moves_back, 1, memory_order_relaxed);
+    CS_LOG_WARN("partition read again from its first record not settled, so that none handed out is skipped "
+                "subscription=%s topic=%s partition=%d offset=%lld first_not_settled=%lld old_next=%lld",
+                c->sub->name, fp->topic, (int)fp->partition, (long long)to, (long long)first_open, (long long)next);
+}
+
+/* Fetch thread: the partitions whose fetch position moved back are moved to
+ * where nothing is skipped. */
+static void moves_back(cs_consumer *c) {
+    if (!c->back_pending) return;
+    c->back_pending = false;
+    int64_t now = cs__now_ms();
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (fp->back_to < 0) continue;
+        if (now >= fp->back_retry_ms) move_back(c, fp, now);
+        if (fp->back_to >= 0) c->back_pending = true;
+    }
+}
+
 /* ---- pauses ---------------------------------------------------------------------- */
 
 static bool listed(const cs_consumer *c, const char *topic, int32_t partition, size_t *at) {
@@ -312,6 +369,7 @@ static void refresh_pauses(cs_consumer *c) {
 }
 
 void cs__control_apply(cs_consumer *c) {
+    moves_back(c);
     cs_ctl_req *all = atomic_load(&c->ctl_pending) ? cs__control_take_all(c) : NULL;
     for (cs_ctl_req *r = all; r; r = r->next) {
         r->message[0] = '\0';

@@ -66,6 +66,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         fp->next = -1;
         fp->shed = false; /* a new fetch position: nothing was dropped of it */
         fp->withheld = false;
+        fp->back_to = -1; /* a new assignment reads from the group's position */
         fp->refetch_at_ms = 0;
         fp->progress_ms = cs__now_ms();
         c->pauses_dirty = true; /* whether it is paused by the application: fetch_control.c */
@@ -88,6 +89,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
                                           .partition = cs__part_number(part),
                                           .rkt = rkt,
                                           .next = -1,
+                                          .back_to = -1,
                                           .progress_ms = cs__now_ms()};
     c->pauses_dirty = true;
     return true;

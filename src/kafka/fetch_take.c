@@ -148,28 +148,35 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
         fp->shed = true;
         return;
     }
+    /* Moving back (below): nothing of the partition is taken until the fetch
+     * thread moved it to its first record not settled. */
+    if (fp->back_to >= 0) return;
     /* The continuity guard. A repeat comes from librdkafka 2.0.2's residual
      * race (a pause or seek reading the app offset one record behind): never
      * taken twice. A gap is legitimate with compaction and read_committed
      * (aborted records, markers): counted only. A log that may have restarted
-     * is settled at hand-out (cs__settle_log_restart), not here. */
+     * (its topic reported gone) is settled at hand-out
+     * (cs__settle_log_restart), not here. */
     if (fp->next >= 0 && !cs__part_log_unknown(fp->part)) {
         if (m->offset < fp->next - 1) {
             /* Further back than that race goes: librdkafka moved the fetch
-             * position back, by its auto.offset.reset after an out-of-range
-             * fetch (a log truncated, or deleted and created again before the
-             * topic was reported gone) or by a seek on the handle. Records
-             * below `next` may be new ones at old offsets: dropping them as
-             * repeats would lose them. The log counts as restarted: read
-             * again from here (Tracked: a new epoch; duplicates, never loss). */
-            cs__part_mark_log_unknown(fp->part);
-            /* What waits in the backlog was taken before the jump: it is
-             * handed out as before, and the first record after the jump
-             * starts the new epoch (dispatch, cs__settle_log_restart). */
-            for (cs_stored *r = fp->head; r; r = r->next) r->old_log = true;
-            CS_LOG_WARN("partition read again from an earlier offset (the log was truncated or reset) "
-                        "subscription=%s topic=%s partition=%d offset=%lld next=%lld",
+             * position back within the same log, by its auto.offset.reset
+             * after an out-of-range fetch (a truncated log), KIP-320
+             * truncation handling, or a seek on the raw handle. Records
+             * handed out below `next` may still be open: starting over here
+             * would commit past them. Tracked and Transactional move the
+             * partition to its first record not settled first
+             * (moves_back in fetch_control.c); Auto, which tracks nothing, reads on
+             * from here. */
+            CS_LOG_WARN("partition's fetch position moved back within its log (a seek on the raw handle, an "
+                        "offset reset or a truncation) subscription=%s topic=%s partition=%d offset=%lld next=%lld",
                         c->sub->name, topic, (int)m->partition, (long long)m->offset, (long long)fp->next);
+            if (c->tracked) {
+                fp->back_to = m->offset;
+                fp->back_retry_ms = 0;
+                c->back_pending = true;
+                return;
+            }
         } else if (m->offset < fp->next) {
             cs__consumer_count_topic(c, c->topic_repeats, topic);
             CS_LOG_DEBUG("record taken again, dropped subscription=%s topic=%s partition=%d offset=%lld next=%lld",

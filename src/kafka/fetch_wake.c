@@ -42,11 +42,13 @@ static void seek_next(cs_consumer *c, fetch_part *fp) {
 }
 
 /* Seeks every partition cstream reads (not paused by it, not shedding, with a known
- * position, its log not in doubt) to `next`. */
+ * position, its log not in doubt, not moving back: moves_back in fetch_control.c
+ * seeks it) to `next`. */
 static void seek_readable(cs_consumer *c) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (!fp->paused && !fp->shed && fp->next >= 0 && !cs__part_log_unknown(fp->part)) seek_next(c, fp);
+        if (!fp->paused && !fp->shed && fp->back_to < 0 && fp->next >= 0 && !cs__part_log_unknown(fp->part))
+            seek_next(c, fp);
     }
 }
 

@@ -324,8 +324,10 @@ static inline void cs__sub_stats_counters(const cs_sub_stats *st, cs_broker_sub_
 }
 /* Commit ticks completed so far (see cs_test_sub_commit_ticks). */
 uint64_t cs__consumer_commit_ticks(cs_consumer *c);
-/* Test hooks (cs_test_sub_sheds, cs_test_sub_fail_refetches). Any thread. */
+/* Test hooks (cs_test_sub_sheds, cs_test_sub_moves_back,
+ * cs_test_sub_fail_refetches). Any thread. */
 uint64_t cs__consumer_sheds(cs_consumer *c);
+uint64_t cs__consumer_moves_back(cs_consumer *c);
 void cs__consumer_fail_refetches(cs_consumer *c, unsigned n);
 /* Assigned partitions the application paused now. Any thread. */
 uint64_t cs__consumer_paused(cs_consumer *c);

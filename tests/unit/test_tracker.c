@@ -446,7 +446,7 @@ static void test_random_against_model(void **state) {
     uint64_t stale[STALE_MAX]; /* seqs issued before some reset */
     size_t stale_n = 0;
     run_context ctx = {.round = 0, .op = 0, .what = "start", .previous_position = -1};
-    long total_ops = 0, resets = 0;
+    long total_ops = 0, resets = 0, moves_back = 0;
     size_t max_open = 0;
 
     rng_state = test_seed;
@@ -473,6 +473,32 @@ static void test_random_against_model(void **state) {
                 ctx.previous_position = -1;
                 resets++;
                 ctx.what = "reset";
+            } else if (r < 6 && m.last_delivered >= 0) {
+                /* The source moves back (a seek on the raw handle, an offset
+                 * reset, a truncation) to `to`, anywhere at or below what was
+                 * delivered: the new epoch must start at or below every open
+                 * delivery, or that one is never delivered again, and at or
+                 * below `to`, or what the source now holds there is skipped. */
+                int64_t to = m.last_delivered - (int64_t)rng_below(200);
+                if (to < 0) to = 0;
+                int64_t from = cs_tracker_reread_from(t, to);
+                int64_t lowest = model_lowest_open(&m);
+                if (from > to || (lowest >= 0 && from > lowest)) {
+                    print_error("move back skips (seed=%" PRIu64 " round=%d op=%ld): to=%" PRId64 " from=%" PRId64
+                                " lowest open=%" PRId64 "\n",
+                                test_seed, round, op, to, from, lowest);
+                    fail();
+                }
+                for (size_t i = 0; i < m.n && stale_n < STALE_MAX; i += 1 + rng_below(8)) stale[stale_n++] = m.d[i].seq;
+                cs_tracker_reset(t);
+                m.n = 0;
+                /* The new epoch's first delivery is `from` itself. */
+                uint64_t seq;
+                assert_int_equal(cs_tracker_delivered(t, from, &seq), 0);
+                model_add(&m, from, seq);
+                ctx.previous_position = -1;
+                moves_back++;
+                ctx.what = "source moves back";
             } else if (r < 30) {
                 /* Something that must be rejected and change nothing. */
                 uint64_t kind = rng_below(3);
@@ -528,7 +554,9 @@ static void test_random_against_model(void **state) {
             assert_true(cs_tracker_position(t) == (m.n ? m.last_delivered + 1 : -1));
         }
     }
-    printf("test_tracker: model test ran %ld ops, %ld resets, max %zu open\n", total_ops, resets, max_open);
+    printf("test_tracker: model test ran %ld ops, %ld resets, %ld moves back, max %zu open\n", total_ops, resets,
+           moves_back, max_open);
+    assert_true(moves_back > 0);
     free(m.d);
 }
 
