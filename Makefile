@@ -1,6 +1,22 @@
 # cstream — top-level entry points. `make run` and `make test` work on a fresh
 # Debian 12 machine: they install missing packages, build, then run.
+# The librdkafka lane (docs/librdkafka.md): empty, the floor (Debian 12's
+# packaged librdkafka-dev, 2.0.2); `current`, the newest librdkafka Debian
+# publishes as a source package, built once into .cache/librdkafka/<version>
+# by scripts/librdkafka; or the install prefix of a librdkafka built
+# elsewhere (it holds lib/pkgconfig/rdkafka.pc). Each lane builds in its own
+# folder: build, build-current, build-custom.
+LIBRDKAFKA ?=
+ifeq ($(LIBRDKAFKA),)
 BUILD      ?= build
+RDKAFKA_PKGCONFIG :=
+else ifeq ($(LIBRDKAFKA),current)
+BUILD      ?= build-current
+RDKAFKA_PKGCONFIG = $(shell scripts/librdkafka prefix)/lib/pkgconfig
+else
+BUILD      ?= build-custom
+RDKAFKA_PKGCONFIG = $(abspath $(LIBRDKAFKA))/lib/pkgconfig
+endif
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
@@ -49,8 +65,12 @@ docs-deps:
 	$(call install_missing,$(DOCS_DEBS))
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) \
-	  -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
+	@pc="$(RDKAFKA_PKGCONFIG)"; \
+	if [ -n "$(LIBRDKAFKA)" ] && [ ! -f "$$pc/rdkafka.pc" ]; then \
+	  echo "LIBRDKAFKA=$(LIBRDKAFKA): no rdkafka.pc in $$pc" >&2; exit 1; fi; \
+	PKG_CONFIG_PATH="$$pc$${PKG_CONFIG_PATH:+:$$PKG_CONFIG_PATH}" \
+	  cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DCSTREAM_SANITIZE=$(SANITIZE) \
+	  -DCSTREAM_RDKAFKA_PKGCONFIG="$$pc" -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	cmake --build $(BUILD) -j$$(nproc)
 
 # The payouts service on the embedded cluster (CSTREAM_BROKERS for a real one),

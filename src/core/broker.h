@@ -121,6 +121,9 @@ typedef struct cs_broker_ops {
     /* While `tool` runs: publishes rec through what add_publisher returned
      * (cstream/record.h's record and result). */
     cs_err (*publish)(void *publisher, const cs_record *rec, cs_published *out);
+    /* Any thread: the client library and its version, for --version
+     * ("librdkafka 2.14.2"), into buf (cap bytes). */
+    void (*library)(void *impl, char *buf, size_t cap);
     /* The HTTP thread, while the app runs: adds the broker's samples to /metrics
      * (metrics.h). Atomics and short locks only, never a network round trip. */
     void (*metrics)(void *impl, cs_metrics *m);

@@ -138,7 +138,16 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
             return 1;
         }
         if (!strcmp(a, "--version")) {
-            fprintf(out, "%s %s (cstream %s)\n", cs_app_name(app), cs_app_version(app), CSTREAM_VERSION);
+            fprintf(out, "%s %s (cstream %s", cs_app_name(app), cs_app_version(app), CSTREAM_VERSION);
+            for (size_t k = 0; k < cs__app_n_brokers(app); k++) {
+                void *impl;
+                const cs_broker_ops *ops = cs__app_broker(app, k, &impl);
+                char lib[128];
+                if (!ops->library) continue;
+                ops->library(impl, lib, sizeof lib);
+                fprintf(out, ", %s", lib);
+            }
+            fprintf(out, ")\n");
             return 1;
         }
         if ((v = flag_value(argc, argv, &i, "--brokers", &missing))) o->brokers = v;

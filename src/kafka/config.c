@@ -54,7 +54,7 @@ void cs__kvlist_free(cs_kvlist *l) {
 static const struct newer_property {
     const char *key, *since, *instead;
 } newer_properties[] = {
-    {"fetch.queue.backoff.ms", "2.3.0",
+    {"fetch.queue.backoff.ms", "2.2.0",
      "with librdkafka 2.0.2 bound the pre-fetch queue with queued.min.messages and "
      "queued.max.messages.kbytes instead"},
 };

@@ -17,9 +17,13 @@
  * only, and below 4 it creates every topic a client names (with 4
  * partitions): a consumer subscribed to a topic that does not exist yet would
  * make it, as a real broker never does for a consumer. Its handler reads
- * versions up to 4 (checked with kafka.positions), so the mock offers them. */
+ * versions up to 4 (checked with kafka.positions), so the mock offers them.
+ * From librdkafka 2.1.0 on the mock serves up to version 9 (12 from 2.5.0,
+ * with the topic IDs the KIP-848 group protocol needs): its own range is
+ * kept there, since capping it at 4 would be a downgrade. */
 #define KAFKA_API_METADATA 3
 #define METADATA_VERSION_WITH_AUTO_CREATE_FLAG 4
+#define RDKAFKA_MOCK_METADATA_V9 0x02010000
 
 struct cs_embedded {
     rd_kafka_t *host;
@@ -43,8 +47,9 @@ cs_err cs__embedded_new(int brokers, cs_embedded **out) {
         rd_kafka_destroy(host);
         return cs__fail(CS_ERR_KAFKA, "embedded Kafka: librdkafka could not start the mock cluster");
     }
-    rd_kafka_resp_err_t verr =
-        rd_kafka_mock_set_apiversion(mock, KAFKA_API_METADATA, 0, METADATA_VERSION_WITH_AUTO_CREATE_FLAG);
+    rd_kafka_resp_err_t verr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (rd_kafka_version() < RDKAFKA_MOCK_METADATA_V9)
+        verr = rd_kafka_mock_set_apiversion(mock, KAFKA_API_METADATA, 0, METADATA_VERSION_WITH_AUTO_CREATE_FLAG);
     if (verr) {
         rd_kafka_mock_cluster_destroy(mock);
         rd_kafka_destroy(host);

@@ -21,8 +21,8 @@
  * long for its result before it counts as failed. */
 #define SEEK_RESULT_TIMEOUT_MS 10000
 /* rd_kafka_version() of the last release whose seek waits in the wrong unit
- * (2.0.2; fixed in 2.0.3, librdkafka #4230). */
-#define RDKAFKA_SEEK_UNIT_FIXED 0x020003ff
+ * is 2.0.2; fixed in 2.1.0 (librdkafka #4230; there was no 2.0.3). */
+#define RDKAFKA_SEEK_UNIT_FIXED 0x02010000
 
 /* ---- waking librdkafka's broker threads --------------------------------------
  * In librdkafka 2.0.2 a broker thread whose partitions are all at the queue's
@@ -75,7 +75,7 @@ static rd_kafka_resp_err_t seek_and_wait(cs_consumer *c, const char *topic, int3
                                          char *why, size_t cap) {
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, topic, partition)->offset = offset;
-    /* librdkafka before 2.0.3 waits for the seek's result 1000 times shorter
+    /* librdkafka before 2.1.0 waits for the seek's result 1000 times shorter
      * than asked (it hands milliseconds to a wait in microseconds; fixed by
      * #4230): ask for 10 s there too, or a seek answered after 10 ms would
      * count as failed although it happened. */

@@ -14,6 +14,7 @@
 #include "../core/delivery_internal.h"
 #include "../core/error.h"
 #include "../core/log.h"
+#include "cstream.h"
 #include "cstream/rdkafka.h"
 #include "defaults.h"
 #include "kafka_internal.h"
@@ -272,7 +273,12 @@ static cs_err kafka_stop(void *impl) {
 
 static cs_err kafka_start(void *impl, cs_app *app) {
     cs_kafka *k = impl;
-    cs_err err = check_groups(k);
+    cs_err err = cs__rdkafka_check_version("cs_app_start", cs__rdkafka_built_version(), rd_kafka_version());
+    if (err) return err;
+    char built[32], running[32];
+    cs__rdkafka_versions(built, running, sizeof built);
+    CS_LOG_INFO("librdkafka version=%s built_with=%s", running, built);
+    err = check_groups(k);
     if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);
@@ -436,8 +442,24 @@ static cs_err kafka_publish_op(void *publisher, const cs_record *rec, cs_publish
  * under its stats lock, which keeps its consumer from being freed meanwhile;
  * a stop never holds it across a close, so a scrape never waits for one),
  * then the publishes. */
+/* --version: the librdkafka in use, and its headers' when they differ. */
+static void kafka_library(void *impl, char *buf, size_t cap) {
+    (void)impl;
+    char built[32], running[32];
+    cs__rdkafka_versions(built, running, sizeof built);
+    if (strcmp(built, running)) snprintf(buf, cap, "librdkafka %s, built with %s", running, built);
+    else snprintf(buf, cap, "librdkafka %s", running);
+}
+
 static void kafka_metrics(void *impl, cs_metrics *m) {
     cs_kafka *k = impl;
+    char built[32], running[32];
+    cs__rdkafka_versions(built, running, sizeof built);
+    const char *versions[] = {"cstream", CSTREAM_VERSION, "librdkafka", running, "librdkafka_headers", built, NULL};
+    cs__metric_int(m, "cstream_build_info", "gauge",
+                   "Always 1: the versions of cstream and of librdkafka (loaded at run time, and its headers at "
+                   "build time).",
+                   versions, 1);
     for (size_t i = 0; i < k->n_subs; i++) {
         cs_sub *s = k->subs[i];
         pthread_mutex_lock(&s->stats_lock);
@@ -486,6 +508,7 @@ static const cs_broker_ops kafka_broker_ops = {
     .add_publisher = kafka_add_publisher,
     .publish = kafka_publish_op,
     .metrics = kafka_metrics,
+    .library = kafka_library,
     .reset_offsets = cs__kafka_reset_offsets,
     .asyncapi = cs__kafka_asyncapi,
 };

@@ -33,6 +33,14 @@ cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, con
 /* librdkafka's log lines into cstream's log. */
 void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 
+/* The librdkafka in use (library.c). RD_KAFKA_VERSION of the headers cstream
+ * was built with; both versions as text ("2.14.2"), cap bytes each; a
+ * run-time library older than the headers refused (CS_ERR_UNSUPPORTED, both
+ * versions named). Any thread. */
+int cs__rdkafka_built_version(void);
+void cs__rdkafka_versions(char *built, char *running, size_t cap);
+cs_err cs__rdkafka_check_version(const char *who, int built, int running);
+
 typedef struct cs_embedded cs_embedded;
 cs_err cs__embedded_new(int brokers, cs_embedded **out);
 const char *cs__embedded_bootstraps(const cs_embedded *e);
