@@ -8,7 +8,18 @@
 
 #include "cstream/export.h"
 
+/* librdkafka 2.3.0 and later declare a function returning `const int`
+ * (rd_kafka_TopicPartitionInfo_partition), which -Wextra reports and
+ * -Werror makes fatal when the header comes in with -I rather than
+ * -isystem: a service's own warning flags must not break on it. */
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wignored-qualifiers"
+#endif
 #include <librdkafka/rdkafka.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 #include "cstream/kafka.h"
 

@@ -139,6 +139,7 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         rd_kafka_topic_partition_t *e =
             rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
         e->offset = pos;
+        cs__fetch_mark_epoch(c, part, e);
         e->metadata = strdup(meta); /* freed with the list */
         /* Out of memory: committed without attempt counts; the position still moves. */
         e->metadata_size = e->metadata ? strlen(meta) : 0;
@@ -212,6 +213,7 @@ static void close_window(cs_consumer *c, bool final) {
         rd_kafka_topic_partition_t *e =
             rd_kafka_topic_partition_list_add(offsets, cs__part_topic(part), cs__part_number(part));
         e->offset = pos;
+        cs__fetch_mark_epoch(c, part, e);
         e->metadata = strdup(meta); /* freed with the list */
         /* Out of memory: committed without attempt counts; the position still moves. */
         e->metadata_size = e->metadata ? strlen(meta) : 0;

@@ -40,8 +40,15 @@ typedef struct fetch_part {
      * life) and number, copied for take_cb's per-record lookup (is_part) */
     const char *topic;
     int32_t partition;
-    rd_kafka_topic_t *rkt;  /* rd_kafka_offset_store (Auto), rd_kafka_seek */
-    int64_t next;           /* offset after the last record taken this assignment, -1 unknown */
+    rd_kafka_topic_t *rkt; /* rd_kafka_offset_store (Auto), rd_kafka_seek */
+    int64_t next;          /* offset after the last record taken this assignment, -1 unknown */
+    /* The leader epoch of the newest record taken (librdkafka >= 2.1.0), -1
+     * unknown: sent with the partition's stored and committed positions so
+     * that a restart validates them against the log (KIP-320). The newest,
+     * not the epoch of the record before the position: never lower than
+     * that one, so a truncation below the position is still detected and
+     * none above it is reported. Fetch thread. */
+    int32_t leader_epoch;
     cs_chunk *open;         /* the store chunk its records are appended to */
     cs_stored *head, *tail; /* the backlog, in offset order */
     size_t backlog, backlog_bytes;
@@ -305,6 +312,10 @@ void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
+/* Sets e's leader epoch to the partition's newest (fetch_part.leader_epoch)
+ * when librdkafka has epochs (>= 2.1.0) and one is known. Fetch thread, or
+ * the closing thread once the fetch thread exited. */
+void cs__fetch_mark_epoch(cs_consumer *c, const cs_part *part, rd_kafka_topic_partition_t *e);
 /* At assign, before librdkafka starts fetching the partition. */
 bool cs__fetch_open_part(cs_consumer *c, cs_part *part);
 /* Pauses (stuck) or resumes the partition in librdkafka; fp->paused follows. */

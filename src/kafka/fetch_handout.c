@@ -123,6 +123,30 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
     return true;
 }
 
+/* Auto: the position after `last`, the last record handed out, is stored
+ * for librdkafka's auto commit. From librdkafka 2.1.0 with the partition's
+ * leader epoch (rd_kafka_offsets_store), since an epoch-less stored position
+ * compares lower than a committed one that has an epoch on 2.1.x-2.2.x and
+ * librdkafka then skips the commit; rd_kafka_offset_store, which has no
+ * epoch, is deprecated from 2.1.0 on. */
+static void store_auto_position(cs_consumer *c, fetch_part *fp, int64_t last) {
+    rd_kafka_resp_err_t err;
+#if CS_RDKAFKA_HAS_EPOCHS
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, fp->topic, fp->partition);
+    e->offset = last + 1;
+    if (fp->leader_epoch >= 0) rd_kafka_topic_partition_set_leader_epoch(e, fp->leader_epoch);
+    err = rd_kafka_offsets_store(c->rk, l);
+    if (!err) err = l->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(l);
+#else
+    err = rd_kafka_offset_store(fp->rkt, fp->partition, last); /* stores last + 1 */
+#endif
+    if (err)
+        CS_LOG_DEBUG("offset not stored subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
+                     fp->topic, (int)fp->partition, (long long)last, rd_kafka_err2str(err));
+}
+
 /* One round over the partitions with a backlog that are under max_open,
  * starting with a different one each time. Under Auto, the offset of the
  * last record handed out is stored (librdkafka's auto commit and its final
@@ -139,12 +163,7 @@ bool cs__fetch_hand_out(cs_consumer *c, int64_t now) {
         if (!fp->head || cs__fetch_app_paused(c, fp)) continue; /* paused by the application: not served */
         lanes_full = !serve_part(c, fp, &rn);
         if (rn.last >= 0) fp->progress_ms = now;
-        if (!c->tracked && rn.last >= 0) {
-            rd_kafka_resp_err_t err = rd_kafka_offset_store(fp->rkt, fp->partition, rn.last);
-            if (err)
-                CS_LOG_DEBUG("offset not stored subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
-                             c->sub->name, fp->topic, (int)fp->partition, (long long)rn.last, rd_kafka_err2str(err));
-        }
+        if (!c->tracked && rn.last >= 0) store_auto_position(c, fp, rn.last);
         if (fp->head && !rn.paused) more = true;
     }
     c->next_part = n ? (c->next_part + 1) % n : 0;

@@ -67,6 +67,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         fp->shed = false; /* a new fetch position: nothing was dropped of it */
         fp->withheld = false;
         fp->back_to = -1; /* a new assignment reads from the group's position */
+        fp->leader_epoch = -1;
         fp->refetch_at_ms = 0;
         fp->progress_ms = cs__now_ms();
         c->pauses_dirty = true; /* whether it is paused by the application: fetch_control.c */
@@ -90,9 +91,19 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
                                           .rkt = rkt,
                                           .next = -1,
                                           .back_to = -1,
+                                          .leader_epoch = -1,
                                           .progress_ms = cs__now_ms()};
     c->pauses_dirty = true;
     return true;
+}
+
+void cs__fetch_mark_epoch(cs_consumer *c, const cs_part *part, rd_kafka_topic_partition_t *e) {
+#if CS_RDKAFKA_HAS_EPOCHS
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (fp && fp->leader_epoch >= 0) rd_kafka_topic_partition_set_leader_epoch(e, fp->leader_epoch);
+#else
+    (void)c, (void)part, (void)e;
+#endif
 }
 
 static void drop_backlog(fetch_part *fp) {

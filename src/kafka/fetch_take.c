@@ -197,6 +197,9 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
         return;
     }
     fp->next = m->offset + 1;
+#if CS_RDKAFKA_HAS_EPOCHS
+    fp->leader_epoch = rd_kafka_message_leader_epoch(m);
+#endif
     c->take_value_bytes += m->len;
     r->old_log = old_log;
     if (fp->tail) fp->tail->next = r;

@@ -38,6 +38,11 @@ void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const cha
  * run-time library older than the headers refused (CS_ERR_UNSUPPORTED, both
  * versions named). Any thread. */
 int cs__rdkafka_built_version(void);
+/* Leader epochs on messages and partition lists (rd_kafka_message_leader_epoch,
+ * rd_kafka_topic_partition_set_leader_epoch), from librdkafka 2.1.0 (KIP-320).
+ * A compile-time test suffices: cs_app_start refuses a run-time library
+ * older than the headers. */
+#define CS_RDKAFKA_HAS_EPOCHS (RD_KAFKA_VERSION >= 0x020100ff)
 void cs__rdkafka_versions(char *built, char *running, size_t cap);
 cs_err cs__rdkafka_check_version(const char *who, int built, int running);
 

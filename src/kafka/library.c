@@ -16,10 +16,8 @@
 static void version_text(int v, char *buf, size_t cap) {
     unsigned u = (unsigned)v;
     int pre = (int)(u & 0xff);
-    if (pre == 0xff)
-        snprintf(buf, cap, "%u.%u.%u", (u >> 24) & 0xff, (u >> 16) & 0xff, (u >> 8) & 0xff);
-    else
-        snprintf(buf, cap, "%u.%u.%u-pre%d", (u >> 24) & 0xff, (u >> 16) & 0xff, (u >> 8) & 0xff, pre);
+    if (pre == 0xff) snprintf(buf, cap, "%u.%u.%u", (u >> 24) & 0xff, (u >> 16) & 0xff, (u >> 8) & 0xff);
+    else snprintf(buf, cap, "%u.%u.%u-pre%d", (u >> 24) & 0xff, (u >> 16) & 0xff, (u >> 8) & 0xff, pre);
 }
 
 int cs__rdkafka_built_version(void) { return RD_KAFKA_VERSION; }

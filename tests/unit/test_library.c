@@ -14,7 +14,8 @@
 #include "../../src/kafka/kafka_internal.h"
 #include "cstream/error.h"
 
-#define V(major, minor, rev) ((int)(((unsigned)(major) << 24) | ((unsigned)(minor) << 16) | ((unsigned)(rev) << 8) | 0xffu))
+#define V(major, minor, rev)                                                                                           \
+    ((int)(((unsigned)(major) << 24) | ((unsigned)(minor) << 16) | ((unsigned)(rev) << 8) | 0xffu))
 
 static void older_library_is_refused(void **state) {
     (void)state;
