@@ -291,6 +291,7 @@ static cs_err kafka_start(void *impl, cs_app *app) {
     cs__rdkafka_versions(built, running, sizeof built);
     CS_LOG_INFO("librdkafka version=%s built_with=%s", running, built);
     err = check_groups(k);
+    for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__sub_check_drain_timeout(k->subs[i], app);
     if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);

@@ -301,6 +301,11 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
  * configured: how soon a subscription notices partitions added to its topics
  * or a topic deleted under it (librdkafka's own default is 300000). */
 #define CS_METADATA_REFRESH_MS "30000"
+/* consumer_conf.c, at start before anything connects: refuses (CS_ERR_CONFIG,
+ * naming drain_timeout_ms and max.poll.interval.ms with both values) a
+ * subscription in a group whose drain timeout is not shorter than its
+ * consumer's effective max.poll.interval.ms. */
+cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app);
 /* consumer.c: one per subscription, started after the topic checks. */
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* The graceful stop, in steps that kafka.c runs for every subscription
