@@ -120,8 +120,9 @@ CS_API cs_err cs_app_on_shutdown(cs_app *app, cs_shutdown_fn fn, void *user);
  *
  * Besides the codes below, a broker that fails to start returns its own
  * error, e.g. CS_ERR_GROUP (a subscription without a group), CS_ERR_TOPIC (a
- * topic missing), CS_ERR_AUTH, CS_ERR_KAFKA or CS_ERR_NOMEM; cs_errmsg() says
- * why.
+ * topic missing), CS_ERR_CONFIG (a drain timeout not shorter than the
+ * consumer's max.poll.interval.ms, see cs_sub_drain_timeout_ms), CS_ERR_AUTH,
+ * CS_ERR_KAFKA or CS_ERR_NOMEM; cs_errmsg() says why.
  * @param app the app.
  * @retval CS_OK the app runs: call cs_app_wait, then cs_app_stop.
  * @retval CS_ERR_ARG app is NULL.

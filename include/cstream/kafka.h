@@ -575,8 +575,25 @@ CS_API cs_err cs_sub_stall_timeout_ms(cs_sub *s, int ms);
  * (running, pending, or waiting for their reply's report) to settle before the
  * partitions are released (default 10000 ms). Under Auto the records queued in
  * cstream also get this time to run, since their positions were already stored.
+ *
+ * The graceful stop drains all subscriptions of a broker together, each
+ * deadline counted from the same moment: it waits for the longest drain
+ * timeout once, not for each subscription's in turn. A handler still running
+ * at the deadline is waited for (it cannot be stopped); records still pending
+ * stay uncommitted and are read again.
+ *
+ * A revoke drains inside librdkafka's rebalance callback, where the consumer
+ * does not poll; past max.poll.interval.ms without a poll (300000 ms unless
+ * set with cs_sub_config or cs_kafka_config) the member leaves its group and
+ * its partitions go to another member. So cs_app_start fails with
+ * CS_ERR_CONFIG, naming drain_timeout_ms and max.poll.interval.ms and both
+ * values, when a subscription in a group has a drain timeout not shorter than
+ * its consumer's max.poll.interval.ms. The check is at start because either
+ * property may be set after this call. Manual assignment (cs_sub_partitions)
+ * joins no group and is not checked.
  * @param s the subscription.
- * @param ms the timeout, 0 to 3600000 ms.
+ * @param ms the timeout, 0 to 3600000 ms; below the consumer's
+ *        max.poll.interval.ms for a subscription in a group (checked at start).
  * @retval CS_OK set.
  * @retval CS_ERR_ARG s is NULL or ms is out of range.
  * @retval CS_ERR_STATE the app has started. */

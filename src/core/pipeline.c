@@ -121,7 +121,9 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
 
 /* ---- stopping ------------------------------------------------------------- */
 
-static void stop_and_join(cs_pipeline *p) {
+/* Tells the delay timer and the workers to stop, and joins the timer (it runs
+ * no user code: its join is short); the workers finish on their own. */
+static void tell_stop(cs_pipeline *p) {
     cs__stop_delays(p);
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
@@ -130,6 +132,11 @@ static void stop_and_join(cs_pipeline *p) {
         pthread_cond_broadcast(&l->ready);
         pthread_mutex_unlock(&l->lock);
     }
+}
+
+/* Joins the workers: each one runs what its lane holds (until the drain
+ * deadline, if any) and its running handler to the end, however long. */
+static void join_workers(cs_pipeline *p) {
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         if (l->started) pthread_join(l->thread, NULL);
@@ -137,16 +144,31 @@ static void stop_and_join(cs_pipeline *p) {
     }
 }
 
-size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms) {
+static void stop_and_join(cs_pipeline *p) {
+    tell_stop(p);
+    join_workers(p);
+}
+
+void cs__pipeline_drain_begin(cs_pipeline *p, int64_t deadline_ms) {
     atomic_store(&p->stopping, true);
     atomic_store(&p->drain_deadline_ms, deadline_ms);
-    stop_and_join(p);
+    tell_stop(p);
+}
+
+size_t cs__pipeline_drain_wait(cs_pipeline *p) {
+    int64_t deadline_ms = atomic_load(&p->drain_deadline_ms);
+    join_workers(p);
     /* The lanes are empty; pending deliveries (and replies awaiting their
      * report) get the rest of the time. The registry only grows on the fetch
      * thread, which has stopped. */
     size_t left = 0;
     for (size_t i = 0; i < p->n_parts; i++) left += cs__pipeline_wait_settled(p, p->parts[i], deadline_ms);
     return left;
+}
+
+size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms) {
+    cs__pipeline_drain_begin(p, deadline_ms);
+    return cs__pipeline_drain_wait(p);
 }
 
 void cs__pipeline_crash(cs_pipeline *p) {

@@ -79,7 +79,7 @@ typedef struct cs_pipeline_config {
 } cs_pipeline_config;
 
 cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);
-/* Joins the workers (after cs__pipeline_drain) and frees the lanes; partitions
+/* Joins the workers (after cs__pipeline_drain or _wait) and frees the lanes; partitions
  * with outstanding pending deliveries live on until those are settled. */
 void cs__pipeline_destroy(cs_pipeline *p);
 
@@ -172,6 +172,14 @@ size_t cs__pipeline_lanes_waiting(cs_pipeline *p);
  * deadline passes, then discards the rest. Returns the records still held
  * (pending deliveries and replies not yet confirmed). */
 size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms);
+/* cs__pipeline_drain in two halves, so that a stop drains several pipelines
+ * at once (one deadline for all, not one after another): _begin marks the
+ * pipeline stopping and tells its workers to finish by deadline_ms, and
+ * returns without waiting; _wait joins the workers and waits (up to that
+ * deadline) for the pending deliveries, and returns what
+ * cs__pipeline_drain returns. The lifecycle thread, _begin once before _wait. */
+void cs__pipeline_drain_begin(cs_pipeline *p, int64_t deadline_ms);
+size_t cs__pipeline_drain_wait(cs_pipeline *p);
 /* Crash (tests): workers stop after their current handler; nothing settles. */
 void cs__pipeline_crash(cs_pipeline *p);
 

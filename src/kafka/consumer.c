@@ -334,18 +334,26 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     return CS_OK;
 }
 
-static void join_fetch_thread(cs_consumer *c) {
+/* Asks the fetch thread to stop (it leaves its poll at once); no wait. */
+static void tell_fetch_thread(cs_consumer *c) {
     pthread_mutex_lock(&c->wake_lock);
     atomic_store(&c->stop, true);
     if (c->queue) rd_kafka_queue_yield(c->queue);
     pthread_mutex_unlock(&c->wake_lock);
+}
+
+static void join_fetch_thread(cs_consumer *c) {
+    tell_fetch_thread(c);
     if (c->thread_started) pthread_join(c->thread, NULL);
     c->thread_started = false;
     cs__control_close(c); /* nobody applies requests any more */
 }
 
-void cs__consumer_stop_fetching(cs_consumer *c) {
-    join_fetch_thread(c);
+void cs__consumer_tell_stop(cs_consumer *c) { tell_fetch_thread(c); }
+
+void cs__consumer_stop_fetching(cs_consumer *c) { join_fetch_thread(c); }
+
+void cs__consumer_drain_begin(cs_consumer *c, int64_t from_ms) {
     /* After a fatal error (fenced, above all) nothing this consumer handles
      * can be committed any more: the next owner reads those records again.
      * Running the queued ones would only duplicate its work (a fenced
@@ -353,11 +361,15 @@ void cs__consumer_stop_fetching(cs_consumer *c) {
      * already running finish. */
     if (rd_kafka_fatal_error(c->rk, NULL, 0))
         for (size_t i = 0; i < c->n_parts; i++) cs__pipeline_stop_partition(c->pipe, c->parts[i].part);
-    size_t left = cs__pipeline_drain(c->pipe, cs__now_ms() + c->sub->drain_timeout_ms);
+    cs__pipeline_drain_begin(c->pipe, from_ms + c->sub->drain_timeout_ms);
+}
+
+void cs__consumer_drain_wait(cs_consumer *c) {
+    size_t left = cs__pipeline_drain_wait(c->pipe);
     if (left)
         CS_LOG_WARN("shutdown: deliveries still pending at the drain deadline stay uncommitted subscription=%s "
-                    "pending=%zu",
-                    c->sub->name, left);
+                    "pending=%zu drain_timeout_ms=%d",
+                    c->sub->name, left, c->sub->drain_timeout_ms);
 }
 
 /* Releases every assigned partition. Payloads of deliveries still open stay

@@ -105,11 +105,15 @@ static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
     return s->static_id ? CS_OK : cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
 }
 
-cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    const char *group = s->group ? s->group : s->k->default_group;
-    bool auto_mode = s->mode == CS_COMMIT_AUTO;
-    cs_err err = cs__conf_set(conf, c->who, "client.id", cs_app_name(app)); /* default; config may override */
+/* ---- the layers: cstream's defaults, the broker's, the subscription's -------- */
+
+/* What s's consumer runs with before the keys cstream owns: cstream's
+ * defaults, the broker's properties (cs_kafka_config) over them, the
+ * subscription's (cs_sub_config) over those. The consumer's configuration
+ * and the drain timeout's start check both read them from here, so the check
+ * sees the value the consumer runs with. */
+static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf) {
+    cs_err err = cs__conf_set(conf, who, "client.id", cs_app_name(app)); /* default; config may override */
     /* Every partition's records go to one queue (fetch_parts.c), so librdkafka's
      * pre-fetch bound is one bound for the whole consumer: a small second
      * stage in front of cstream's store, a quarter of its budget by default;
@@ -119,7 +123,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     if (quarter_kb > RDK_QUEUED_KBYTES_MAX) quarter_kb = RDK_QUEUED_KBYTES_MAX; /* a buffer over 8 GiB */
     char kbytes[32];
     snprintf(kbytes, sizeof kbytes, "%zu", quarter_kb);
-    if (!err) err = cs__conf_set(conf, c->who, "queued.max.messages.kbytes", kbytes);
+    if (!err) err = cs__conf_set(conf, who, "queued.max.messages.kbytes", kbytes);
     /* Its bound in records too, one per KiB of that byte bound (records of
      * 1 KiB and up meet the byte bound first): on 2.0.2 the byte bound alone
      * let librdkafka hold 45-57 MiB against 8 MiB in bursts, the count bound
@@ -127,14 +131,56 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     size_t min_messages = quarter_kb < RDK_QUEUED_MESSAGES_FLOOR ? RDK_QUEUED_MESSAGES_FLOOR : quarter_kb;
     char messages[32];
     snprintf(messages, sizeof messages, "%zu", min_messages);
-    if (!err) err = cs__conf_set(conf, c->who, "queued.min.messages", messages);
+    if (!err) err = cs__conf_set(conf, who, "queued.min.messages", messages);
     /* Default; config may override. librdkafka's 5 minutes is how long a
      * subscription would take to notice partitions added to its topics (and
      * to be assigned them); 30 s costs one small Metadata request per consumer
      * every 30 s instead of every 300 s. See docs/real-kafka.md "Bad inputs". */
-    if (!err) err = cs__conf_set(conf, c->who, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS);
-    if (!err) err = cs__conf_apply(conf, c->who, &s->k->config);
-    if (!err) err = cs__conf_apply(conf, c->who, &s->config);
+    if (!err) err = cs__conf_set(conf, who, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS);
+    if (!err) err = cs__conf_apply(conf, who, &s->k->config);
+    if (!err) err = cs__conf_apply(conf, who, &s->config);
+    return err;
+}
+
+/* The longest drain_timeout_ms a subscription in a group may have: a revoke
+ * drains inside librdkafka's rebalance callback (rebalance.c), on the fetch
+ * thread, and nothing polls the consumer meanwhile. librdkafka counts
+ * max.poll.interval.ms from the last poll: once it passes, the client leaves
+ * the group on its own ("Application maximum poll interval exceeded"), and
+ * the broker, which waits for a member's rejoin only that long (the same
+ * value is the JoinGroup's rebalance timeout), goes on without it. Its
+ * partitions then go to another member while its handlers still run them,
+ * and the revoke's commit is refused. A drain as long as the interval already
+ * meets it (the time since the last poll comes on top), so the drain must be
+ * shorter. The stop's drain runs unpolled too, and is held to the same
+ * bound. The value is known only at start: either layer may set it after
+ * cs_sub_drain_timeout_ms, so cs_app_start refuses rather than a setter or a
+ * clamp that would silently shorten what the service asked for. */
+cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app) {
+    /* Manual assignment joins no group: librdkafka watches the poll interval
+     * of subscribed consumers only, and there is no rebalance to miss. */
+    if (s->partitions) return CS_OK;
+    char who[256];
+    snprintf(who, sizeof who, "subscription %s", s->name);
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    cs_err err = service_layers(s, app, who, conf);
+    size_t interval = err ? 0 : conf_size(conf, "max.poll.interval.ms");
+    rd_kafka_conf_destroy(conf);
+    if (err || interval == 0 || (size_t)s->drain_timeout_ms < interval) return err;
+    return cs__fail(CS_ERR_CONFIG,
+                    "subscription %s: drain_timeout_ms=%d (cs_sub_drain_timeout_ms) is not shorter than the "
+                    "group's rebalance timeout max.poll.interval.ms=%zu: a revoke's drain runs in the rebalance "
+                    "callback, where the consumer does not poll, and a member that does not poll within "
+                    "max.poll.interval.ms leaves its group; lower the drain timeout or raise "
+                    "max.poll.interval.ms (cs_sub_config or cs_kafka_config)",
+                    s->name, s->drain_timeout_ms, interval);
+}
+
+cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *group = s->group ? s->group : s->k->default_group;
+    bool auto_mode = s->mode == CS_COMMIT_AUTO;
+    cs_err err = service_layers(s, app, c->who, conf);
     if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
     /* Manual assignment never joins the group: no member, static or not. */

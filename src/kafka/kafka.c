@@ -243,8 +243,20 @@ static void retire_consumer(cs_sub *s, cs_consumer *c) {
  * on this thread, which may read the stats; readers meanwhile see the live
  * counters of the closing consumer. */
 static void stop_everything(cs_kafka *k) {
+    /* Each step for every subscription before the next step of any: the
+     * fetch threads all stop polling at once, then the drains run side by
+     * side from one moment, so N subscriptions wait for the longest
+     * drain_timeout_ms once, not N deadlines one after another (issue #30).
+     * The commits still come after every drain, at the close. */
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (k->subs[i]->consumer) cs__consumer_tell_stop(k->subs[i]->consumer);
     for (size_t i = 0; i < k->n_subs; i++)
         if (k->subs[i]->consumer) cs__consumer_stop_fetching(k->subs[i]->consumer);
+    int64_t drains_from = cs__now_ms();
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (k->subs[i]->consumer) cs__consumer_drain_begin(k->subs[i]->consumer, drains_from);
+    for (size_t i = 0; i < k->n_subs; i++)
+        if (k->subs[i]->consumer) cs__consumer_drain_wait(k->subs[i]->consumer);
     if (k->producer) {
         size_t left = cs__producer_flush(k->producer, k->flush_timeout_ms);
         atomic_store(&k->unflushed_records, left);
@@ -279,6 +291,7 @@ static cs_err kafka_start(void *impl, cs_app *app) {
     cs__rdkafka_versions(built, running, sizeof built);
     CS_LOG_INFO("librdkafka version=%s built_with=%s", running, built);
     err = check_groups(k);
+    for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__sub_check_drain_timeout(k->subs[i], app);
     if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);

@@ -306,10 +306,26 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
  * configured: how soon a subscription notices partitions added to its topics
  * or a topic deleted under it (librdkafka's own default is 300000). */
 #define CS_METADATA_REFRESH_MS "30000"
+/* consumer_conf.c, at start before anything connects: refuses (CS_ERR_CONFIG,
+ * naming drain_timeout_ms and max.poll.interval.ms with both values) a
+ * subscription in a group whose drain timeout is not shorter than its
+ * consumer's effective max.poll.interval.ms. */
+cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app);
 /* consumer.c: one per subscription, started after the topic checks. */
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
-/* Stop fetching and let handlers finish (bounded by the drain timeout). */
+/* The graceful stop, in steps that kafka.c runs for every subscription
+ * before the next step of any (the stop's thread, no lock held):
+ * _tell_stop asks the fetch thread to stop, without waiting; _stop_fetching
+ * joins it (it finishes a revoke under way first); _drain_begin starts the
+ * drain with the deadline from_ms + the subscription's drain_timeout_ms and
+ * returns at once; _drain_wait waits for it (handlers run to their end, the
+ * pending deliveries until that deadline) and logs what stays open. All
+ * drains run together and count from the same moment: the stop takes the
+ * longest drain_timeout_ms, not their sum. */
+void cs__consumer_tell_stop(cs_consumer *c);
 void cs__consumer_stop_fetching(cs_consumer *c);
+void cs__consumer_drain_begin(cs_consumer *c, int64_t from_ms);
+void cs__consumer_drain_wait(cs_consumer *c);
 /* Commits what is settled, detaches pending deliveries (they keep their
  * records, copies in the store) and closes the consumer (blocks
  * on the group; the revoke callback runs the on_revoke hook on this thread).

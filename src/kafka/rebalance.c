@@ -171,6 +171,14 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
         if (part && c->tracked) cs__pipeline_stop_partition(c->pipe, part);
     }
     if (!lost) {
+        /* This drain runs inside librdkafka's rebalance callback: nothing
+         * polls the consumer until it returns. Past max.poll.interval.ms
+         * without a poll, librdkafka makes the member leave its group, and
+         * the broker, whose rebalance waits only that long for it, assigns
+         * its partitions to the others while its handlers still run them:
+         * the commit below would be refused and the records run twice. So
+         * cs_app_start refuses a drain_timeout_ms that is not shorter
+         * (cs__sub_check_drain_timeout, consumer_conf.c). */
         int64_t deadline = cs__now_ms() + c->sub->drain_timeout_ms;
         for (int i = 0; i < l->cnt; i++) {
             cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);

@@ -1,8 +1,9 @@
 /* test_config.c — configuration is checked when it is made: an unknown,
  * invalid, framework-owned or too-new property fails at once, with the key
  * and the reason, and leaves nothing behind. What can only be checked at
- * start (a subscription's group, the topics) fails cs_app_start naming what
- * is missing, and configuration is closed once the app has started. */
+ * start (a subscription's group, the topics, a drain timeout not shorter
+ * than its consumer's max.poll.interval.ms) fails cs_app_start naming what
+ * is wrong, and configuration is closed once the app has started. */
 #define _POSIX_C_SOURCE 200809L
 #include <librdkafka/rdkafka.h>
 #include <stdatomic.h>
@@ -287,6 +288,71 @@ static cs_err no_startup(cs_app *app, void *user) {
     return CS_OK;
 }
 
+/* ---- the drain timeout against the group's rebalance timeout ------------------- */
+
+/* Starts an app of one subscription on the offline broker (its topic check
+ * would fail: the drain check comes first) and expects the refusal. */
+static void expect_drain_refused(int drain_ms, const char *kafka_interval, const char *sub_interval,
+                                 const char *const *needles) {
+    cs_sub *s;
+    cs_kafka *k = offline_broker(&s);
+    CST_OK(cs_kafka_default_group(k, "config-group"));
+    CST_OK(cs_sub_drain_timeout_ms(s, drain_ms));
+    if (kafka_interval) CST_OK(cs_kafka_config(k, "max.poll.interval.ms", kafka_interval));
+    if (sub_interval) CST_OK(cs_sub_config(s, "max.poll.interval.ms", sub_interval));
+    cs_app *app = cs_app_new("config-drain", "1.0");
+    CST_OK(cs_app_add_kafka(app, k));
+    expect_err(CS_ERR_CONFIG, cs_app_start(app), "cs_app_start", needles);
+    assert_null(cs_sub_rdkafka_consumer(s));
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+}
+
+/* A revoke drains inside the rebalance callback, where nothing polls: a drain
+ * not shorter than max.poll.interval.ms would get the member out of its
+ * group. The effective value counts: librdkafka's default, the broker's,
+ * the subscription's over it; the message names both keys and both values. */
+static void drain_longer_than_the_rebalance_timeout_fails_start(void **state) {
+    (void)state;
+    expect_drain_refused(
+        3600000, NULL, NULL,
+        (const char *const[]){"config-topic", "drain_timeout_ms=3600000", "max.poll.interval.ms=300000", NULL});
+    expect_drain_refused(30000, "20000", NULL,
+                         (const char *const[]){"drain_timeout_ms=30000", "max.poll.interval.ms=20000", NULL});
+    /* As long as the interval is too long already: the time since the last
+     * poll comes on top. */
+    expect_drain_refused(20000, NULL, "20000",
+                         (const char *const[]){"drain_timeout_ms=20000", "max.poll.interval.ms=20000", NULL});
+    expect_drain_refused(30000, "60000", "20000",
+                         (const char *const[]){"drain_timeout_ms=30000", "max.poll.interval.ms=20000", NULL});
+
+    /* Controls on the cluster: the subscription's interval over the
+     * broker's lets a 30 s drain start, with the consumer on that interval;
+     * manual assignment joins no group and is not held to it. */
+    char topic[128], group[160];
+    cst_fresh("config-drain", 1, topic, group, sizeof topic);
+    cs_app *app = cs_app_new("config-drain-ok", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    assert_non_null(k);
+    CST_OK(cs_kafka_default_group(k, group));
+    CST_OK(cs_kafka_config(k, "max.poll.interval.ms", "20000"));
+    cs_sub *s = cs_kafka_subscribe(k, topic, ack, NULL);
+    assert_non_null(s);
+    CST_OK(cs_sub_config(s, "max.poll.interval.ms", "60000"));
+    CST_OK(cs_sub_drain_timeout_ms(s, 30000));
+    cs_sub *manual = cs_kafka_subscribe(k, topic, ack, NULL);
+    assert_non_null(manual);
+    CST_OK(cs_sub_partitions(manual, (const int32_t[]){0}, 1));
+    CST_OK(cs_sub_drain_timeout_ms(manual, 3600000));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    char value[64];
+    property_value(cs_sub_rdkafka_consumer(s), "max.poll.interval.ms", value, sizeof value);
+    assert_string_equal(value, "60000");
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+}
+
 static void no_shutdown(cs_app *app, void *user) {
     (void)app;
     (void)user;
@@ -347,6 +413,7 @@ int main(void) {
         cmocka_unit_test(missing_topic_fails_start_naming_the_topic),
         cmocka_unit_test(missing_declared_topic_fails_start),
         cmocka_unit_test(configuring_after_start_is_refused),
+        cmocka_unit_test(drain_longer_than_the_rebalance_timeout_fails_start),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -7,7 +7,9 @@
  * - Auto: the records handed to the lanes (their positions already stored)
  *   are run before the close, and the positions are committed at the close;
  *   at a revoke they are run before the partition goes, and the positions are
- *   committed then, so that the next owner reads every record exactly once.
+ *   committed then, so that the next owner reads every record exactly once;
+ * - several subscriptions drain together: one deadline for all, so the stop
+ *   takes one drain_timeout_ms, not one per subscription.
  * librdkafka's Auto timer is set to 10 minutes, so a commit seen here is the
  * revoke's or the close's (the revoke's only on the real broker: the
  * embedded cluster refuses commits while its group is joining). Each test
@@ -172,10 +174,23 @@ size_t __real_cs__pipeline_wait_settled(struct cs_pipeline *p, struct cs_part *p
 size_t __wrap_cs__pipeline_wait_settled(struct cs_pipeline *p, struct cs_part *part, int64_t deadline_ms);
 static fixture *_Atomic release_at_settle_wait; /* armed by the test */
 
+/* The drains test records the deadline of every wait that ran out with a
+ * delivery still open: the stop's drains of its parked records (the close's
+ * revokes find those partitions released, nothing open). */
+enum { CUTS_MAX = 8 };
+static _Atomic bool record_cuts; /* armed by the test */
+static _Atomic int n_cuts;
+static _Atomic int64_t cut_deadlines[CUTS_MAX];
+
 size_t __wrap_cs__pipeline_wait_settled(struct cs_pipeline *p, struct cs_part *part, int64_t deadline_ms) {
     fixture *f = atomic_exchange(&release_at_settle_wait, NULL);
     if (f) release(f);
-    return __real_cs__pipeline_wait_settled(p, part, deadline_ms);
+    size_t left = __real_cs__pipeline_wait_settled(p, part, deadline_ms);
+    if (left && atomic_load(&record_cuts)) {
+        int i = atomic_fetch_add(&n_cuts, 1);
+        if (i < CUTS_MAX) atomic_store(&cut_deadlines[i], deadline_ms);
+    }
+    return left;
 }
 
 typedef struct stopper {
@@ -381,11 +396,86 @@ static void auto_revoke_drains_and_commits(void **state) {
     fixture_free(&b);
 }
 
+/* ---- several subscriptions: one drain deadline, not one each ------------------- */
+
+/* A generous drain: the stop's own work (joins, commits, closes) stays well
+ * inside it on a loaded machine under sanitizers. */
+enum { SUBS = 3, DRAIN_MS = 3000 };
+
+/* Each subscription keeps its first record pending, never settled before the
+ * stop: its drain runs to the deadline. */
+static cs_outcome park(cs_delivery *d, void *user) {
+    cs_delivery *_Atomic *parked = user;
+    cs_delivery *none = NULL;
+    return atomic_compare_exchange_strong(parked, &none, d) ? CS_PENDING : CS_ACK;
+}
+
+static bool all_parked(void *arg) {
+    cs_delivery *_Atomic *parked = arg;
+    for (int i = 0; i < SUBS; i++)
+        if (!atomic_load(&parked[i])) return false;
+    return true;
+}
+
+static void subscriptions_drain_together_under_one_deadline(void **state) {
+    (void)state;
+    cs_app *app = cs_app_new("stop-drains", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    assert_non_null(k);
+    cs_delivery *_Atomic parked[SUBS] = {0};
+    for (int i = 0; i < SUBS; i++) {
+        char topic[128], group[160];
+        cst_fresh("stopdrains", 1, topic, group, sizeof topic);
+        CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "r", 1, NULL));
+        cs_sub *s = cs_kafka_subscribe(k, topic, park, &parked[i]);
+        assert_non_null(s);
+        CST_OK(cs_sub_group(s, group));
+        CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+        CST_OK(cs_sub_drain_timeout_ms(s, DRAIN_MS));
+    }
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    if (!cst_wait(all_parked, parked, 30000)) fail_msg("not every subscription parked its record within 30 s");
+
+    atomic_store(&n_cuts, 0);
+    atomic_store(&record_cuts, true);
+    int64_t t0 = cst_now_ms();
+    CST_OK(cs_app_stop(app));
+    int64_t elapsed = cst_now_ms() - t0;
+    atomic_store(&record_cuts, false);
+    for (int i = 0; i < SUBS; i++) assert_int_equal(cs_delivery_settle(parked[i], CS_ACK), CS_ERR_STALE);
+    cs_app_destroy(app);
+
+    /* Every drain ran out with its record open, and all of them ran out at
+     * one deadline: drains one after another give each its deadline when the
+     * previous one has run out, DRAIN_MS later at least. */
+    int cuts = atomic_load(&n_cuts);
+    if (cuts != SUBS) fail_msg("%d drains ran out with a record open, not %d", cuts, SUBS);
+    int64_t lo = atomic_load(&cut_deadlines[0]), hi = lo;
+    for (int i = 1; i < SUBS; i++) {
+        int64_t d = atomic_load(&cut_deadlines[i]);
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+    }
+    printf("%d subscriptions: stop took %lld ms, drain deadlines %lld ms apart (drain_timeout_ms=%d)\n", SUBS,
+           (long long)elapsed, (long long)(hi - lo), DRAIN_MS);
+    if (hi - lo >= DRAIN_MS)
+        fail_msg("the drain deadlines are %lld ms apart: the subscriptions drained one after another",
+                 (long long)(hi - lo));
+    /* The stop waited out the drain, and once: one after another take
+     * SUBS x DRAIN_MS at least. */
+    assert_true(elapsed >= DRAIN_MS);
+    if (elapsed >= (SUBS - 1) * DRAIN_MS)
+        fail_msg("the stop took %lld ms with %d subscriptions and drain_timeout_ms=%d: a deadline each, not one",
+                 (long long)elapsed, SUBS, DRAIN_MS);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracked_retry_racing_a_stop_goes_to_the_next_owner),
         cmocka_unit_test(auto_stop_drains_the_lanes_and_commits_at_close),
         cmocka_unit_test(auto_revoke_drains_and_commits),
+        cmocka_unit_test(subscriptions_drain_together_under_one_deadline),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
