@@ -40,7 +40,7 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, i
     p->pipe = pipe;
     p->last_committed = -1;
     p->passed_to = -1;
-    p->end = p->end_high = -1;
+    p->end_reported = p->high_reported = -1;
     p->window_tail = &p->window;
     p->first_fetched = -1;
     p->stall_offset = -1;
@@ -111,8 +111,8 @@ size_t cs__part_held(cs_part *p) {
 void cs__part_set_end(cs_part *p, int64_t end, int64_t end_high) {
     pthread_mutex_lock(&p->lock);
     if (p->assigned) {
-        p->end = end;
-        p->end_high = end_high;
+        p->end_reported = end;
+        p->high_reported = end_high;
     }
     pthread_mutex_unlock(&p->lock);
 }
@@ -122,8 +122,8 @@ void cs__part_metrics(cs_part *p, cs_part_metrics *m) {
     pthread_mutex_lock(&p->lock);
     m->assigned = p->assigned;
     m->committed = p->last_committed;
-    m->end = p->end;
-    m->end_high = p->end_high;
+    m->end = p->end_reported;
+    m->end_high = p->high_reported;
     pthread_mutex_unlock(&p->lock);
     m->acked = atomic_load_explicit(&p->n_acked, memory_order_relaxed);
     m->dropped = atomic_load_explicit(&p->n_dropped, memory_order_relaxed);
@@ -149,7 +149,7 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     part->n_prior = part->prior_next = 0;
     part->max_fetched = -1;
     part->passed_to = -1;
-    part->end = part->end_high = -1;
+    part->end_reported = part->high_reported = -1;
     part->suspect_left = 0;
     part->out_of_memory = false;
     part->first_fetched = -1;
