@@ -39,6 +39,8 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, i
     p->ops = ops;
     p->pipe = pipe;
     p->last_committed = -1;
+    p->passed_to = -1;
+    p->end_reported = p->high_reported = -1;
     p->window_tail = &p->window;
     p->first_fetched = -1;
     p->stall_offset = -1;
@@ -106,11 +108,22 @@ size_t cs__part_held(cs_part *p) {
     return held;
 }
 
+void cs__part_set_end(cs_part *p, int64_t end, int64_t end_high) {
+    pthread_mutex_lock(&p->lock);
+    if (p->assigned) {
+        p->end_reported = end;
+        p->high_reported = end_high;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 void cs__part_metrics(cs_part *p, cs_part_metrics *m) {
     *m = (cs_part_metrics){.topic = p->topic, .partition = p->partition};
     pthread_mutex_lock(&p->lock);
     m->assigned = p->assigned;
     m->committed = p->last_committed;
+    m->end = p->end_reported;
+    m->end_high = p->high_reported;
     pthread_mutex_unlock(&p->lock);
     m->acked = atomic_load_explicit(&p->n_acked, memory_order_relaxed);
     m->dropped = atomic_load_explicit(&p->n_dropped, memory_order_relaxed);
@@ -135,6 +148,8 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     part->last_meta[0] = '\0';
     part->n_prior = part->prior_next = 0;
     part->max_fetched = -1;
+    part->passed_to = -1;
+    part->end_reported = part->high_reported = -1;
     part->suspect_left = 0;
     part->out_of_memory = false;
     part->first_fetched = -1;
@@ -269,6 +284,9 @@ void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, 
     uint32_t attempts[CS_PRIOR_MAX];
     *pos = cs_tracker_position(part->tracker);
     if (*pos < 0) *pos = part->last_committed; /* nothing fetched yet this epoch */
+    /* Nothing open: the position moves past the offsets without a record
+     * that follow the last record dispatched (cs__part_pass_to). */
+    if (part->passed_to > *pos && cs_tracker_open_count(part->tracker) == 0) *pos = part->passed_to;
     size_t n = cs_tracker_open_attempts(part->tracker, offsets, attempts, CS_PRIOR_MAX);
     /* Counts from the committed metadata of records not fetched yet. */
     for (size_t i = part->prior_next; i < part->n_prior && n < CS_PRIOR_MAX; i++) {
@@ -302,6 +320,19 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
     }
     pthread_mutex_unlock(&part->lock);
     return send;
+}
+
+void cs__part_pass_to(cs_part *part, int64_t next) {
+    pthread_mutex_lock(&part->lock);
+    if (part->assigned && part->tracker && cs_tracker_open_count(part->tracker) == 0 && next > part->passed_to) {
+        int64_t pos = cs_tracker_position(part->tracker);
+        if (pos < 0) pos = part->last_committed;
+        if (next > pos) {
+            part->passed_to = next;
+            part->dirty = true; /* the next commit sends it (Tracked sends only news) */
+        }
+    }
+    pthread_mutex_unlock(&part->lock);
 }
 
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok) {

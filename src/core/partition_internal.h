@@ -70,8 +70,14 @@ struct cs_part {
     uint32_t prior_att[CS_PRIOR_MAX];
     size_t n_prior, prior_next;
     int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
-    size_t suspect_left; /* records that still commit their attempt before running */
-    bool out_of_memory;  /* the tracker could not record an offset: the app must stop */
+    /* The source's position past offsets that hold no record (a log's
+     * transaction markers, after the last record dispatched), reported while
+     * nothing was open (cs__part_pass_to); -1 none. A position with nothing
+     * open moves up to it. */
+    int64_t passed_to;
+    int64_t end_reported, high_reported; /* the source's last report of the log's end (cs_part_metrics), -1 none */
+    size_t suspect_left;                 /* records that still commit their attempt before running */
+    bool out_of_memory;                  /* the tracker could not record an offset: the app must stop */
 
     /* Transactional (window.c): outputs of settled records waiting for a
      * transaction that commits past their source, in settlement order */

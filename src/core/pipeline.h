@@ -151,6 +151,15 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
 /* Tracked: the state to commit right now (a suspect record's attempt); false
  * if there is no position yet. Callers hold the consumer's commit lock. */
 bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap);
+/* Tracked and Transactional, on the thread that hands the partition's records
+ * out, between hand-outs: the source is at `next`, and every offset from the
+ * one after the last record it handed out up to `next` holds no record (a
+ * log's transaction markers, which the source never hands out). If nothing
+ * of the partition is open, the position to commit moves up to `next`: a log
+ * that ends with a marker is then committed to its end, not one short of it.
+ * Ignored while something is open (the position is then that record), and
+ * forgotten at the next epoch (assign, seek, rewind). */
+void cs__part_pass_to(cs_part *part, int64_t next);
 /* Tracked: records the outcome of a commit of `position` with `meta` (a
  * success: what the group holds now) and has the next tick check again. */
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok);
@@ -198,8 +207,16 @@ typedef struct cs_part_metrics {
     int32_t partition;
     bool assigned;
     int64_t committed; /* the position last committed this assignment, -1 none */
+    /* The log's end as the source last reported it this assignment
+     * (cs__part_set_end): `end` is where its reader can read to (Kafka: the
+     * last stable offset under read_committed), `end_high` what the log held
+     * then (the high watermark); -1 unknown. */
+    int64_t end, end_high;
     uint64_t acked, dropped, retried, retry_unsupported, stale, dead_lettered;
 } cs_part_metrics;
+/* The source's report of the partition's end (see cs_part_metrics.end): any
+ * thread; forgotten at the next assignment. */
+void cs__part_set_end(cs_part *part, int64_t end, int64_t end_high);
 /* Any thread: *m for one partition (takes its lock; topic borrowed from it). */
 void cs__part_metrics(cs_part *part, cs_part_metrics *m);
 /* Any thread: calls fn for every partition the pipeline has seen (under the

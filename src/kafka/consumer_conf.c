@@ -137,6 +137,10 @@ static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_c
      * to be assigned them); 30 s costs one small Metadata request per consumer
      * every 30 s instead of every 300 s. See docs/real-kafka.md "Bad inputs". */
     if (!err) err = cs__conf_set(conf, who, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS);
+    /* The statistics carry each partition's last stable offset, which the lag
+     * metric needs and librdkafka 2.0.2 offers nowhere else without a round
+     * trip (consumer_metrics.c); config may override the interval. */
+    if (!err) err = cs__conf_set(conf, who, "statistics.interval.ms", CS_STATS_INTERVAL_MS);
     if (!err) err = cs__conf_apply(conf, who, &s->k->config);
     if (!err) err = cs__conf_apply(conf, who, &s->config);
     return err;
@@ -208,6 +212,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     rd_kafka_conf_set_rebalance_cb(conf, cs__rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, cs__commit_on_offset_commit);
     rd_kafka_conf_set_error_cb(conf, cs__consumer_on_error);
+    rd_kafka_conf_set_stats_cb(conf, cs__consumer_on_stats);
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
     *out = conf;
     return CS_OK;

@@ -338,6 +338,12 @@ void cs__fetch_close_all(cs_consumer *c);
 void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
 /* librdkafka's error_cb (opaque: the consumer). */
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+/* How often librdkafka reports the consumer's statistics (the lag metric's
+ * last stable offsets; consumer_metrics.c). */
+#define CS_STATS_INTERVAL_MS "1000"
+/* librdkafka's statistics callback (fetch thread, through the consumer
+ * queue): each assigned partition's end (cs__part_set_end). */
+int cs__consumer_on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque);
 /* An error record, from recq (take_cb) or the consumer queue (the poll).
  * Fetch thread, or the closing thread after the fetch thread exited. */
 void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m);
