@@ -37,6 +37,7 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, i
     p->partition = partition;
     p->lane = lane;
     p->ops = ops;
+    p->source_slot = -1;
     p->pipe = pipe;
     p->last_committed = -1;
     p->window_tail = &p->window;
@@ -68,6 +69,9 @@ void cs__part_unref(cs_part *p) {
 const char *cs__part_topic(const cs_part *p) { return p->topic; }
 int32_t cs__part_number(const cs_part *p) { return p->partition; }
 cs_delivery_pool *cs__part_spares(const cs_part *p) { return p->spares; }
+
+long cs__part_source_slot(const cs_part *p) { return p->source_slot; }
+void cs__part_set_source_slot(cs_part *p, long slot) { p->source_slot = slot; }
 
 bool cs__part_log_unknown(const cs_part *p) { return atomic_load(&p->log_unknown); }
 void cs__part_mark_log_unknown(cs_part *p) { atomic_store(&p->log_unknown, true); }

@@ -67,6 +67,15 @@ int32_t cs__part_number(const cs_part *p);
 /* Any thread: the pipeline's spare deliveries (delivery_pool.h), borrowed. */
 cs_delivery_pool *cs__part_spares(const cs_part *p);
 
+/* ---- the source's own table (its thread only, no lock) ------------------- */
+
+/* Where the source keeps this partition in a table of its own, -1 (the
+ * initial value) none: a source that finds its entry from the partition
+ * (fetch_parts.c) reads it here instead of searching its table. The source
+ * sets it when the entry is added, moved or removed. */
+long cs__part_source_slot(const cs_part *p);
+void cs__part_set_source_slot(cs_part *p, long slot);
+
 /* ---- the log behind it (an atomic, no lock) ------------------------------ */
 
 /* Any thread: true while the partition's log may have restarted (its topic
@@ -90,7 +99,8 @@ size_t cs__part_out_bytes(const cs_part *p);
  * only grows. */
 uint64_t cs__part_finished(const cs_part *p);
 
-/* ---- for the pipeline's registry and readings (pipeline.c, pipeline_stats.c) */
+/* ---- for the pipeline's registry and readings (pipeline.c, pipeline_stats.c),
+ * and the source's own readings of a partition it holds */
 
 /* The subscription is gone: settlements after this find no pipeline. */
 void cs__part_detach(cs_part *p);

@@ -29,6 +29,9 @@ struct cs_part {
     int32_t partition;
     int lane; /* lane of this partition's records */
     const cs_source_ops *ops;
+    /* Where the source keeps the partition in a table of its own, -1 none
+     * (cs__part_source_slot): the source's thread only. */
+    long source_slot;
     _Atomic int refs;
     /* Settlements of this partition's records, for /metrics by topic and
      * outcome: atomics beside the lane counters, so that no lock is shared

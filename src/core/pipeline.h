@@ -83,8 +83,12 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);
  * with outstanding pending deliveries live on until those are settled. */
 void cs__pipeline_destroy(cs_pipeline *p);
 
-/* Fetch thread: registers a partition the pipeline will see records of. */
+/* Fetch thread: the registry's partition (topic, partition), registered now
+ * if it was not yet (NULL: out of memory). O(1): an index (part_index.h). */
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops);
+/* Fetch thread: the registry's partition (topic, partition), NULL if it was
+ * never registered. O(1), no lock. */
+cs_part *cs__pipeline_find_part(cs_pipeline *p, const char *topic, int32_t partition);
 
 /* Fetch thread: a delivery for a record of part, a spare of the pipeline's
  * when it has one (no malloc), NULL when out of memory. Zeroed but for its
@@ -176,7 +180,8 @@ size_t cs__pipeline_drain(cs_pipeline *p, int64_t deadline_ms);
 void cs__pipeline_crash(cs_pipeline *p);
 
 /* Any thread: the offset after the last record dispatched for the partition
- * in its current assignment, -1 if none. */
+ * in its current assignment, -1 if none. O(1) (the registry's index), under
+ * the registry lock; with the partition in hand, cs__part_next_offset. */
 int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition);
 /* Queued + running + pending across all partitions (for "idle"). */
 size_t cs__pipeline_busy(cs_pipeline *p);

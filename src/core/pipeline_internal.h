@@ -25,6 +25,7 @@
 
 #include "heap.h"
 #include "log.h"
+#include "part_index.h"
 #include "pipeline.h"
 
 typedef struct lane {
@@ -65,9 +66,9 @@ struct cs_pipeline {
     /* written by the fetch thread only; readers lock. Lock order: level 4,
      * before partition locks (lock_order.h) */
     pthread_mutex_t parts_lock;
-    cs_part **parts;
+    cs_part **parts; /* every partition seen, in the order first seen: for walks */
     size_t n_parts, cap_parts;
-    cs_part *last_hit;        /* fetch thread only */
+    cs_part_index by_name;    /* the same partitions by (topic, partition): for lookups */
     cs_delivery_pool *spares; /* shared with its partitions */
 
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */

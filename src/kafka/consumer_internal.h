@@ -304,6 +304,8 @@ cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition)
 void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
+/* part's entry in c->parts, NULL if it is not open here. O(1): the entry's
+ * index is kept in the partition (cs__part_source_slot). */
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
 /* At assign, before librdkafka starts fetching the partition. */
 bool cs__fetch_open_part(cs_consumer *c, cs_part *part);

@@ -37,9 +37,11 @@ void cs__fetch_wake(void *arg) {
 }
 
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
-    for (size_t i = 0; i < c->n_parts; i++)
-        if (c->parts[i].part == part) return &c->parts[i];
-    return NULL;
+    /* The partition carries its index in c->parts: no search (a scan here ran
+     * once per partition on every commit tick and revoke, O(P^2)). */
+    long slot = cs__part_source_slot(part);
+    if (slot < 0 || (size_t)slot >= c->n_parts || c->parts[slot].part != part) return NULL;
+    return &c->parts[slot];
 }
 
 static void drop_backlog(fetch_part *fp);
@@ -84,6 +86,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         if (rkt) rd_kafka_topic_destroy(rkt);
         return false;
     }
+    cs__part_set_source_slot(part, (long)c->n_parts);
     c->parts[c->n_parts++] = (fetch_part){.part = part,
                                           .topic = cs__part_topic(part),
                                           .partition = cs__part_number(part),
@@ -123,7 +126,10 @@ static void remove_part(cs_consumer *c, fetch_part *fp) {
     drop_backlog(fp);
     cs__store_close_chunk(&fp->open);
     if (fp->rkt) rd_kafka_topic_destroy(fp->rkt);
+    cs__part_set_source_slot(fp->part, -1);
+    /* The last entry fills the hole, and its partition learns its new index. */
     *fp = c->parts[--c->n_parts];
+    if (fp != &c->parts[c->n_parts]) cs__part_set_source_slot(fp->part, (long)(fp - c->parts));
     c->last_part = 0;
 }
 
