@@ -47,12 +47,12 @@ typedef struct cs_pipeline cs_pipeline;
 typedef struct cs_stored cs_stored;
 typedef struct cs_part cs_part;
 
-/* Fetch thread (the pipeline's registry, pipeline.c): a partition whose
- * records go to `lane`, with a tracker when `tracked`; it takes a reference
- * to `spares` and copies `topic`. One reference, the caller's. NULL when out
- * of memory (nothing allocated then). */
-cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, int lane, const cs_source_ops *ops,
-                      bool tracked, cs_delivery_pool *spares);
+/* Fetch thread (the pipeline's registry, pipeline.c): a partition, with a
+ * tracker when `tracked`; it takes a reference to `spares` and copies
+ * `topic`. Its lane is chosen when it is assigned (cs__pipeline_assign). One
+ * reference, the caller's. NULL when out of memory (nothing allocated then). */
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops, bool tracked,
+                      cs_delivery_pool *spares);
 /* Any thread: one more reference, or one fewer (the last frees the partition,
  * its tracker and its window, and drops its reference to the spares). */
 void cs__part_ref(cs_part *p);

@@ -100,8 +100,7 @@ cs_part *cs__pipeline_find_part(cs_pipeline *p, const char *topic, int32_t parti
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops) {
     cs_part *hit = cs__pipeline_find_part(p, topic, partition);
     if (hit) return hit;
-    int lane = (int)(p->n_parts % (size_t)p->n_lanes); /* partitions spread over the lanes in arrival order */
-    cs_part *part = cs__part_new(p, topic, partition, lane, ops, p->cfg.tracked, p->spares);
+    cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked, p->spares);
     if (!part) return NULL;
     pthread_mutex_lock(&p->parts_lock);
     if (p->n_parts == p->cap_parts) {

@@ -5,7 +5,8 @@
  *        +---- wake (resume a paused partition, commit) <-- settlement
  *
  * A pipeline has n lanes, one worker thread each. A partition's records go to
- * one lane, in fetch order; a retry goes back to the head of its lane.
+ * one lane, in fetch order (by partition: the lane with the fewest partitions
+ * when it was assigned, partition.c); a retry goes back to the head of its lane.
  * Settlement rules depend on the commit mode (Auto: counters only; Tracked:
  * the partition's tracker). Per-lane state has the lane's lock; per-partition
  * state has the partition's lock (see partition_internal.h); counters are atomics. */
@@ -116,8 +117,14 @@ size_t cs__pipeline_room(cs_pipeline *p, cs_part *part);
  * now; the config's wake hook is called once they drained to half. */
 size_t cs__pipeline_lanes_room(cs_pipeline *p);
 
-/* Fetch thread, at assign: a new epoch for the partition. */
+/* Fetch thread, at assign: a new epoch for the partition, and (lanes by
+ * partition) its lane for this assignment: the lane with the fewest
+ * partitions assigned now (partition.c, place_in_lane, says why only here). */
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part);
+/* Fetch thread, while the partition is assigned: a new epoch in the same
+ * assignment (a seek, a window's rewind, a restarted log). Its lane stays:
+ * deliveries of the older epoch may still be queued or running there. */
+void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part);
 /* Fetch thread: an application's seek of an assigned partition to `offset`
  * (Tracked, Transactional and Auto). A new epoch: every delivery handed out
  * before it settles as stale; the attempt counts of open records at or after

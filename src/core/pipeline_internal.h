@@ -7,8 +7,9 @@
  * discarded: below settle.c and delay.c, which both discard). Nothing
  * outside src/core/ includes it: the rest of cstream sees pipeline.h.
  *
- * Owns: the lanes (a queue and a worker thread each), the partition registry
- * and the counters. Threads: the fetch thread dispatches and manages
+ * Owns: the lanes (a queue and a worker thread each, and the partitions
+ * assigned to each), the partition registry with its index by name
+ * (part_index.h) and the counters. Threads: the fetch thread dispatches and manages
  * partitions; each worker runs its lane's handlers; any thread may settle a
  * pending delivery. Locks: lane->lock guards the lane queue; part->lock guards
  * the partition (partition_internal.h); their order, with every other lock's, is in
@@ -40,6 +41,10 @@ typedef struct lane {
     bool started;
     pthread_t thread;
     cs_pipeline *pipe;
+    /* Partitions assigned now whose records come to this lane (lanes by
+     * partition; partition.c balances them at assign). Fetch thread only, or
+     * the closing thread after it exited. */
+    size_t parts_assigned;
     cs_delivery **batch; /* batch mode: the worker's batch and its outcomes */
     cs_outcome *outcomes;
 

@@ -104,7 +104,7 @@ void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, in
      * deliveries still running or pending stay on the in-flight list (their
      * settlements are stale; a revoke or the stop waits for them). Releasing
      * them here would free payloads their handlers are reading. */
-    cs__pipeline_assign(c->pipe, part);
+    cs__pipeline_renew_epoch(c->pipe, part);
 }
 
 /* A topic a pattern subscription matched went away: normal for a pattern
