@@ -116,7 +116,7 @@ struct cs_consumer {
     size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
     bool take_fatal;                           /* take_cb saw a fatal error */
     size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
-    fetch_part *parts;       /* assigned partitions */
+    fetch_part *parts;       /* assigned partitions; each partition knows its index (cs__part_source_slot) */
     size_t n_parts, cap_parts;
     size_t next_part; /* where the next serving round starts (fairness) */
     size_t last_part; /* take_cb's guess: records come in runs of one partition */

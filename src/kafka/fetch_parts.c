@@ -1,5 +1,6 @@
 /* fetch_parts.c — the fetch path's partitions: one fetch_part per assigned
- * partition, opened at assign (its queue forwarded to recq), its backlog of
+ * partition (its index in c->parts kept in the partition, for O(1) lookups),
+ * opened at assign (its queue forwarded to recq), its backlog of
  * records taken and not yet handed out, its pause in librdkafka, forgotten at
  * revoke, all closed before the handle is destroyed; and waking the fetch
  * thread's poll. The lowest file of the consumer: it calls no other file of
