@@ -27,8 +27,16 @@
 struct cs_part {
     char *topic;
     int32_t partition;
-    int lane; /* lane of this partition's records */
+    /* Lane of this partition's records (lanes by partition), chosen when it is
+     * assigned (partition.c, place_in_lane). Written and read by the fetch thread only (or the
+     * closing thread after it exited), like the two flags. */
+    int lane;
+    bool lane_counted; /* counted in its lane's parts_assigned: assigned and not released */
+    bool lane_kept;    /* a handler of its last assignment may still run in `lane`: the next assignment keeps it */
     const cs_source_ops *ops;
+    /* Where the source keeps the partition in a table of its own, -1 none
+     * (cs__part_source_slot): the source's thread only. */
+    long source_slot;
     _Atomic int refs;
     /* Settlements of this partition's records, for /metrics by topic and
      * outcome: atomics beside the lane counters, so that no lock is shared

@@ -5,7 +5,8 @@
  *        +---- wake (resume a paused partition, commit) <-- settlement
  *
  * A pipeline has n lanes, one worker thread each. A partition's records go to
- * one lane, in fetch order; a retry goes back to the head of its lane.
+ * one lane, in fetch order (by partition: the lane with the fewest partitions
+ * when it was assigned, partition.c); a retry goes back to the head of its lane.
  * Settlement rules depend on the commit mode (Auto: counters only; Tracked:
  * the partition's tracker). Per-lane state has the lane's lock; per-partition
  * state has the partition's lock (see partition_internal.h); counters are atomics. */
@@ -83,8 +84,12 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);
  * with outstanding pending deliveries live on until those are settled. */
 void cs__pipeline_destroy(cs_pipeline *p);
 
-/* Fetch thread: registers a partition the pipeline will see records of. */
+/* Fetch thread: the registry's partition (topic, partition), registered now
+ * if it was not yet (NULL: out of memory). O(1): an index (part_index.h). */
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops);
+/* Fetch thread: the registry's partition (topic, partition), NULL if it was
+ * never registered. O(1), no lock. */
+cs_part *cs__pipeline_find_part(cs_pipeline *p, const char *topic, int32_t partition);
 
 /* Fetch thread: a delivery for a record of part, a spare of the pipeline's
  * when it has one (no malloc), NULL when out of memory. Zeroed but for its
@@ -112,8 +117,14 @@ size_t cs__pipeline_room(cs_pipeline *p, cs_part *part);
  * now; the config's wake hook is called once they drained to half. */
 size_t cs__pipeline_lanes_room(cs_pipeline *p);
 
-/* Fetch thread, at assign: a new epoch for the partition. */
+/* Fetch thread, at assign: a new epoch for the partition, and (lanes by
+ * partition) its lane for this assignment: the lane with the fewest
+ * partitions assigned now (partition.c, place_in_lane, says why only here). */
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part);
+/* Fetch thread, while the partition is assigned: a new epoch in the same
+ * assignment (a seek, a window's rewind, a restarted log). Its lane stays:
+ * deliveries of the older epoch may still be queued or running there. */
+void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part);
 /* Fetch thread: an application's seek of an assigned partition to `offset`
  * (Tracked, Transactional and Auto). A new epoch: every delivery handed out
  * before it settles as stale; the attempt counts of open records at or after
@@ -193,7 +204,8 @@ size_t cs__pipeline_drain_wait(cs_pipeline *p);
 void cs__pipeline_crash(cs_pipeline *p);
 
 /* Any thread: the offset after the last record dispatched for the partition
- * in its current assignment, -1 if none. */
+ * in its current assignment, -1 if none. O(1) (the registry's index), under
+ * the registry lock; with the partition in hand, cs__part_next_offset. */
 int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition);
 /* Queued + running + pending across all partitions (for "idle"). */
 size_t cs__pipeline_busy(cs_pipeline *p);

@@ -94,7 +94,7 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
  * tracker to reset, only the line to log. Fetch thread. */
 void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
     cs__part_clear_log_unknown(part);
-    int64_t next = cs__pipeline_next_offset(c->pipe, topic, cs__part_number(part));
+    int64_t next = cs__part_next_offset(part);
     if (next < 0 || offset >= next) return;
     CS_LOG_WARN("partition log restarted (topic deleted and created again): read from its new start "
                 "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
@@ -104,7 +104,7 @@ void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, in
      * deliveries still running or pending stay on the in-flight list (their
      * settlements are stale; a revoke or the stop waits for them). Releasing
      * them here would free payloads their handlers are reading. */
-    cs__pipeline_assign(c->pipe, part);
+    cs__pipeline_renew_epoch(c->pipe, part);
 }
 
 /* A topic a pattern subscription matched went away: normal for a pattern

@@ -123,7 +123,7 @@ struct cs_consumer {
     size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
     bool take_fatal;                           /* take_cb saw a fatal error */
     size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
-    fetch_part *parts;       /* assigned partitions */
+    fetch_part *parts;       /* assigned partitions; each partition knows its index (cs__part_source_slot) */
     size_t n_parts, cap_parts;
     size_t next_part; /* where the next serving round starts (fairness) */
     size_t last_part; /* take_cb's guess: records come in runs of one partition */
@@ -311,6 +311,8 @@ cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition)
 void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
+/* part's entry in c->parts, NULL if it is not open here. O(1): the entry's
+ * index is kept in the partition (cs__part_source_slot). */
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
 /* Sets e's leader epoch to the partition's newest (fetch_part.leader_epoch)
  * when librdkafka has epochs (>= 2.1.0) and one is known. Fetch thread, or

@@ -73,15 +73,14 @@ static bool is_part(const fetch_part *fp, const rd_kafka_message_t *m) {
     return fp->partition == m->partition && (fp->rkt == m->rkt || !strcmp(fp->topic, rd_kafka_topic_name(m->rkt)));
 }
 
+/* The run's partition, else the registry's index (O(1); a scan of c->parts
+ * here cost O(P) at every change of partition in recq). NULL: not open. */
 static fetch_part *part_for(cs_consumer *c, const rd_kafka_message_t *m) {
     if (c->last_part < c->n_parts && is_part(&c->parts[c->last_part], m)) return &c->parts[c->last_part];
-    for (size_t i = 0; i < c->n_parts; i++) {
-        if (is_part(&c->parts[i], m)) {
-            c->last_part = i;
-            return &c->parts[i];
-        }
-    }
-    return NULL;
+    cs_part *part = cs__pipeline_find_part(c->pipe, rd_kafka_topic_name(m->rkt), m->partition);
+    fetch_part *fp = part ? cs__fetch_part_of(c, part) : NULL;
+    if (fp) c->last_part = (size_t)(fp - c->parts);
+    return fp;
 }
 /* ---- taking: librdkafka -> the store ------------------------------------------ */
 
