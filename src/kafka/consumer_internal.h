@@ -126,6 +126,10 @@ struct cs_consumer {
      * that is too high, from outdated ops librdkafka skips, only delays
      * that). old_log_pending: the report came inside a take, recount after. */
     uint64_t taken_total, old_log_until;
+    /* Records kept in the store so far (fetch thread), published to `stored`
+     * after each take, before any of them is handed out (cs_test_sub_taken). */
+    uint64_t stored_total;
+    _Atomic uint64_t stored;
     bool old_log_pending;
     bool in_take;
     /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
