@@ -366,16 +366,15 @@ static void auto_continuity_eager(void **state) {
     continuity_under_churn(CS_COMMIT_AUTO, "range");
 }
 
+/* Skipped on the embedded cluster from 7ab759c until #30: the second member,
+ * once assigned, fetched at the committed offsets thousands of times and got
+ * every Fetch answered empty (seen 3 times of 3 then, with Auto only). On
+ * the audit-tests branch (after f5b7626) it did not come back: 5 runs of 5
+ * on the embedded cluster and 2 of 2 on the real broker passed, every offset
+ * handed out, guard gaps and repeats 0. The cause was not found (not bisected); the continuity check
+ * names the first offset skipped if it returns. */
 static void auto_continuity_cooperative(void **state) {
     (void)state;
-    /* On the embedded cluster the second member, once assigned, fetches at
-     * the committed offsets (1000, 1014, 992 in one run) thousands of times
-     * and gets no record back (librdkafka debug "fetch": every Fetch answered
-     * empty); on the real broker this variant passes. Seen 3 times out of 3
-     * with Auto, never with Tracked. */
-    if (cs_test_cluster_is_embedded(cst_cluster))
-        cst_skip("the embedded cluster (librdkafka 2.0.2 mock) answers the new member's fetches with no records under "
-                 "Auto and cooperative-sticky; runs on the real broker");
     continuity_under_churn(CS_COMMIT_AUTO, "cooperative-sticky");
 }
 
