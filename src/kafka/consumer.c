@@ -486,6 +486,8 @@ uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
 }
 
 uint64_t cs__consumer_sheds(cs_consumer *c) { return atomic_load_explicit(&c->sheds, memory_order_relaxed); }
+uint64_t cs__consumer_taken(cs_consumer *c) { return atomic_load_explicit(&c->stored, memory_order_relaxed); }
+
 uint64_t cs__consumer_moves_back(cs_consumer *c) { return atomic_load_explicit(&c->moves_back, memory_order_relaxed); }
 
 void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->refetch_faults, n); }

@@ -133,6 +133,10 @@ struct cs_consumer {
      * that is too high, from outdated ops librdkafka skips, only delays
      * that). old_log_pending: the report came inside a take, recount after. */
     uint64_t taken_total, old_log_until;
+    /* Records kept in the store so far (fetch thread), published to `stored`
+     * after each take, before any of them is handed out (cs_test_sub_taken). */
+    uint64_t stored_total;
+    _Atomic uint64_t stored;
     bool old_log_pending;
     bool in_take;
     /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
@@ -355,10 +359,15 @@ void cs__fetch_out_of_memory(cs_consumer *c, const char *topic, int32_t partitio
 bool cs__topic_error(rd_kafka_resp_err_t err);
 /* Kafka's longest topic name. */
 #define CS_TOPIC_NAME_MAX 249
-/* The topic name `text` is (exact) or starts with (a librdkafka reason), into buf. */
-bool cs__topic_of(const char *text, bool exact, char *buf, size_t size);
-int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact);
-void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason);
+/* The topic name an error_cb reason starts with, into buf: the fallback for
+ * error_cb only, which has no topic field in librdkafka 2.0.2
+ * (consumer_errors.c). */
+bool cs__topic_of_reason(const char *reason, char *buf, size_t size);
+/* The index of the subscribed topic named `topic` (a name, never a reason), or -1. */
+int cs__subscribed_topic_in(const cs_consumer *c, const char *topic);
+/* source: where librdkafka reported it ("error_record": the record's topic
+ * field; "error_cb": read from the reason), logged with it. */
+void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *source, const char *reason);
 void cs__topic_available(cs_consumer *c, const char *topic);
 void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset);
 

@@ -22,7 +22,7 @@
 
 /* A per-topic counter of the fetch path (rare events: a lookup by name). */
 void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic) {
-    int i = cs__subscribed_topic_in(c, topic, true);
+    int i = cs__subscribed_topic_in(c, topic);
     if (i >= 0) atomic_fetch_add_explicit(&counters[i], 1, memory_order_relaxed);
 }
 

@@ -199,6 +199,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
 #if CS_RDKAFKA_HAS_EPOCHS
     fp->leader_epoch = rd_kafka_message_leader_epoch(m);
 #endif
+    c->stored_total++;
     c->take_value_bytes += m->len;
     r->old_log = old_log;
     if (fp->tail) fp->tail->next = r;
@@ -237,6 +238,7 @@ size_t cs__fetch_take_records(cs_consumer *c) {
     c->take_value_bytes = 0;
     int n = rd_kafka_consume_callback_queue(c->recq, 0, take_cb, c);
     c->in_take = false;
+    atomic_store_explicit(&c->stored, c->stored_total, memory_order_relaxed); /* hand-out follows on this thread */
     if (c->store_full) close_open_chunks(c);
     if (c->rdk_bound_bytes && c->take_value_bytes >= c->rdk_bound_bytes / 10 * 9) c->bound_seen = true;
     if (c->store_full && rd_kafka_queue_length(c->recq) > 0) c->bound_seen = true;

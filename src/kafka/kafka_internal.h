@@ -357,6 +357,7 @@ uint64_t cs__consumer_commit_ticks(cs_consumer *c);
  * cs_test_sub_fail_refetches). Any thread. */
 uint64_t cs__consumer_sheds(cs_consumer *c);
 uint64_t cs__consumer_moves_back(cs_consumer *c);
+uint64_t cs__consumer_taken(cs_consumer *c);
 void cs__consumer_fail_refetches(cs_consumer *c, unsigned n);
 /* Assigned partitions the application paused now. Any thread. */
 uint64_t cs__consumer_paused(cs_consumer *c);

@@ -487,6 +487,14 @@ uint64_t cs_test_sub_moves_back(const cs_sub *s) {
     return moves;
 }
 
+uint64_t cs_test_sub_taken(const cs_sub *s) {
+    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
+    pthread_mutex_lock(&m->stats_lock);
+    uint64_t taken = s->consumer ? cs__consumer_taken(s->consumer) : 0;
+    pthread_mutex_unlock(&m->stats_lock);
+    return taken;
+}
+
 cs_err cs_test_sub_fail_refetches(cs_sub *s, unsigned n) {
     if (!s) return cs__fail(CS_ERR_ARG, "cs_test_sub_fail_refetches: subscription is NULL");
     pthread_mutex_lock(&s->stats_lock);
