@@ -393,9 +393,8 @@ static void test_run_http_metrics_json_logs(void **state) {
     assert_non_null(strstr(body, "cstream_subscription_pauses_total{"));
     /* The versions in use: cstream's, and librdkafka's as loaded and as built. */
     char build_info[256];
-    snprintf(build_info, sizeof build_info,
-             "cstream_build_info{cstream=\"%s\",librdkafka=\"%s\",librdkafka_headers=\"", CSTREAM_VERSION,
-             rd_kafka_version_str());
+    snprintf(build_info, sizeof build_info, "cstream_build_info{cstream=\"%s\",librdkafka=\"%s\",librdkafka_headers=\"",
+             CSTREAM_VERSION, rd_kafka_version_str());
     assert_non_null(strstr(body, build_info));
     free(body);
 
