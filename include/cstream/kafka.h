@@ -60,6 +60,14 @@ typedef enum cs_start {
 
 /** bootstrap_servers may be NULL: then CSTREAM_BROKERS, else the embedded cluster.
  *
+ * At cs_app_start the broker also reads the operator's configuration, above
+ * the code's cs_kafka_config / cs_kafka_producer_config / cs_sub_config: the
+ * properties file named by CSTREAM_CONFIG (or cs_app_main's --config), then
+ * the CSTREAM_KAFKA_* variables (then cs_app_main's -X flags); each is
+ * checked like those calls, and a bad one fails the start with
+ * CS_ERR_CONFIG naming the file and line, variable or flag (docs/guide.md,
+ * "Configuration from a file, the environment and the command line").
+ *
  * The caller owns the broker until cs_app_add_kafka hands it to an app (then
  * the app frees it); one never added is freed with cs_kafka_destroy.
  * Configuring thread.
@@ -102,7 +110,9 @@ CS_API cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
  * bootstrap.servers, enable.auto.commit, enable.auto.offset.store,
  * group.instance.id, auto.offset.reset, enable.partition.eof) are refused
  * with the call that sets them instead. The value of a key that looks secret
- * (password, secret, jaas, token, ...) never goes into a message.
+ * (password, secret, jaas, token, ...) never goes into a message. The
+ * operator's file, CSTREAM_KAFKA_* variables and -X flags override it at
+ * start (see cs_kafka_new).
  * @param k the broker.
  * @param key the property name.
  * @param value its value (both copied).

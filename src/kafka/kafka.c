@@ -48,6 +48,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     free(k->topics);
     cs__kvlist_free(&k->config);
     cs__kvlist_free(&k->producer_config);
+    cs__ext_free(&k->ext);
     cs__embedded_destroy(k->cluster);
     pthread_rwlock_destroy(&k->producer_lock);
     free(k->default_group);
@@ -198,6 +199,7 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     cs_err err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
+    if (!err) err = cs__ext_apply(conf, k, CS_CONF_ALL, NULL, NULL);
     if (!err) err = cs__conf_set(conf, "topic check", "bootstrap.servers", k->bootstrap);
     if (!err) err = cs__conf_set(conf, "topic check", "client.id", cs_app_name(app));
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
@@ -290,7 +292,10 @@ static cs_err kafka_start(void *impl, cs_app *app) {
     char built[32], running[32];
     cs__rdkafka_versions(built, running, sizeof built);
     CS_LOG_INFO("librdkafka version=%s built_with=%s", running, built);
-    err = check_groups(k);
+    /* The operator's layers first, all of them checked: a bad line, variable
+     * or flag fails the start before anything connects or is consumed. */
+    err = cs__ext_bind(k);
+    if (!err) err = check_groups(k);
     for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__sub_check_drain_timeout(k->subs[i], app);
     if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
@@ -351,6 +356,12 @@ static cs_err kafka_set_bootstrap(void *impl, const char *servers) {
     k->bootstrap = copy;
     k->embedded = copy == NULL;
     return CS_OK;
+}
+
+static cs_err kafka_set_external(void *impl, const char *file, char *const *props, size_t n_props) {
+    cs_kafka *k = impl;
+    cs_err err = cs__kafka_configurable(k, "--config/-X");
+    return err ? err : cs__ext_set_cli(&k->ext, file, props, n_props);
 }
 
 static const char *kafka_bootstrap_op(void *impl) { return ((cs_kafka *)impl)->bootstrap; }
@@ -425,6 +436,8 @@ static cs_kafka *new_publisher(void *impl, const char *servers) {
     if (!p) return NULL;
     cs_err err = copy_kvlist(&p->config, &k->config);
     if (!err) err = copy_kvlist(&p->producer_config, &k->producer_config);
+    /* It loads the operator's layers itself, from the same file and flags. */
+    if (!err) err = cs__ext_set_cli(&p->ext, k->ext.file, k->ext.flags, k->ext.n_flags);
     /* The embedded cluster needs the declared topics created; a real one would
      * only check that they exist, which a one-record publish does not need. */
     for (size_t i = 0; !err && p->embedded && i < k->n_topics; i++)
@@ -510,6 +523,8 @@ static const cs_broker_ops kafka_broker_ops = {
     .idle = kafka_idle,
     /* operations surface */
     .set_bootstrap = kafka_set_bootstrap,
+    .set_external = kafka_set_external,
+    .show_config = cs__kafka_show_config,
     .bootstrap = kafka_bootstrap_op,
     .n_topics = kafka_n_topics,
     .topic = kafka_topic_op,

@@ -158,6 +158,20 @@ static void *report_main(void *arg) {
     return NULL;
 }
 
+/* cstream's default, the code's properties for every client and for the
+ * producer, the operator's layers (config_sources.c), the servers. */
+cs_err cs__producer_conf_layers(const cs_kafka *k, cs_app *app, rd_kafka_conf_t *conf, cs_conf_trace *t) {
+    cs_err err = cs__conf_put(conf, t, "producer", "default", "client.id", cs_app_name(app), NULL); /* overridable */
+    if (!err) err = cs__conf_apply_traced(conf, "cs_kafka_config", &k->config, "code cs_kafka_config", t);
+    if (!err)
+        err = cs__conf_apply_traced(conf, "cs_kafka_producer_config", &k->producer_config,
+                                    "code cs_kafka_producer_config", t);
+    if (!err) err = cs__ext_apply(conf, k, CS_CONF_PRODUCER, NULL, t);
+    if (!err && k->bootstrap)
+        err = cs__conf_put(conf, t, "producer", "cstream", "bootstrap.servers", k->bootstrap, NULL);
+    return err;
+}
+
 cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     cs_producer *p = calloc(1, sizeof *p);
     if (!p) return cs__fail(CS_ERR_NOMEM, "producer: out of memory");
@@ -167,10 +181,7 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     pthread_mutex_init(&p->lock, NULL);
     cs__cond_init_monotonic(&p->space); /* timed: the queue timeout */
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    cs_err err = cs__conf_set(conf, "producer", "client.id", cs_app_name(app)); /* default; config may override */
-    if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
-    if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &k->producer_config);
-    if (!err) err = cs__conf_set(conf, "producer", "bootstrap.servers", k->bootstrap);
+    cs_err err = cs__producer_conf_layers(k, app, conf, NULL);
     char reason[512];
     if (!err) {
         rd_kafka_conf_set_opaque(conf, p);
