@@ -132,7 +132,10 @@ rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool r
  * until it serves again, so a stale one is never read. Fetch thread (or the
  * closing thread after it exited): no take runs meanwhile. */
 static void pass_markers(cs_consumer *c) {
-    if (!c->tracked || c->n_parts == 0) return;
+    /* After an out-of-memory or fatal stop inside a take, librdkafka's
+     * position may already count a record take_cb could not store: it is
+     * no marker, and must be read again. */
+    if (!c->tracked || c->n_parts == 0 || c->out_of_memory || c->take_fatal) return;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)c->n_parts);
     size_t *which = malloc(c->n_parts * sizeof *which);
     if (!which) { /* out of memory: the position stays on the marker until the next commit */
