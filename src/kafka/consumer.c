@@ -162,6 +162,7 @@ static void free_counters(cs_consumer *c) {
     free(c->topic_gaps);
     free(c->topic_repeats);
     free(c->topic_stuck);
+    cs__client_stats_destroy(&c->rdk_stats);
 }
 
 static void consumer_free_flags(cs_consumer *c, int flags) {
@@ -207,6 +208,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     if (!c) return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     c->sub = s;
     c->app = app;
+    cs__client_stats_init(&c->rdk_stats); /* before any failure: free_counters destroys it */
     c->topic_unavailable = calloc(s->n_topics, sizeof *c->topic_unavailable);
     c->topic_gaps = calloc(s->n_topics, sizeof *c->topic_gaps);
     c->topic_repeats = calloc(s->n_topics, sizeof *c->topic_repeats);

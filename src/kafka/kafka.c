@@ -37,6 +37,7 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
     k->queue_timeout_ms = CS__DEFAULT_QUEUE_TIMEOUT_MS;
     k->flush_timeout_ms = CS__DEFAULT_FLUSH_TIMEOUT_MS;
     pthread_rwlock_init(&k->producer_lock, NULL);
+    cs__client_stats_init(&k->producer_stats);
     return k;
 }
 
@@ -51,6 +52,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     cs__ext_free(&k->ext);
     cs__embedded_destroy(k->cluster);
     pthread_rwlock_destroy(&k->producer_lock);
+    cs__client_stats_destroy(&k->producer_stats);
     free(k->default_group);
     free(k->instance_id);
     free(k->bootstrap);
@@ -464,10 +466,6 @@ static cs_err kafka_publish_op(void *publisher, const cs_record *rec, cs_publish
     return cs_publish(publisher, rec, out);
 }
 
-/* /metrics: the subscriptions' records, durations, positions and lag (each
- * under its stats lock, which keeps its consumer from being freed meanwhile;
- * a stop never holds it across a close, so a scrape never waits for one),
- * then the publishes. */
 /* --version: the librdkafka in use, and its headers' when they differ. */
 static void kafka_library(void *impl, char *buf, size_t cap) {
     (void)impl;
@@ -477,6 +475,10 @@ static void kafka_library(void *impl, char *buf, size_t cap) {
     else snprintf(buf, cap, "librdkafka %s", running);
 }
 
+/* /metrics: the subscriptions' records, durations, positions and lag (each
+ * under its stats lock, which keeps its consumer from being freed meanwhile;
+ * a stop never holds it across a close, so a scrape never waits for one),
+ * then the publishes and the producer's librdkafka statistics. */
 static void kafka_metrics(void *impl, cs_metrics *m) {
     cs_kafka *k = impl;
     char built[32], running[32];
@@ -510,6 +512,7 @@ static void kafka_metrics(void *impl, cs_metrics *m) {
     cs__metric_int(m, "cstream_unflushed_records", "gauge",
                    "Records the producer had not delivered when the last stop's flush timed out (0 until a stop).",
                    NULL, (int64_t)atomic_load(&k->unflushed_records));
+    cs__client_stats_metrics(&k->producer_stats, m, NULL, NULL);
 }
 
 /* ---- end operations surface ------------------------------------------------------ */
