@@ -247,6 +247,11 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         free(c);
         return cs__fail(CS_ERR_KAFKA, "subscription %s: consumer could not be created: %s", s->name, reason);
     }
+    err = cs__oauth_started(s->k, c->rk, c->who);
+    if (err) {
+        consumer_free(c);
+        return err;
+    }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
     if (!cs__fetch_init(c, s->fetch_buffer_bytes)) {

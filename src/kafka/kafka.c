@@ -176,6 +176,12 @@ static cs_err start_embedded(cs_kafka *k) {
     return CS_OK;
 }
 
+/* A token for the start's metadata check (its opaque is the watch). */
+static void on_check_oauth(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_conn_watch *w = opaque;
+    cs__oauth_refresh(w->oauth_k, rk, config, "topic check");
+}
+
 /* Every subscribed and declared topic must exist: a real broker would
  * otherwise let the consumer wait silently for a topic that never comes.
  * Not checked: a pattern subscription's pattern (no topic needs to match at
@@ -207,12 +213,15 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
     cs_conn_watch watch;
     cs__conn_watch_install(conf, &watch);
+    watch.oauth_k = k;
+    cs__oauth_conf(k, conf, on_check_oauth);
     rd_kafka_t *rk = err ? NULL : rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
         if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
     } else {
-        err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
+        err = cs__oauth_started(k, rk, "topic check");
+        if (!err) err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
         rd_kafka_destroy(rk);
     }
     free(names);

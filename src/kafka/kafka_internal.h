@@ -131,6 +131,19 @@ typedef struct cs_publish_stats {
 typedef struct cs_consumer cs_consumer;
 typedef struct cs_producer cs_producer;
 
+/* oauth.c: hooks the broker's token provider, if it has one, into a
+ * client's configuration; `refresh` is the client's own trampoline, which
+ * finds k from its opaque and calls cs__oauth_refresh. The refresh runs on
+ * librdkafka's background thread once cs__oauth_started enabled it on the new
+ * handle (a client that is not polled yet, like the start's metadata check,
+ * still gets its token). */
+void cs__oauth_conf(const cs_kafka *k, rd_kafka_conf_t *conf,
+                    void (*refresh)(rd_kafka_t *rk, const char *config, void *opaque));
+/* Right after rd_kafka_new of a client configured by cs__oauth_conf;
+ * CS_ERR_KAFKA naming `who` if librdkafka cannot serve the refresh. */
+cs_err cs__oauth_started(const cs_kafka *k, rd_kafka_t *rk, const char *who);
+void cs__oauth_refresh(cs_kafka *k, rd_kafka_t *rk, const char *config, const char *who);
+
 /* client_stats.c: the numbers of a client's librdkafka statistics that
  * /metrics shows (per broker round-trip and throttle time, the producer's
  * queue or the consumer's fetch queue). Written from the handle's callback
@@ -307,6 +320,8 @@ struct cs_kafka {
     _Atomic size_t unflushed_records; /* written by stop, read by /metrics */
     cs_publish_stats pub_stats;       /* outlives the producer: /metrics reads it */
     cs_client_stats producer_stats;   /* the producer's librdkafka statistics; outlives it too */
+    cs_oauth_token_fn oauth_fn;       /* cs_kafka_oauthbearer_token_cb (oauth.c); NULL: none */
+    void *oauth_user;
     /* The producer while running. Publishers hold the read lock while they use
      * it; stop takes the write lock to retire it. Lock order: a leaf but for
      * the producer's own lock, taken under the read side to wait for queue
@@ -394,6 +409,7 @@ typedef struct cs_conn_watch {
     int refused;           /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
     char refused_why[512]; /* librdkafka's reason for it (names the broker; holds no password) */
     char last_why[512];    /* the last other client error, for a timeout's message */
+    cs_kafka *oauth_k;     /* whose OAUTHBEARER token provider the client uses (oauth.c), if any */
 } cs_conn_watch;
 /* Sets w as conf's opaque and the error_cb that fills it. */
 void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);

@@ -27,6 +27,7 @@
 struct cs_producer {
     rd_kafka_t *rk;
     cs_app *app;
+    cs_kafka *k; /* its OAUTHBEARER token provider, if any (oauth.c) */
     pthread_t reporter;
     _Atomic bool stop;
     pthread_mutex_t lock;
@@ -162,6 +163,12 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
     return cs__producer_on_stats_json(p->rdk_stats, json);
 }
 
+/* A token for OAUTHBEARER (librdkafka's background thread, oauth.c). */
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_producer *p = opaque;
+    cs__oauth_refresh(p->k, rk, config, "producer");
+}
+
 static void *report_main(void *arg) {
     cs_producer *p = arg;
     while (!atomic_load(&p->stop)) rd_kafka_poll(p->rk, 100);
@@ -192,6 +199,7 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     p->app = app;
     p->stats = &k->pub_stats;
     p->rdk_stats = &k->producer_stats;
+    p->k = k;
     pthread_mutex_init(&p->lock, NULL);
     cs__cond_init_monotonic(&p->space); /* timed: the queue timeout */
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -202,9 +210,11 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
         rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
         rd_kafka_conf_set_error_cb(conf, on_error);
         rd_kafka_conf_set_stats_cb(conf, on_stats);
+        cs__oauth_conf(k, conf, on_oauth_refresh);
         rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
         if (!p->rk) err = cs__fail(CS_ERR_KAFKA, "producer could not be created: %s", reason);
+        else err = cs__oauth_started(k, p->rk, "producer");
     }
     if (!err && pthread_create(&p->reporter, NULL, report_main, p) != 0)
         err = cs__fail(CS_ERR_NOMEM, "producer: delivery report thread could not start");
