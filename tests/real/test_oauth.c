@@ -9,7 +9,9 @@
  *   - the provider is called again before the tokens expire (librdkafka
  *     refreshes at 80 % of the lifetime), and once the first tokens have
  *     expired, records published then are still handled: consumption goes
- *     on across the refresh;
+ *     on across the refresh, and cs_kafka_committed reads the final
+ *     positions back over the listener (its short-lived reader gets a token
+ *     too);
  *   - a provider that fails: the start fails with an authentication error
  *     (no token, no connection) and the provider's reason is logged.
  *
@@ -173,6 +175,10 @@ static void test_tokens_refresh_and_consumption_goes_on(void **state) {
         fail_msg("after the first tokens expired, %d of %d more records were handled",
                  atomic_load(&f->handled) - RECORDS, RECORDS);
     CST_OK(cs_app_stop(f->app));
+    /* The positions, read back over the listener with a token too (the group reader). */
+    int64_t committed = -1;
+    CST_OK(cs_kafka_committed(f->k, f->group, f->topic, 0, &committed));
+    assert_int_equal(committed, 2 * RECORDS);
     cs_app_destroy(f->app);
     free(f);
 }
