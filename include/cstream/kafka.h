@@ -138,6 +138,66 @@ CS_API cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
 
+/** An OAUTHBEARER token, as a cs_oauth_token_fn hands it to cstream.
+ *
+ * The strings are borrowed: cstream copies them into librdkafka before the
+ * callback's caller returns, so they must stay valid only until the callback
+ * has returned (point them at storage the callback's `user` owns, not at the
+ * callback's own locals). */
+typedef struct cs_oauth_token {
+    const char *value;     /**< the token the broker validates (e.g. a JWS compact serialization); not NULL */
+    int64_t expires_ms;    /**< when it stops being valid, milliseconds since the Unix epoch; librdkafka asks
+                                for a new one at 80 % of its remaining lifetime */
+    const char *principal; /**< the principal it authenticates; not NULL */
+    /** NULL, or SASL extensions (RFC 7628 3.1) as key, value pairs, followed
+     * by a NULL key: {"traceId", "abc", NULL}. */
+    const char *const *extensions;
+} cs_oauth_token;
+
+/** Supplies an OAUTHBEARER token when a client needs one: at its start, and
+ * again before the last token expires (at 80 % of its lifetime).
+ *
+ * Runs on a librdkafka background thread, once per client: each consumer,
+ * the producer and cs_app_start's metadata check authenticate on their own,
+ * and their calls may overlap (make `fn` thread-safe). It may block while it
+ * asks a token service, but that client cannot connect meanwhile: keep it to
+ * a few seconds. Never call cstream's configuration setters from it.
+ * @param k the broker whose client needs the token.
+ * @param config the client's `sasl.oauthbearer.config` property (NULL when
+ *        unset), for providers that take parameters from the configuration.
+ * @param out where to put the token (zeroed before the call).
+ * @param reason where to put why there is no token (NUL-terminated, at most
+ *        reason_size bytes with the NUL), when returning an error.
+ * @param reason_size the size of reason.
+ * @param user the pointer given to cs_kafka_oauthbearer_token_cb.
+ * @retval CS_OK `out` holds a token.
+ * @retval other there is none: the client logs `reason`, fails its pending
+ *         connections and calls again later (librdkafka retries every 10 s). */
+typedef cs_err (*cs_oauth_token_fn)(cs_kafka *k, const char *config, cs_oauth_token *out, char *reason,
+                                    size_t reason_size, void *user);
+
+/** Sets the token provider of SASL/OAUTHBEARER for every client of the broker
+ * (the subscriptions' consumers, the producer, transactional producers): for
+ * cloud IAM tokens and custom token services. Without it, only librdkafka's
+ * own providers work (its unsecured test tokens and, from librdkafka 2.x,
+ * OIDC client credentials, both configured through properties).
+ *
+ * The clients still need `security.protocol=SASL_PLAINTEXT` or `SASL_SSL`
+ * and `sasl.mechanisms=OAUTHBEARER` (cs_kafka_config, or the operator's
+ * configuration); a client with another mechanism never calls `fn`. A token
+ * that `fn` returns and librdkafka refuses (an empty value, an expiry in the
+ * past, a malformed extension) counts as a failure and is logged with its
+ * reason; the token's value is never logged.
+ *
+ * Configuring thread, before cs_app_start.
+ * @param k the broker.
+ * @param fn the provider, see cs_oauth_token_fn; NULL removes it.
+ * @param user passed to fn; cstream never reads or frees it.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_kafka_oauthbearer_token_cb(cs_kafka *k, cs_oauth_token_fn fn, void *user);
+
 /** How long the graceful stop waits for the producer to deliver what it holds
  * (default 30000 ms).
  *

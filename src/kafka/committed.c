@@ -6,6 +6,11 @@
 /* How long a read of committed offsets waits for the group coordinator. */
 #define COMMITTED_TIMEOUT_MS 5000
 
+/* A token for OAUTHBEARER (librdkafka's background thread, oauth.c); the opaque is k. */
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs__oauth_refresh(opaque, rk, config, "group reader");
+}
+
 rd_kafka_t *cs__group_reader(const char *brokers, const char *group, cs_kafka *k) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -19,10 +24,17 @@ rd_kafka_t *cs__group_reader(const char *brokers, const char *group, cs_kafka *k
     rd_kafka_conf_set(conf, "group.id", group, NULL, 0);
     rd_kafka_conf_set(conf, "enable.auto.commit", "false", NULL, 0);
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    if (k) {
+        rd_kafka_conf_set_opaque(conf, k);
+        cs__oauth_conf(k, conf, on_oauth_refresh);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
         cs__fail(CS_ERR_KAFKA, "committed offsets of group %s: %s", group, reason);
+    } else if (k && cs__oauth_started(k, rk, "group reader") != CS_OK) {
+        rd_kafka_destroy(rk);
+        return NULL;
     }
     return rk;
 }

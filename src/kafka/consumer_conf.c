@@ -216,6 +216,12 @@ cs_err cs__consumer_conf_layers(cs_sub *s, cs_app *app, const char *who, rd_kafk
     return err;
 }
 
+/* A token for OAUTHBEARER (librdkafka's background thread, oauth.c). */
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_consumer *c = opaque;
+    cs__oauth_refresh(c->sub->k, rk, config, c->who);
+}
+
 cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     cs_err err = cs__consumer_conf_layers(s, app, c->who, conf, NULL);
@@ -230,6 +236,7 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     rd_kafka_conf_set_offset_commit_cb(conf, cs__commit_on_offset_commit);
     rd_kafka_conf_set_error_cb(conf, cs__consumer_on_error);
     rd_kafka_conf_set_stats_cb(conf, cs__consumer_on_stats);
+    cs__oauth_conf(s->k, conf, on_oauth_refresh);
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
     *out = conf;
     return CS_OK;

@@ -144,6 +144,7 @@ struct cs_consumer {
      * repeats and the last-resort pauses of its partitions. */
     _Atomic uint64_t wakeups;
     _Atomic uint64_t *topic_gaps, *topic_repeats, *topic_stuck;
+    cs_client_stats rdk_stats; /* librdkafka's statistics: brokers' round trips, the fetch queue (client_stats.c) */
     cs_pipeline *pipe;
     pthread_t thread;
     bool thread_started;
@@ -344,9 +345,6 @@ void cs__fetch_close_all(cs_consumer *c);
 void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
 /* librdkafka's error_cb (opaque: the consumer). */
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
-/* How often librdkafka reports the consumer's statistics (the lag metric's
- * last stable offsets; consumer_metrics.c). */
-#define CS_STATS_INTERVAL_MS "1000"
 /* librdkafka's statistics callback (fetch thread, through the consumer
  * queue): each assigned partition's end (cs__part_set_end). */
 int cs__consumer_on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque);

@@ -1,6 +1,8 @@
 /* consumer_metrics.c — one subscription's consumer as numbers: its stats
  * (cs_sub_stats_get) and its /metrics series, read from the counters the
- * fetch path, the pipeline and the commits keep; the fetch path counts its
+ * fetch path, the pipeline and the commits keep, and from librdkafka's
+ * statistics (the partitions' ends here; brokers and the fetch queue in
+ * client_stats.c); the fetch path counts its
  * per-topic events through cs__consumer_count_topic (fetch thread). Reading
  * never changes the consumer and never waits on the network; it runs on the
  * caller's thread (the scraping thread or a stats reader, with the
@@ -83,6 +85,7 @@ int cs__consumer_on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) 
             if (part) cs__part_set_end(part, ls, hi);
         }
     }
+    cs__client_stats_update(&c->rdk_stats, root, false); /* the brokers' round trips, the fetch queue */
     yajl_tree_free(root);
     return 0; /* librdkafka frees json */
 }
@@ -187,6 +190,7 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
 
     fetch_metrics(c, m, sub, group);
     topic_metrics(c, m, sub, group);
+    cs__client_stats_metrics(&c->rdk_stats, m, sub, group);
     part_list parts = {0};
     cs__pipeline_each_part(c->pipe, collect_part, &parts);
     /* Records and dead letters by topic: the partitions of a topic add up

@@ -37,6 +37,7 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
     k->queue_timeout_ms = CS__DEFAULT_QUEUE_TIMEOUT_MS;
     k->flush_timeout_ms = CS__DEFAULT_FLUSH_TIMEOUT_MS;
     pthread_rwlock_init(&k->producer_lock, NULL);
+    cs__client_stats_init(&k->producer_stats);
     return k;
 }
 
@@ -51,6 +52,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     cs__ext_free(&k->ext);
     cs__embedded_destroy(k->cluster);
     pthread_rwlock_destroy(&k->producer_lock);
+    cs__client_stats_destroy(&k->producer_stats);
     free(k->default_group);
     free(k->instance_id);
     free(k->bootstrap);
@@ -174,6 +176,12 @@ static cs_err start_embedded(cs_kafka *k) {
     return CS_OK;
 }
 
+/* A token for the start's metadata check (its opaque is the watch). */
+static void on_check_oauth(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_conn_watch *w = opaque;
+    cs__oauth_refresh(w->oauth_k, rk, config, "topic check");
+}
+
 /* Every subscribed and declared topic must exist: a real broker would
  * otherwise let the consumer wait silently for a topic that never comes.
  * Not checked: a pattern subscription's pattern (no topic needs to match at
@@ -205,12 +213,15 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
     cs_conn_watch watch;
     cs__conn_watch_install(conf, &watch);
+    watch.oauth_k = k;
+    cs__oauth_conf(k, conf, on_check_oauth);
     rd_kafka_t *rk = err ? NULL : rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
         if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
     } else {
-        err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
+        err = cs__oauth_started(k, rk, "topic check");
+        if (!err) err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
         rd_kafka_destroy(rk);
     }
     free(names);
@@ -464,10 +475,6 @@ static cs_err kafka_publish_op(void *publisher, const cs_record *rec, cs_publish
     return cs_publish(publisher, rec, out);
 }
 
-/* /metrics: the subscriptions' records, durations, positions and lag (each
- * under its stats lock, which keeps its consumer from being freed meanwhile;
- * a stop never holds it across a close, so a scrape never waits for one),
- * then the publishes. */
 /* --version: the librdkafka in use, and its headers' when they differ. */
 static void kafka_library(void *impl, char *buf, size_t cap) {
     (void)impl;
@@ -477,6 +484,10 @@ static void kafka_library(void *impl, char *buf, size_t cap) {
     else snprintf(buf, cap, "librdkafka %s", running);
 }
 
+/* /metrics: the subscriptions' records, durations, positions and lag (each
+ * under its stats lock, which keeps its consumer from being freed meanwhile;
+ * a stop never holds it across a close, so a scrape never waits for one),
+ * then the publishes and the producer's librdkafka statistics. */
 static void kafka_metrics(void *impl, cs_metrics *m) {
     cs_kafka *k = impl;
     char built[32], running[32];
@@ -510,6 +521,7 @@ static void kafka_metrics(void *impl, cs_metrics *m) {
     cs__metric_int(m, "cstream_unflushed_records", "gauge",
                    "Records the producer had not delivered when the last stop's flush timed out (0 until a stop).",
                    NULL, (int64_t)atomic_load(&k->unflushed_records));
+    cs__client_stats_metrics(&k->producer_stats, m, NULL, NULL);
 }
 
 /* ---- end operations surface ------------------------------------------------------ */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
+#include <yajl/yajl_tree.h>
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
@@ -129,6 +130,47 @@ typedef struct cs_publish_stats {
 
 typedef struct cs_consumer cs_consumer;
 typedef struct cs_producer cs_producer;
+
+/* oauth.c: hooks the broker's token provider, if it has one, into a
+ * client's configuration; `refresh` is the client's own trampoline, which
+ * finds k from its opaque and calls cs__oauth_refresh. The refresh runs on
+ * librdkafka's background thread once cs__oauth_started enabled it on the new
+ * handle (a client that is not polled yet, like the start's metadata check,
+ * still gets its token). */
+void cs__oauth_conf(const cs_kafka *k, rd_kafka_conf_t *conf,
+                    void (*refresh)(rd_kafka_t *rk, const char *config, void *opaque));
+/* Right after rd_kafka_new of a client configured by cs__oauth_conf;
+ * CS_ERR_KAFKA naming `who` if librdkafka cannot serve the refresh. */
+cs_err cs__oauth_started(const cs_kafka *k, rd_kafka_t *rk, const char *who);
+void cs__oauth_refresh(cs_kafka *k, rd_kafka_t *rk, const char *config, const char *who);
+
+/* client_stats.c: the numbers of a client's librdkafka statistics that
+ * /metrics shows (per broker round-trip and throttle time, the producer's
+ * queue or the consumer's fetch queue). Written from the handle's callback
+ * thread once per statistics interval, read by /metrics; `lock` is a leaf,
+ * held only to swap or copy the numbers. */
+/* How often librdkafka reports a client's statistics: the lag metric's last
+ * stable offsets (consumer_metrics.c) and the numbers above. */
+#define CS_STATS_INTERVAL_MS "1000"
+typedef struct cs_broker_stat cs_broker_stat;
+typedef struct cs_client_stats {
+    pthread_mutex_t lock;
+    bool seen; /* a report came since init or the last clear */
+    cs_broker_stat *brokers;
+    size_t n_brokers;
+    int64_t queue_records, queue_bytes; /* producer: msg_cnt, msg_size; consumer: its fetch queue */
+} cs_client_stats;
+void cs__client_stats_init(cs_client_stats *s);
+/* Forgets the numbers (a client that stopped has no queue). */
+void cs__client_stats_clear(cs_client_stats *s);
+void cs__client_stats_destroy(cs_client_stats *s);
+/* Takes the numbers of one statistics report (root may be NULL: ignored). */
+void cs__client_stats_update(cs_client_stats *s, yajl_val root, bool producer);
+/* Parses a producer's report into s; librdkafka's stats callback returns it. */
+int cs__producer_on_stats_json(cs_client_stats *s, const char *json);
+/* The series: a consumer's if `sub` (its subscription and group), else the
+ * producer's. Nothing until a report came. */
+void cs__client_stats_metrics(cs_client_stats *s, cs_metrics *m, const char *sub, const char *group);
 
 /* producer.c: one per broker, started before the consumers. */
 cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out);
@@ -277,6 +319,9 @@ struct cs_kafka {
     int flush_timeout_ms;
     _Atomic size_t unflushed_records; /* written by stop, read by /metrics */
     cs_publish_stats pub_stats;       /* outlives the producer: /metrics reads it */
+    cs_client_stats producer_stats;   /* the producer's librdkafka statistics; outlives it too */
+    cs_oauth_token_fn oauth_fn;       /* cs_kafka_oauthbearer_token_cb (oauth.c); NULL: none */
+    void *oauth_user;
     /* The producer while running. Publishers hold the read lock while they use
      * it; stop takes the write lock to retire it. Lock order: a leaf but for
      * the producer's own lock, taken under the read side to wait for queue
@@ -364,6 +409,7 @@ typedef struct cs_conn_watch {
     int refused;           /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
     char refused_why[512]; /* librdkafka's reason for it (names the broker; holds no password) */
     char last_why[512];    /* the last other client error, for a timeout's message */
+    cs_kafka *oauth_k;     /* whose OAUTHBEARER token provider the client uses (oauth.c), if any */
 } cs_conn_watch;
 /* Sets w as conf's opaque and the error_cb that fills it. */
 void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);
