@@ -114,6 +114,10 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
     if (!err) err = cs__conf_set(conf, who, "message.timeout.ms", "10000");
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
+    /* The operator's file, environment and -X layers reach it as they reach
+     * the plain producer (a cluster configured from a file only needs its
+     * security settings here too). */
+    if (!err) err = cs__ext_apply(conf, s->k, CS_CONF_PRODUCER, NULL, NULL);
     if (!err) err = cs__conf_set(conf, who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, who, "transactional.id", transactional_id);
     char reason[512];
