@@ -20,22 +20,20 @@
  *     handler runs, replies, committed offsets at the end offsets, lag 0. */
 #define _POSIX_C_SOURCE 200809L
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <librdkafka/rdkafka.h>
 #include <yajl/yajl_tree.h>
 
 #include "cstest.h"
+#include "cstest_child.h"
 
 #ifndef OPS_SERVICE
 #error "OPS_SERVICE must name the ops_service executable"
@@ -53,15 +51,7 @@
 #define PROMTOOL_EXE "/usr/bin/promtool"
 #endif
 
-extern char **environ;
-
 static char tmpdir[256];
-
-static int64_t now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void path_of(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", tmpdir, name); }
 
@@ -72,77 +62,28 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
-/* The whole file, NUL-terminated (the caller frees). */
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) return strdup("");
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-    }
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 /* Starts argv with the environment minus CSTREAM_* and OPS_*, plus `env`
- * (NULL-terminated "K=V"), stdin from the text, stdout/stderr to files. */
+ * (NULL-terminated "K=V"), stdin from the text, stdout/stderr to files (0644). */
 static pid_t spawn(const char *const *argv, const char *const *env, const char *stdin_text, const char *out,
                    const char *err) {
     char in[300];
     path_of(in, sizeof in, "stdin");
-    write_file(in, stdin_text);
-    size_t n = 0;
-    while (environ[n]) n++;
-    const char **envp = calloc(n + 16, sizeof *envp);
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "CSTREAM_", 8) && strncmp(environ[i], "OPS_", 4)) envp[j++] = environ[i];
-    for (size_t i = 0; env && env[i]; i++) envp[j++] = env[i];
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, in, O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, (char *const *)envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    if (rc) fail_msg("posix_spawn %s: %s", argv[0], strerror(rc));
-    return pid;
-}
-
-/* Exit status, or fails after timeout (the child is killed). */
-static int wait_exit(pid_t pid, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms;
-    for (;;) {
-        int status;
-        pid_t r = waitpid(pid, &status, WNOHANG);
-        if (r == pid) {
-            if (!WIFEXITED(status)) fail_msg("child %d did not exit normally (status %d)", (int)pid, status);
-            return WEXITSTATUS(status);
-        }
-        if (now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("child %d did not exit within %d ms", (int)pid, timeout_ms);
-        }
-        usleep(20 * 1000);
-    }
+    return cst_spawn_io(
+        argv, &(cst_child_io){
+                  .env = env, .in = in, .in_text = stdin_text ? stdin_text : "", .out = out, .err = err, .mode = 0644});
 }
 
 /* Runs to completion; *out and *err get the output (caller frees). */
 static int run(const char *const *argv, const char *const *env, const char *stdin_text, char **out, char **err) {
-    char o[300], e[300];
+    char in[300], o[300], e[300];
+    path_of(in, sizeof in, "stdin");
     path_of(o, sizeof o, "out");
     path_of(e, sizeof e, "err");
-    int status = wait_exit(spawn(argv, env, stdin_text, o, e), 120000);
-    *out = read_file(o);
-    *err = read_file(e);
-    return status;
+    return cst_run_io(
+        argv,
+        &(cst_child_io){
+            .env = env, .in = in, .in_text = stdin_text ? stdin_text : "", .out = o, .err = e, .mode = 0644},
+        120000, out, err);
 }
 
 /* A plain HTTP/1.0 GET on 127.0.0.1:port: the status (0 if no answer); *body (may be NULL) the body. */
@@ -234,8 +175,8 @@ static void validate(const char *file, const char *expect) {
     path_of(o, sizeof o, "node.out");
     path_of(e, sizeof e, "node.err");
     if (access(NODE_EXE, X_OK)) fail_msg("node (%s) is missing: the AsyncAPI check cannot run", NODE_EXE);
-    int status = wait_exit(spawn(argv, NULL, NULL, o, e), 120000);
-    char *out = read_file(o), *err = read_file(e);
+    int status = cst_wait_exit(spawn(argv, NULL, NULL, o, e), 120000);
+    char *out = cst_slurp(o), *err = cst_slurp(e);
     if (status != 0) fail_msg("AsyncAPI parser rejected %s (exit %d):\n%s%s", file, status, out, err);
     assert_non_null(strstr(out, "VALID"));
     free(out), free(err);
@@ -305,8 +246,8 @@ static void start_service_named(child *c, const char *name, const char *const *e
     path_of(c->err_path, sizeof c->err_path, file);
     c->pid = spawn(argv, env, NULL, c->out_path, c->err_path);
     c->port = 0;
-    for (int64_t deadline = now_ms() + 30000; !c->port && now_ms() < deadline; usleep(20 * 1000)) {
-        char *log = read_file(c->err_path);
+    for (int64_t deadline = cst_now_ms() + 30000; !c->port && cst_now_ms() < deadline; usleep(20 * 1000)) {
+        char *log = cst_slurp(c->err_path);
         const char *p = strstr(log, "\"port\":");
         if (p) c->port = atoi(p + 7);
         else if ((p = strstr(log, "http listening")) && (p = strstr(p, "port="))) c->port = atoi(p + 5);
@@ -320,18 +261,18 @@ static void start_service(child *c, const char *const *extra_argv, const char *c
 }
 
 static void wait_ready(const child *c, int timeout_ms) {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = cst_now_ms() + timeout_ms;
     int status = 0;
-    while ((status = http_get(c->port, "/readyz", NULL)) != 200 && now_ms() < deadline) usleep(50 * 1000);
+    while ((status = http_get(c->port, "/readyz", NULL)) != 200 && cst_now_ms() < deadline) usleep(50 * 1000);
     if (status != 200) {
-        char *log = read_file(c->err_path);
+        char *log = cst_slurp(c->err_path);
         fail_msg("/readyz stayed %d; service log:\n%s", status, log);
     }
 }
 
 static int stop_service(child *c) {
     kill(c->pid, SIGTERM);
-    return wait_exit(c->pid, 60000);
+    return cst_wait_exit(c->pid, 60000);
 }
 
 /* The value of the series `name{subscription="sub"...}` in a metrics body, or -1. */
@@ -374,7 +315,7 @@ static void test_run_http_metrics_json_logs(void **state) {
         "{\"id\":7,\"amount_cents\":1250,\"currency\":\"EUR\",\"lines\":[{\"sku\":\"a\",\"quantity\":2}]}";
     CST_OK(cs_test_produce(cst_cluster, orders, 0, "7", 1, order, strlen(order), NULL));
     long long delivered = -1, acked = -1;
-    for (int64_t deadline = now_ms() + 30000; now_ms() < deadline; usleep(50 * 1000)) {
+    for (int64_t deadline = cst_now_ms() + 30000; cst_now_ms() < deadline; usleep(50 * 1000)) {
         assert_int_equal(http_get(c.port, "/metrics", &body), 200);
         delivered = metric(body, "cstream_subscription_delivered_total", orders);
         acked = metric(body, "cstream_subscription_acked_total", orders);
@@ -402,7 +343,7 @@ static void test_run_http_metrics_json_logs(void **state) {
 
     /* --log-format json: every line one object with ts, level, msg; fields as members.
      * --log-level info beat CSTREAM_LOG_LEVEL=error: info lines are there. */
-    char *log = read_file(c.err_path);
+    char *log = cst_slurp(c.err_path);
     int lines = 0, info = 0, assigned = 0;
     for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n"), lines++) {
         char why[256];
@@ -447,7 +388,7 @@ static void test_flag_beats_env(void **state) {
     child c;
     start_service(&c, extra, env);
     wait_ready(&c, 60000);
-    char *log = read_file(c.err_path);
+    char *log = cst_slurp(c.err_path);
     assert_null(strstr(log, "\"level\"")); /* text format by default */
     assert_non_null(strstr(log, "INFO"));
     free(log);
@@ -498,7 +439,7 @@ static void test_partitionless_member_ready(void **state) {
     wait_ready(&a, 60000);
     wait_ready(&b, 60000);
     /* One of them owns nothing: the last join of each says how many partitions it got. */
-    char *log_a = read_file(a.err_path), *log_b = read_file(b.err_path);
+    char *log_a = cst_slurp(a.err_path), *log_b = cst_slurp(b.err_path);
     int got_a = last_join_partitions(log_a, prefix), got_b = last_join_partitions(log_b, prefix);
     if (got_a < 0 || got_b < 0 || got_a + got_b != 1)
         fail_msg("want one member with the partition and one without, got %d and %d", got_a, got_b);
@@ -525,7 +466,7 @@ static void test_readyz_not_ready_during_shutdown(void **state) {
     wait_ready(&c, 60000);
     CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "hold", 4, NULL));
     long long delivered = -1;
-    for (int64_t deadline = now_ms() + 30000; delivered != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+    for (int64_t deadline = cst_now_ms() + 30000; delivered != 1 && cst_now_ms() < deadline; usleep(50 * 1000)) {
         char *body = NULL;
         if (http_get(c.port, "/metrics", &body) == 200)
             delivered = metric(body, "cstream_subscription_delivered_total", audit);
@@ -535,14 +476,14 @@ static void test_readyz_not_ready_during_shutdown(void **state) {
     assert_int_equal(http_get(c.port, "/readyz", NULL), 200);
     kill(c.pid, SIGTERM);
     int status = 200;
-    for (int64_t deadline = now_ms() + 30000; status == 200 && now_ms() < deadline; usleep(20 * 1000))
+    for (int64_t deadline = cst_now_ms() + 30000; status == 200 && cst_now_ms() < deadline; usleep(20 * 1000))
         status = http_get(c.port, "/readyz", NULL);
     int exited = waitpid(c.pid, NULL, WNOHANG);
     write_file(hold, "go");
     assert_int_equal(status, 503); /* an answer, not a refused connection: the stop is under way */
     assert_int_equal(exited, 0);   /* still draining when it said so */
     assert_int_equal(http_get(c.port, "/healthz", NULL), 200);
-    assert_int_equal(wait_exit(c.pid, 60000), 0);
+    assert_int_equal(cst_wait_exit(c.pid, 60000), 0);
 }
 
 /* A subscription paused on purpose (here by its own handler) stays ready;
@@ -560,7 +501,7 @@ static void test_readyz_ready_while_paused(void **state) {
     wait_ready(&c, 60000);
     CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "pause", 5, NULL));
     long long paused = -1;
-    for (int64_t deadline = now_ms() + 30000; paused != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+    for (int64_t deadline = cst_now_ms() + 30000; paused != 1 && cst_now_ms() < deadline; usleep(50 * 1000)) {
         char *body = NULL;
         if (http_get(c.port, "/metrics", &body) == 200) paused = metric(body, "cstream_paused_partitions", audit);
         free(body);
@@ -589,7 +530,7 @@ static void test_readyz_follows_the_connection(void **state) {
     wait_ready(&c, 60000);
     CST_OK(cs_test_cluster_set_down(cst_cluster, 1));
     int status = 200;
-    for (int64_t deadline = now_ms() + 30000; status == 200 && now_ms() < deadline; usleep(50 * 1000))
+    for (int64_t deadline = cst_now_ms() + 30000; status == 200 && cst_now_ms() < deadline; usleep(50 * 1000))
         status = http_get(c.port, "/readyz", NULL);
     CST_OK(cs_test_cluster_set_down(cst_cluster, 0));
     assert_int_equal(status, 503);
@@ -636,8 +577,8 @@ static void test_payouts_example_run(void **state) {
     path_of(c.err_path, sizeof c.err_path, "payouts.err");
     c.pid = spawn(argv, env, NULL, c.out_path, c.err_path);
     c.port = 0;
-    for (int64_t deadline = now_ms() + 30000; !c.port && now_ms() < deadline; usleep(20 * 1000)) {
-        char *log = read_file(c.err_path);
+    for (int64_t deadline = cst_now_ms() + 30000; !c.port && cst_now_ms() < deadline; usleep(20 * 1000)) {
+        char *log = cst_slurp(c.err_path);
         const char *p = strstr(log, "http listening");
         if (p && (p = strstr(p, "port="))) c.port = atoi(p + 5);
         free(log);
@@ -659,7 +600,7 @@ static void test_payouts_example_run(void **state) {
     assert_string_equal(out, "partition=0 offset=0\n");
     free(out), free(err);
     long long acked = -1;
-    for (int64_t deadline = now_ms() + 30000; acked != 1 && now_ms() < deadline; usleep(50 * 1000)) {
+    for (int64_t deadline = cst_now_ms() + 30000; acked != 1 && cst_now_ms() < deadline; usleep(50 * 1000)) {
         char *body = NULL;
         if (http_get(c.port, "/metrics", &body) == 200)
             acked = metric(body, "cstream_subscription_acked_total", "payouts");
@@ -780,7 +721,7 @@ static void test_metrics_promtool(void **state) {
 
     /* Until everything settled and every position is committed (Auto commits on its own interval). */
     char *body = NULL;
-    for (int64_t deadline = now_ms() + 60000; now_ms() < deadline; usleep(100 * 1000)) {
+    for (int64_t deadline = cst_now_ms() + 60000; cst_now_ms() < deadline; usleep(100 * 1000)) {
         free(body);
         body = NULL;
         if (http_get(c.port, "/metrics", &body) != 200) continue;

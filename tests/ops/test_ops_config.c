@@ -15,25 +15,20 @@
  *     committed (checked over PLAINTEXT), and no output holds the password.
  *     On the embedded cluster it skips, saying why. */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 #include <librdkafka/rdkafka.h>
 
 #include "cstest.h"
+#include "cstest_child.h"
 
 #ifndef OPS_SERVICE
 #error "OPS_SERVICE must name the ops_service executable"
 #endif
-
-extern char **environ;
 
 static char dir[64];
 
@@ -48,59 +43,27 @@ static void write_file(const char *path, const char *text, mode_t mode) {
 }
 
 /* argv with the environment minus CSTREAM_* and OPS_*, plus env ("K=V",
- * NULL-terminated); stdin from the text, stdout and stderr into files. */
+ * NULL-terminated); stdin from the text, stdout and stderr into files; all
+ * three 0600. */
 static pid_t spawn(const char *const *argv, const char *const *env, const char *in_text, const char *out,
                    const char *err) {
     char in[300];
     path_of(in, sizeof in, "stdin");
-    write_file(in, in_text ? in_text : "", 0600);
-    size_t n = 0;
-    while (environ[n]) n++;
-    const char **envp = calloc(n + 16, sizeof *envp);
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "CSTREAM_", 8) && strncmp(environ[i], "OPS_", 4)) envp[j++] = environ[i];
-    for (size_t i = 0; env && env[i]; i++) envp[j++] = env[i];
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, in, O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, NULL, (char *const *)argv, (char *const *)envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    if (rc) fail_msg("posix_spawn %s: %s", argv[0], strerror(rc));
-    return pid;
-}
-
-static int wait_exit(pid_t pid, int timeout_ms) {
-    int64_t deadline = cst_now_ms() + timeout_ms;
-    for (;;) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            if (!WIFEXITED(status)) fail_msg("child %d did not exit normally (status %d)", (int)pid, status);
-            return WEXITSTATUS(status);
-        }
-        if (cst_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("child %d did not exit within %d ms", (int)pid, timeout_ms);
-        }
-        struct timespec tick = {0, 20 * 1000000L};
-        nanosleep(&tick, NULL);
-    }
+    return cst_spawn_io(
+        argv,
+        &(cst_child_io){.env = env, .in = in, .in_text = in_text ? in_text : "", .out = out, .err = err, .mode = 0600});
 }
 
 /* Runs to completion; *out and *err get its output (the caller frees). */
-static int run(const char *const *argv, const char *const *env, const char *in, char **out, char **err) {
-    char o[300], e[300];
+static int run(const char *const *argv, const char *const *env, const char *in_text, char **out, char **err) {
+    char in[300], o[300], e[300];
+    path_of(in, sizeof in, "stdin");
     path_of(o, sizeof o, "out");
     path_of(e, sizeof e, "err");
-    int status = wait_exit(spawn(argv, env, in, o, e), 120000);
-    *out = cst_slurp(o);
-    *err = cst_slurp(e);
-    return status;
+    return cst_run_io(
+        argv,
+        &(cst_child_io){.env = env, .in = in, .in_text = in_text ? in_text : "", .out = o, .err = e, .mode = 0600},
+        120000, out, err);
 }
 
 static int setup(void **state) {
@@ -345,7 +308,7 @@ static void sasl_ssl_from_a_file_and_a_secret_file(void **state) {
     char why[1024];
     snprintf(why, sizeof why, "%s", committed ? cs_errmsg() : "");
     kill(pid, SIGTERM);
-    int status = wait_exit(pid, 60000);
+    int status = cst_wait_exit(pid, 60000);
     char *run_out = cst_slurp(rout), *run_err = cst_slurp(rerr);
     if (published != 0) fail_msg("publish over SASL_SSL exited %d:\n%s\n%s", published, err, out);
     assert_non_null(strstr(out, "partition=0 offset=0"));

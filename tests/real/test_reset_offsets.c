@@ -11,20 +11,16 @@
  * service reads from the new position, and its attempts metadata reads as a
  * clean stop; the command is refused while the group has a live member. */
 #define _POSIX_C_SOURCE 200809L
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cstest.h"
-
-extern char **environ;
+#include "cstest_child.h"
 
 enum { PER_PARTITION = 10, LATE = 5, TOOL_TIMEOUT_MS = 60000, SERVICE_TIMEOUT_MS = 60000 };
 
@@ -32,49 +28,21 @@ static char prefix[128], orders[160], done[160], group[160], dir[64];
 
 /* ---- children ------------------------------------------------------------------------ */
 
-/* Starts ops_service with argv[1..] (NULL-terminated), OPS_PREFIX set, output to files. */
+/* Starts ops_service with argv[1..] (NULL-terminated), output to files (0644):
+ * the environment minus OPS_* and CSTREAM_INSTANCE_ID* (CSTREAM_BROKERS
+ * stays), plus OPS_PREFIX; stdin the test's. */
 static pid_t spawn_service(const char *const *args, const char *out, const char *err) {
     const char *argv[16] = {OPS_SERVICE};
     size_t n = 1;
     for (; args[n - 1]; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    size_t e = 0;
-    while (environ[e]) e++;
-    const char **envp = calloc(e + 4, sizeof *envp);
-    size_t j = 0;
-    for (size_t i = 0; i < e; i++)
-        if (strncmp(environ[i], "OPS_", 4) && strncmp(environ[i], "CSTREAM_INSTANCE_ID", 19)) envp[j++] = environ[i];
     char pfx[200];
     snprintf(pfx, sizeof pfx, "OPS_PREFIX=%s", prefix);
-    envp[j++] = pfx;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int rc = posix_spawn(&pid, OPS_SERVICE, &fa, NULL, (char *const *)argv, (char *const *)envp);
-    posix_spawn_file_actions_destroy(&fa);
-    free(envp);
-    if (rc) fail_msg("posix_spawn %s: %s", OPS_SERVICE, strerror(rc));
-    return pid;
-}
-
-static int wait_exit(pid_t pid, int timeout_ms) {
-    int64_t deadline = cst_now_ms() + timeout_ms;
-    for (;;) {
-        int status;
-        if (waitpid(pid, &status, WNOHANG) == pid) {
-            if (!WIFEXITED(status)) fail_msg("child %d did not exit normally (status %d)", (int)pid, status);
-            return WEXITSTATUS(status);
-        }
-        if (cst_now_ms() > deadline) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            fail_msg("child %d did not exit within %d ms", (int)pid, timeout_ms);
-        }
-        struct timespec tick = {0, 20 * 1000000L};
-        nanosleep(&tick, NULL);
-    }
+    return cst_spawn_io(argv, &(cst_child_io){.drop_env = (const char *const[]){"OPS_", "CSTREAM_INSTANCE_ID", NULL},
+                                              .env = (const char *const[]){pfx, NULL},
+                                              .out = out,
+                                              .err = err,
+                                              .mode = 0644});
 }
 
 /* `ops_service reset-offsets ARGS...`: its status; *out and *err its output (caller frees). */
@@ -86,7 +54,7 @@ static int reset(char **out, char **err, const char *const *args) {
     char o[128], e[128];
     snprintf(o, sizeof o, "%s/out", dir);
     snprintf(e, sizeof e, "%s/err", dir);
-    int status = wait_exit(spawn_service(argv, o, e), TOOL_TIMEOUT_MS);
+    int status = cst_wait_exit(spawn_service(argv, o, e), TOOL_TIMEOUT_MS);
     *out = cst_slurp(o);
     *err = cst_slurp(e);
     return status;
@@ -129,7 +97,7 @@ static char *run_until_committed(int64_t p0, int64_t p1) {
     cs_err w0 = cs_test_wait_committed(cst_cluster, group, orders, 0, p0, SERVICE_TIMEOUT_MS);
     cs_err w1 = cs_test_wait_committed(cst_cluster, group, orders, 1, p1, SERVICE_TIMEOUT_MS);
     kill(pid, SIGTERM);
-    int status = wait_exit(pid, SERVICE_TIMEOUT_MS);
+    int status = cst_wait_exit(pid, SERVICE_TIMEOUT_MS);
     char *log = cst_slurp(e);
     if (w0 || w1 || status)
         fail_msg("service did not commit %lld/%lld or exit cleanly (%d):\n%s", (long long)p0, (long long)p1, status,
@@ -339,7 +307,7 @@ static void refused_while_a_member_is_live(void **state) {
     char *out, *err;
     int status = RESET(&out, &err, "--group", group, "--to-earliest", "--execute");
     kill(pid, SIGTERM);
-    assert_int_equal(wait_exit(pid, SERVICE_TIMEOUT_MS), 0);
+    assert_int_equal(cst_wait_exit(pid, SERVICE_TIMEOUT_MS), 0);
     assert_int_equal(status, 1);
     expect_line(err, "live member");
     expect_line(err, "session times out");
