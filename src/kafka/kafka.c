@@ -47,6 +47,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     for (size_t i = 0; i < k->n_topics; i++) free(k->topics[i].name);
     free(k->topics);
     cs__kvlist_free(&k->config);
+    cs__kvlist_free(&k->classic_defaults);
     cs__kvlist_free(&k->producer_config);
     cs__ext_free(&k->ext);
     cs__embedded_destroy(k->cluster);
@@ -75,6 +76,31 @@ cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
     cs_err err = cs__kafka_configurable(k, "cs_kafka_config");
     if (!err) err = cs__conf_check("cs_kafka_config", key, value);
     return err ? err : cs__kvlist_set(&k->config, key, value);
+}
+
+/* group.protocol's value for p, NULL for an unknown p. */
+static const char *protocol_name(cs_group_protocol p) {
+    return p == CS_GROUP_PROTOCOL_CLASSIC ? "classic" : p == CS_GROUP_PROTOCOL_CONSUMER ? "consumer" : NULL;
+}
+
+cs_err cs__group_protocol_choice(const char *who, cs_group_protocol p) {
+    const char *name = protocol_name(p);
+    if (!name) return cs__fail(CS_ERR_ARG, "%s: unknown group protocol %d", who, (int)p);
+    return cs__group_protocol_supported(who, name);
+}
+
+cs_err cs_kafka_group_protocol(cs_kafka *k, cs_group_protocol p) {
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_group_protocol");
+    if (!err) err = cs__group_protocol_choice("cs_kafka_group_protocol", p);
+    if (err) return err;
+    k->group_protocol_set = true;
+    k->group_protocol = p;
+    return CS_OK;
+}
+
+cs_err cs__kafka_classic_default(cs_kafka *k, const char *key, const char *value) {
+    cs_err err = cs__conf_check("cstream default", key, value);
+    return err ? err : cs__kvlist_set(&k->classic_defaults, key, value);
 }
 
 cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value) {

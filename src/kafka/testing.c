@@ -230,8 +230,12 @@ cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
     cs_kafka *k = cs_kafka_new(c->brokers);
     if (!k) return NULL;
     k->mock = c->embedded != NULL;
-    if (cs_kafka_config(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
-        cs_kafka_config(k, "auto.commit.interval.ms", "100") || cs_kafka_config(k, "heartbeat.interval.ms", "500")) {
+    /* The session timing is the classic protocol's only: under the consumer
+     * protocol the broker owns it (group.consumer.session.timeout.ms) and
+     * librdkafka refuses both keys, so they are classic defaults. */
+    if (cs__kafka_classic_default(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
+        cs_kafka_config(k, "auto.commit.interval.ms", "100") ||
+        cs__kafka_classic_default(k, "heartbeat.interval.ms", "500")) {
         cs_kafka_destroy(k);
         return NULL;
     }
