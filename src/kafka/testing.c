@@ -67,6 +67,14 @@ static cs_err cluster_new(int brokers, cs_test_cluster **out) {
             return err;
         }
         c->brokers = strdup(cs__embedded_bootstraps(c->embedded));
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+        /* Under the consumer protocol the session timing is the broker's:
+         * the same 6 s session and 500 ms heartbeat cs_test_kafka_new gives
+         * classic members, so a crashed member's partitions move on as soon
+         * under both protocols. */
+        rd_kafka_mock_set_group_consumer_session_timeout_ms(cs__embedded_mock(c->embedded), 6000);
+        rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(cs__embedded_mock(c->embedded), 500);
+#endif
     }
     if (!c->brokers) {
         cs_test_cluster_destroy(c);
