@@ -180,6 +180,28 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
                       c->sub->k->instance_id, why);
         return;
     }
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+    /* Under the consumer protocol (KIP-848) a static member that joins while
+     * the broker still holds a member with its group.instance.id gets
+     * UNRELEASED_INSTANCE_ID, which librdkafka makes fatal. After a crash
+     * (SIGKILL) the holder is the dead process itself, until the broker's
+     * group.consumer.session.timeout.ms (45 s by default) expires it; a second
+     * live process keeps it for ever. The app stops, committing nothing
+     * (nothing was assigned yet); a restart after the session timeout gets
+     * in. cstream does not retry by itself yet (issue #32): the line says
+     * what a supervisor has to do. */
+    if (orig == RD_KAFKA_RESP_ERR_UNRELEASED_INSTANCE_ID && c->sub->static_id) {
+        cs__app_fatal(c->app,
+                      "%s: refused at join (UNRELEASED_INSTANCE_ID): group %s still holds a member with "
+                      "group.instance.id %s, either this instance's previous process that crashed (the broker "
+                      "releases it when group.consumer.session.timeout.ms, 45 s by default, expires: restart "
+                      "after that) or another live process with instance id %s (give every running instance its "
+                      "own); this consumer stops and commits nothing; librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
+                      c->sub->k->instance_id, why);
+        return;
+    }
+#endif
     cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
 }
 

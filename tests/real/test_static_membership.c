@@ -98,6 +98,7 @@ typedef struct child_env {
     const char *session;  /* PAYOUT_SESSION_TIMEOUT_MS */
     const char *assign;   /* PAYOUT_ASSIGN_FILE */
     const char *log;      /* PAYOUT_LOG_FILE */
+    const char *protocol; /* PAYOUT_GROUP_PROTOCOL */
 } child_env;
 
 static void set_or_unset(const char *name, const char *value) {
@@ -110,6 +111,7 @@ static pid_t spawn(run *r, const child_env *e, int workers) {
     set_or_unset("PAYOUT_SESSION_TIMEOUT_MS", e->session);
     set_or_unset("PAYOUT_ASSIGN_FILE", e->assign);
     set_or_unset("PAYOUT_LOG_FILE", e->log);
+    set_or_unset("PAYOUT_GROUP_PROTOCOL", e->protocol);
     char w[16];
     snprintf(w, sizeof w, "%d", workers);
     char *const argv[] = {PAYOUT_WORKER, r->topic, r->group, r->out, w, "tracked", NULL};
@@ -118,6 +120,7 @@ static pid_t spawn(run *r, const child_env *e, int workers) {
     unsetenv("PAYOUT_SESSION_TIMEOUT_MS");
     unsetenv("PAYOUT_ASSIGN_FILE");
     unsetenv("PAYOUT_LOG_FILE");
+    unsetenv("PAYOUT_GROUP_PROTOCOL");
     if (pid <= 0) fail_msg("could not start %s", PAYOUT_WORKER);
     return pid;
 }
@@ -266,6 +269,70 @@ static void restart_without_instance_id(void **state) {
         return;
     }
     restart_rounds("without an instance id", false, rounds);
+}
+
+/* ---- the consumer protocol (KIP-848): a restart after a SIGKILL -------------
+ * What happens today, measured (issue #32): the restarted static member's
+ * join is refused with UNRELEASED_INSTANCE_ID, fatal in librdkafka, while the
+ * broker still holds the killed member (until group.consumer.session.timeout.ms,
+ * 45 s by default, expires it). cstream stops with an ERROR line that says so
+ * and commits nothing; the test plays the supervisor: it restarts the
+ * service 1 s after each such exit until one joins, then checks 0 lost. */
+static void restart_with_instance_id_under_consumer_protocol(void **state) {
+    (void)state;
+#if RD_KAFKA_VERSION < 0x020c0000
+    cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
+#endif
+    run r;
+    setup(&r, "restart-static-kip848", 20000);
+    char instance[200], log[300];
+    snprintf(instance, sizeof instance, "%s-instance", r.topic);
+    snprintf(log, sizeof log, "/tmp/%s.log", r.topic);
+    unlink(log);
+    child_env e = {.instance = instance, .protocol = "consumer", .log = log};
+    pid_t child = spawn(&r, &e, 2);
+    if (!wait_growth(&r, 0, child, 120000)) fail_msg("the first worker handled nothing within 120 s");
+    usleep((useconds_t)(500 + rand_r(&r.seed) % 2500) * 1000); /* a kill at a random moment */
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    off_t at_kill = out_size(&r);
+    int64_t killed = now_ms();
+    int refused = 0;
+    for (;;) {
+        child = spawn(&r, &e, 2);
+        bool grew = false, exited = false;
+        int status = 0;
+        for (int64_t until = now_ms() + 120000; now_ms() < until && !grew && !exited;) {
+            grew = out_size(&r) > at_kill;
+            exited = waitpid(child, &status, WNOHANG) == child;
+            usleep(2 * 1000);
+        }
+        if (grew) break;
+        if (!exited) fail_msg("the restarted worker neither handled a payout nor exited within 120 s");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 1)
+            fail_msg("the restarted worker ended with status %d, not the exit of a refused start", status);
+        refused++;
+        if (now_ms() - killed > 120000) fail_msg("still refused %d times 120 s after the kill", refused);
+        sleep(1); /* the supervisor's backoff (a chosen pause, not a wait for a condition) */
+    }
+    int64_t first = now_ms() - killed;
+    char *text = cst_slurp(log);
+    char line[1024];
+    bool said = cst_log_line(text, "UNRELEASED_INSTANCE_ID", line, sizeof line) != NULL;
+    free(text);
+    finish(&r, child);
+    size_t runs;
+    size_t distinct = handled(&r, &runs);
+    printf("\nrestart with an instance id under group.protocol=consumer: SIGKILL, restarted at once and 1 s after "
+           "each refused start: %d refused starts (UNRELEASED_INSTANCE_ID), first payout %.2f s after the kill; "
+           "payouts %d, handled %zu times, distinct %zu: lost %lld, duplicated %zu\n",
+           refused, (double)first / 1000.0, r.payouts, runs, distinct, (long long)r.payouts - (long long)distinct,
+           runs - distinct);
+    if (refused && said) printf("the refused start said: %s\n", line);
+    unlink(r.out);
+    unlink(log);
+    assert_int_equal(distinct, r.payouts); /* 0 lost */
+    if (refused && !said) fail_msg("a start was refused but no log line named UNRELEASED_INSTANCE_ID");
 }
 
 /* ---- fencing ------------------------------------------------------------------ */
@@ -576,6 +643,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(restart_with_instance_id),
         cmocka_unit_test(restart_without_instance_id),
+        cmocka_unit_test(restart_with_instance_id_under_consumer_protocol),
         cmocka_unit_test(fenced_instance_stops),
         cmocka_unit_test(two_subscriptions_one_group),
         cmocka_unit_test(scale_in_without_instance_id),
