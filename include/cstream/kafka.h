@@ -864,6 +864,8 @@ typedef struct cs_sub_stats {
     uint64_t repeats;           /**< fetched offsets already taken, dropped */
     uint64_t seeks;             /**< partitions moved by cs_sub_seek or cs_sub_seek_time */
     uint64_t paused_partitions; /**< assigned partitions paused by the application now (a gauge) */
+    uint64_t rejoins;           /**< joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol,
+                                     static member) after which the consumer was created again to retry */
 } cs_sub_stats;
 /** The subscription's counters now.
  *

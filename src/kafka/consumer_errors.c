@@ -186,10 +186,12 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
      * UNRELEASED_INSTANCE_ID, which librdkafka makes fatal. After a crash
      * (SIGKILL) the holder is the dead process itself, until the broker's
      * group.consumer.session.timeout.ms (45 s by default) expires it; a second
-     * live process keeps it for ever. The app stops, committing nothing
-     * (nothing was assigned yet); a restart after the session timeout gets
-     * in. cstream does not retry by itself yet (issue #32): the line says
-     * what a supervisor has to do. */
+     * live process keeps it for ever. cstream creates the consumer again
+     * and retries, with a backoff, for a bounded time
+     * (cs__consumer_rejoin_later, consumer.c); past the bound the holder is
+     * taken for a live process and the app stops, committing nothing
+     * (nothing was assigned yet). */
+    if (orig == RD_KAFKA_RESP_ERR_UNRELEASED_INSTANCE_ID && c->sub->static_id && cs__consumer_rejoin_later(c)) return;
     if (orig == RD_KAFKA_RESP_ERR_UNRELEASED_INSTANCE_ID && c->sub->static_id) {
         cs__app_fatal(c->app,
                       "%s: refused at join (UNRELEASED_INSTANCE_ID): group %s still holds a member with "
