@@ -198,9 +198,9 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
                       "group.instance.id %s, either this instance's previous process that crashed (the broker "
                       "releases it when group.consumer.session.timeout.ms, 45 s by default, expires: restart "
                       "after that) or another live process with instance id %s (give every running instance its "
-                      "own); this consumer stops and commits nothing; librdkafka: %s",
+                      "own); this consumer stops and commits nothing (refusals retried before: %llu); librdkafka: %s",
                       c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
-                      c->sub->k->instance_id, why);
+                      c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoins), why);
         return;
     }
 #endif
