@@ -78,6 +78,17 @@ cs_err cs__group_protocol_supported(const char *who, const char *value) {
                     who, built, running);
 }
 
+/* group.protocol's value for p, NULL for an unknown p. */
+static const char *protocol_name(cs_group_protocol p) {
+    return p == CS_GROUP_PROTOCOL_CLASSIC ? "classic" : p == CS_GROUP_PROTOCOL_CONSUMER ? "consumer" : NULL;
+}
+
+cs_err cs__group_protocol_choice(const char *who, cs_group_protocol p) {
+    const char *name = protocol_name(p);
+    if (!name) return cs__fail(CS_ERR_ARG, "%s: unknown group protocol %d", who, (int)p);
+    return cs__group_protocol_supported(who, name);
+}
+
 /* Properties cstream sets itself; setting them by hand would break a guarantee. */
 static const struct owned_property {
     const char *key, *why;

@@ -78,17 +78,6 @@ cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
     return err ? err : cs__kvlist_set(&k->config, key, value);
 }
 
-/* group.protocol's value for p, NULL for an unknown p. */
-static const char *protocol_name(cs_group_protocol p) {
-    return p == CS_GROUP_PROTOCOL_CLASSIC ? "classic" : p == CS_GROUP_PROTOCOL_CONSUMER ? "consumer" : NULL;
-}
-
-cs_err cs__group_protocol_choice(const char *who, cs_group_protocol p) {
-    const char *name = protocol_name(p);
-    if (!name) return cs__fail(CS_ERR_ARG, "%s: unknown group protocol %d", who, (int)p);
-    return cs__group_protocol_supported(who, name);
-}
-
 cs_err cs_kafka_group_protocol(cs_kafka *k, cs_group_protocol p) {
     cs_err err = cs__kafka_configurable(k, "cs_kafka_group_protocol");
     if (!err) err = cs__group_protocol_choice("cs_kafka_group_protocol", p);

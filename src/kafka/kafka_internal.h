@@ -39,7 +39,7 @@ cs_err cs__group_protocol_supported(const char *who, const char *value);
  * (cs_kafka.classic_defaults), e.g. the test cluster's session timing. */
 cs_err cs__kafka_classic_default(cs_kafka *k, const char *key, const char *value);
 /* CS_ERR_ARG for a p that is no cs_group_protocol, else
- * cs__group_protocol_supported (the setters' shared check, kafka.c). */
+ * cs__group_protocol_supported (the setters' shared check). */
 cs_err cs__group_protocol_choice(const char *who, cs_group_protocol p);
 /* Applies a list to conf; fails with the key and librdkafka's reason. */
 cs_err cs__conf_apply(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l);
