@@ -221,6 +221,11 @@ CS_API cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
  * good keeps its partitions unassigned until its session times out, unless
  * an operator removes it from the group (Kafka's AdminClient,
  * removeMembersFromConsumerGroup); elastic pools run without an instance id.
+ * Under the consumer group protocol (cs_kafka_group_protocol) a second
+ * process is refused at join instead (UNRELEASED_INSTANCE_ID), and a
+ * restart after a crash, refused the same way until the broker's
+ * group.consumer.session.timeout.ms expires the dead member, retries by
+ * itself for up to 90 s (docs/guide.md, "The consumer group protocol").
  * Not on the embedded cluster, which has no static membership. See
  * docs/guide.md, "Instance id and static membership".
  * @param k the broker.

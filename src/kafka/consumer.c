@@ -1,5 +1,6 @@
 /* consumer.c — one subscription's librdkafka consumer: its start, the fetch
- * thread's loop, stop, close, crash and destroy, and readiness. The top of
+ * thread's loop, the rejoin of a static member refused at join under the
+ * consumer group protocol, stop, close, crash and destroy, and readiness. The top of
  * the consumer's files: its configuration is in consumer_conf.c, its stats
  * and /metrics in consumer_metrics.c, the fetch path in fetch_*.c, errors in
  * consumer_errors.c, rebalances in rebalance.c, commits in committer.c; the

@@ -1,8 +1,10 @@
 /* consumer_conf.c — one subscription's librdkafka consumer configuration:
  * the defaults cstream sets (the pre-fetch bound from the fetch buffer, the
- * metadata refresh), the service's properties over them, the operator's
- * layers over those (config_sources.c), the keys cstream owns (group, static
- * membership, offsets) and the callbacks. Called once, by cs__consumer_start
+ * metadata refresh, and the classic-protocol-only ones), the service's
+ * properties over them, the operator's layers over those
+ * (config_sources.c), the group protocol they select and the classic-only
+ * properties it refuses, the keys cstream owns (group, static membership,
+ * offsets) and the callbacks. Called once, by cs__consumer_start
  * (consumer.c), on the thread that starts the app, and by `config show`
  * (config_show.c) before start; it calls nothing back and must never touch a
  * running consumer. */
