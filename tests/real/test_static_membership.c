@@ -12,7 +12,9 @@
  *   committed = log end after the last clean stop). With an instance id the
  *   restarted process must handle a payout before the killed one's session
  *   could have expired (42-45 s after the kill, SESSION_EXPIRES_MS): only a
- *   static member that takes its own place back can. CS_ROUNDS (2) and CS_PLAIN_ROUNDS (0: each
+ *   static member that takes its own place back can (under the classic
+ *   protocol; CS_GROUP_PROTOCOL=consumer runs the rounds under KIP-848).
+ *   CS_ROUNDS (2) and CS_PLAIN_ROUNDS (0: each
  *   round without an instance id waits out the 45 s) set the rounds;
  *   `make proof` runs 8 of each.
  * - fenced_instance_stops: a second process with the same instance id joins
@@ -212,7 +214,10 @@ static void restart_rounds(const char *label, bool with_instance, int rounds) {
     setup(&r, with_instance ? "restart-static" : "restart-plain", 8000 * (rounds + 1));
     char instance[200];
     snprintf(instance, sizeof instance, "%s-instance", r.topic);
-    child_env e = {.instance = with_instance ? instance : NULL, .session = "default"};
+    /* CS_GROUP_PROTOCOL=consumer runs the rounds under KIP-848 (the session
+     * is then the broker's group.consumer.session.timeout.ms, also 45 s). */
+    child_env e = {
+        .instance = with_instance ? instance : NULL, .session = "default", .protocol = getenv("CS_GROUP_PROTOCOL")};
     double secs[MAX_ROUNDS];
     int64_t since_kill[MAX_ROUNDS];
     pid_t child = spawn(&r, &e, 2);
