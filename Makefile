@@ -255,7 +255,7 @@ bench: bench-tools
 # lane (bench/build-current), raw librdkafka of each version as that lane's baseline, interleaved
 # rounds of at least LANES_TARGET_S seconds on 1, 6 and 48 partitions, then callgrind per lane.
 LANES_TARGET_S ?= 10
-LANES_CONTENDERS := raw-batch raw-poll cs-auto cs-tracked-1w cs-tracked-4w
+LANES_CONTENDERS := raw-batch raw-poll cs-auto cs-tracked-1w
 .PHONY: bench-lanes
 bench-lanes:
 	$(MAKE) build

@@ -123,6 +123,44 @@ CS_API cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
  * @retval CS_ERR_STATE the app has started.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
+/** The consumer group protocol a group's members speak (librdkafka's
+ * group.protocol). */
+typedef enum cs_group_protocol {
+    /** The classic protocol (JoinGroup/SyncGroup): the members compute the
+     * assignment; eager or cooperative by partition.assignment.strategy. The
+     * default, on every librdkafka. */
+    CS_GROUP_PROTOCOL_CLASSIC = 0,
+    /** The next-generation protocol (KIP-848, group.protocol=consumer): the
+     * broker computes the assignment (group.remote.assignor) and hands
+     * partitions over incrementally. Needs librdkafka >= 2.12.0 and a broker
+     * that offers it (Kafka 4.0 and later by default). Under it the classic
+     * group properties session.timeout.ms, heartbeat.interval.ms,
+     * partition.assignment.strategy and group.protocol.type are refused at
+     * start, naming the broker setting that replaces each. */
+    CS_GROUP_PROTOCOL_CONSUMER = 1
+} cs_group_protocol;
+
+/** The group protocol of every subscription of this broker (default
+ * CS_GROUP_PROTOCOL_CLASSIC).
+ *
+ * It sets librdkafka's group.protocol below the properties of
+ * cs_kafka_config, cs_sub_group_protocol and cs_sub_config, and below the
+ * operator's layers, so a deployment switches without recompiling
+ * (`-X group.protocol=consumer`, CSTREAM_KAFKA_GROUP_PROTOCOL=consumer, a
+ * `group.protocol=consumer` line in the properties file). Under the consumer
+ * protocol cstream sets none of the classic-only properties itself (the
+ * test helper cs_test_kafka_new's timings included). The broker's assignor
+ * is chosen with the property group.remote.assignor (cs_kafka_config).
+ * Configuring thread, before cs_app_start.
+ * @param k the broker.
+ * @param p the protocol.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL or p is not a cs_group_protocol.
+ * @retval CS_ERR_UNSUPPORTED p is CS_GROUP_PROTOCOL_CONSUMER and cstream was
+ *         built with a librdkafka older than 2.12.0 (the message names both
+ *         versions).
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_kafka_group_protocol(cs_kafka *k, cs_group_protocol p);
 /** A librdkafka property for the producer only (enable.idempotence, acks,
  * linger.ms, compression.type, ...).
  *
@@ -243,6 +281,11 @@ CS_API cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms);
  * good keeps its partitions unassigned until its session times out, unless
  * an operator removes it from the group (Kafka's AdminClient,
  * removeMembersFromConsumerGroup); elastic pools run without an instance id.
+ * Under the consumer group protocol (cs_kafka_group_protocol) a second
+ * process is refused at join instead (UNRELEASED_INSTANCE_ID), and a
+ * restart after a crash, refused the same way until the broker's
+ * group.consumer.session.timeout.ms expires the dead member, retries by
+ * itself for up to 90 s (docs/guide.md, "The consumer group protocol").
  * Not on the embedded cluster, which has no static membership. See
  * docs/guide.md, "Instance id and static membership".
  * @param k the broker.
@@ -407,6 +450,20 @@ CS_API cs_err cs_sub_partitions(cs_sub *s, const int32_t *partitions, size_t n);
  * @retval CS_ERR_STATE the app has started.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_sub_config(cs_sub *s, const char *key, const char *value);
+/** The group protocol of this subscription's consumer, over the broker's
+ * (cs_kafka_group_protocol): e.g. one subscription moves to the consumer
+ * protocol while the others stay classic.
+ *
+ * Below cs_sub_config's group.protocol and the operator's layers, like
+ * cs_kafka_group_protocol. Configuring thread, before cs_app_start.
+ * @param s the subscription.
+ * @param p the protocol.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL or p is not a cs_group_protocol.
+ * @retval CS_ERR_UNSUPPORTED p is CS_GROUP_PROTOCOL_CONSUMER and cstream was
+ *         built with a librdkafka older than 2.12.0.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_sub_group_protocol(cs_sub *s, cs_group_protocol p);
 /** Where the subscription's group starts on a partition it has no committed
  * offset for (default CS_START_EARLIEST).
  * @param s the subscription.
@@ -872,6 +929,8 @@ typedef struct cs_sub_stats {
     uint64_t repeats;           /**< fetched offsets already taken, dropped */
     uint64_t seeks;             /**< partitions moved by cs_sub_seek or cs_sub_seek_time */
     uint64_t paused_partitions; /**< assigned partitions paused by the application now (a gauge) */
+    uint64_t rejoins;           /**< joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol,
+                                     static member) after which the consumer was created again to retry */
 } cs_sub_stats;
 /** The subscription's counters now.
  *

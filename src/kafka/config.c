@@ -60,7 +60,34 @@ static const struct newer_property {
     {"fetch.queue.backoff.ms", "2.2.0",
      "with librdkafka 2.0.2 bound the pre-fetch queue with queued.min.messages and "
      "queued.max.messages.kbytes instead"},
+    /* A preview from 2.4.0, GA in 2.12.0: cstream offers it from the GA on
+     * (cs__group_protocol_supported). */
+    {"group.protocol", "2.12.0",
+     "librdkafka before 2.12.0 speaks only the classic group protocol: leave group.protocol unset"},
+    {"group.remote.assignor", "2.12.0",
+     "the broker's assignor is chosen only under group.protocol=consumer, which needs librdkafka >= 2.12.0"},
 };
+
+cs_err cs__group_protocol_supported(const char *who, const char *value) {
+    if (CS_RDKAFKA_HAS_CONSUMER_PROTOCOL || !value || strcmp(value, "consumer")) return CS_OK;
+    char built[32], running[32];
+    cs__rdkafka_versions(built, running, sizeof built);
+    return cs__fail(CS_ERR_UNSUPPORTED,
+                    "%s: group.protocol=consumer (KIP-848) needs librdkafka >= 2.12.0, cstream was built with "
+                    "librdkafka %s headers and runs librdkafka %s; the classic protocol is the only one here",
+                    who, built, running);
+}
+
+/* group.protocol's value for p, NULL for an unknown p. */
+static const char *protocol_name(cs_group_protocol p) {
+    return p == CS_GROUP_PROTOCOL_CLASSIC ? "classic" : p == CS_GROUP_PROTOCOL_CONSUMER ? "consumer" : NULL;
+}
+
+cs_err cs__group_protocol_choice(const char *who, cs_group_protocol p) {
+    const char *name = protocol_name(p);
+    if (!name) return cs__fail(CS_ERR_ARG, "%s: unknown group protocol %d", who, (int)p);
+    return cs__group_protocol_supported(who, name);
+}
 
 /* Properties cstream sets itself; setting them by hand would break a guarantee. */
 static const struct owned_property {
@@ -93,6 +120,12 @@ bool cs__conf_secret_key(const char *key) {
 cs_err cs__conf_set_shown(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value,
                           const char *shown) {
     char reason[512];
+    /* Refused before librdkafka is asked: a 2.4-2.11 build knows the key and
+     * would take the protocol's preview. */
+    if (!strcmp(key, "group.protocol")) {
+        cs_err err = cs__group_protocol_supported(who, value);
+        if (err) return err;
+    }
     if (rd_kafka_conf_set(conf, key, value, reason, sizeof reason) == RD_KAFKA_CONF_OK) return CS_OK;
     size_t n = strlen(reason);
     while (n > 0 && (reason[n - 1] == '\n' || reason[n - 1] == ' '))

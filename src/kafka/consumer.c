@@ -1,5 +1,6 @@
 /* consumer.c — one subscription's librdkafka consumer: its start, the fetch
- * thread's loop, stop, close, crash and destroy, and readiness. The top of
+ * thread's loop, the rejoin of a static member refused at join under the
+ * consumer group protocol, stop, close, crash and destroy, and readiness. The top of
  * the consumer's files: its configuration is in consumer_conf.c, its stats
  * and /metrics in consumer_metrics.c, the fetch path in fetch_*.c, errors in
  * consumer_errors.c, rebalances in rebalance.c, commits in committer.c; the
@@ -105,6 +106,103 @@ static bool destroy_handle(cs_consumer *c, int flags) {
     return done;
 }
 
+static cs_err subscribe(cs_consumer *c);
+
+/* ---- rejoin after UNRELEASED_INSTANCE_ID ----------------------------------------
+ * Under the consumer protocol (KIP-848) a static member whose join finds its
+ * group.instance.id still held by another member is refused with
+ * UNRELEASED_INSTANCE_ID, which librdkafka makes fatal: the handle is dead.
+ * After a SIGKILL the holder is this instance's own previous process, which
+ * the broker keeps until its group.consumer.session.timeout.ms expires (45 s
+ * by default and by minimum; measured on Kafka 4.4.0: the id was free about
+ * 60 s after the kill). So the fetch thread destroys the dead handle and
+ * creates one from the same configuration, with a doubling backoff, until it
+ * joins. A second live process with the same instance id holds the id for as
+ * long as it runs: that is told apart by time only, the bound below, after
+ * which the refusal is fatal as before (with the count and the time in the
+ * message). Only before the first assignment: nothing is in flight, no
+ * partition is open, and /readyz reads no handle while not joined. */
+enum { REJOIN_BACKOFF_FIRST_MS = 250, REJOIN_BACKOFF_MAX_MS = 4000 };
+/* Twice the broker's default session timeout: the 60 s measured after a
+ * kill, with room; a broker configured with a longer session needs a
+ * supervisor's restart after this. */
+#define REJOIN_BOUND_MS ((int64_t)90000)
+
+bool cs__consumer_rejoin_later(cs_consumer *c) {
+    if (!c->rejoin_conf || atomic_load(&c->joined) || !c->sub->consumer_protocol) return false;
+    int64_t now = cs__now_ms();
+    if (!c->rejoin_first_ms) {
+        c->rejoin_first_ms = now;
+        CS_LOG_WARN("join refused: the group still holds this instance's group.instance.id (UNRELEASED_INSTANCE_ID), "
+                    "most likely for its previous process until the broker's group.consumer.session.timeout.ms "
+                    "expires; creating the consumer again and retrying with backoff, for at most %lld ms, then "
+                    "stopping (another live process with this instance id) subscription=%s group.instance.id=%s",
+                    (long long)REJOIN_BOUND_MS, c->sub->name, c->sub->static_id);
+    }
+    if (now - c->rejoin_first_ms >= REJOIN_BOUND_MS) return false;
+    atomic_fetch_add(&c->rejoins, 1);
+    c->rejoin_wanted = true;
+    return true;
+}
+
+/* Waits ms, or less if the app stops meanwhile: false then. */
+static bool rejoin_backoff(cs_consumer *c, int ms) {
+    for (int64_t until = cs__now_ms() + ms; cs__now_ms() < until;) {
+        if (atomic_load(&c->stop)) return false;
+        struct timespec step = {0, 20 * 1000 * 1000};
+        nanosleep(&step, NULL);
+    }
+    return !atomic_load(&c->stop);
+}
+
+/* Replaces the dead handle by a new one that subscribes again; false (the
+ * refusal is then fatal, or the app stops) if the app stops meanwhile or the
+ * new handle cannot be made. The old handle's queues go first: the record
+ * queue's callback is disabled before wake_lock is taken, since that callback
+ * takes wake_lock. */
+static bool rejoin(cs_consumer *c) {
+    c->rejoin_wanted = false;
+    uint64_t n = atomic_load(&c->rejoins);
+    int backoff = REJOIN_BACKOFF_FIRST_MS;
+    for (uint64_t i = 1; i < n && backoff < REJOIN_BACKOFF_MAX_MS; i++) backoff *= 2;
+    if (backoff > REJOIN_BACKOFF_MAX_MS) backoff = REJOIN_BACKOFF_MAX_MS;
+    if (!rejoin_backoff(c, backoff)) return false;
+    rd_kafka_conf_t *conf = rd_kafka_conf_dup(c->rejoin_conf);
+    char reason[512];
+    rd_kafka_t *rk = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason) : NULL;
+    if (!rk) {
+        if (conf) rd_kafka_conf_destroy(conf);
+        CS_LOG_ERR("rejoin: consumer could not be created again subscription=%s reason=\"%s\"", c->sub->name,
+                   conf ? reason : "out of memory");
+        return false;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(rk);
+    rd_kafka_queue_t *recq = cs__fetch_recq_new(c, rk);
+    if (!recq) {
+        rd_kafka_queue_destroy(queue);
+        rd_kafka_destroy(rk);
+        return false;
+    }
+    rd_kafka_queue_cb_event_enable(c->recq, NULL, NULL); /* waits out a callback in progress */
+    pthread_mutex_lock(&c->wake_lock);
+    rd_kafka_t *old_rk = c->rk;
+    rd_kafka_queue_t *old_queue = c->queue, *old_recq = c->recq;
+    c->rk = rk;
+    c->queue = queue;
+    c->recq = recq;
+    pthread_mutex_unlock(&c->wake_lock);
+    rd_kafka_queue_destroy(old_recq);
+    rd_kafka_queue_destroy(old_queue);
+    /* Fatal: neither a close nor a commit works; nothing was assigned. */
+    rd_kafka_destroy_flags(old_rk, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
+    cs_err err = subscribe(c);
+    if (err) CS_LOG_ERR("rejoin: %s", cs_errmsg());
+    CS_LOG_DEBUG("rejoin: consumer created again subscription=%s refusals=%llu backoff_ms=%d", c->sub->name,
+                 (unsigned long long)n, backoff);
+    return !err;
+}
+
 /* ---- the fetch thread ---------------------------------------------------------
  * Its loop: the application's requests (fetch_control.c), the commit tick, handing out (fetch_handout.c), taking
  * (fetch_take.c), the stuck check (fetch_stuck.c), then librdkafka's events,
@@ -118,38 +216,47 @@ static void *fetch_main(void *arg) {
     bool fatal = false;
     if (c->sub->partitions) cs__rebalance_assign_fixed(c); /* manual assignment, on this thread as a rebalance */
     c->next_commit_ms = cs__now_ms() + interval;
-    while (!atomic_load(&c->stop) && !fatal) {
-        int64_t now = cs__now_ms();
-        if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
-        cs__control_apply(c); /* the application's seeks and pauses */
-        bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
-                           now >= c->next_commit_ms - interval; /* not during an abort backoff */
-        if (now >= c->next_commit_ms || window_full) {
-            cs__commit_positions(c, NULL, false);
-            cs__pipeline_check_slow(c->pipe);
-            c->next_commit_ms = now + interval + c->abort_backoff_ms;
-        }
-        /* After an out-of-memory stop nothing more is handed out or taken. */
-        bool more = c->out_of_memory ? false : cs__fetch_hand_out(c, now);
-        size_t taken = c->out_of_memory ? 0 : cs__fetch_take_records(c);
-        if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
-        fatal = c->take_fatal;
-        /* Events (rebalances, commit results, errors). The poll waits only when
+    for (;;) {
+        while (!atomic_load(&c->stop) && !fatal && !c->rejoin_wanted) {
+            int64_t now = cs__now_ms();
+            if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
+            cs__control_apply(c); /* the application's seeks and pauses */
+            bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
+                               now >= c->next_commit_ms - interval; /* not during an abort backoff */
+            if (now >= c->next_commit_ms || window_full) {
+                cs__commit_positions(c, NULL, false);
+                cs__pipeline_check_slow(c->pipe);
+                c->next_commit_ms = now + interval + c->abort_backoff_ms;
+            }
+            /* After an out-of-memory stop nothing more is handed out or taken. */
+            bool more = c->out_of_memory ? false : cs__fetch_hand_out(c, now);
+            size_t taken = c->out_of_memory ? 0 : cs__fetch_take_records(c);
+            if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
+            fatal = c->take_fatal;
+            /* Events (rebalances, commit results, errors). The poll waits only when
          * there was nothing to take or hand out; records arriving in the empty
          * recq, a store fallen under its resume mark and settlements that bring
          * a full partition down to half of max_open cut the wait short
          * (rd_kafka_queue_yield). */
-        int64_t wait = taken || more ? 0 : c->next_commit_ms - now;
-        if (fatal) break;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0                  ? 0
-                                                                    : wait > POLL_MAX_WAIT_MS ? POLL_MAX_WAIT_MS
-                                                                                              : wait));
-        if (m) {
-            /* The consumer queue carries no records: errors only. */
-            if (m->err) cs__consumer_on_record_error(c, m);
-            rd_kafka_message_destroy(m);
-            fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
+            int64_t wait = taken || more ? 0 : c->next_commit_ms - now;
+            if (fatal) break;
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(c->rk, (int)(wait < 0                  ? 0
+                                                                        : wait > POLL_MAX_WAIT_MS ? POLL_MAX_WAIT_MS
+                                                                                                  : wait));
+            if (m) {
+                /* The consumer queue carries no records: errors only. */
+                if (m->err) cs__consumer_on_record_error(c, m);
+                rd_kafka_message_destroy(m);
+                fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
+            }
         }
+        /* A refused join to retry (above): on a new handle, the loop again. */
+        if (!c->rejoin_wanted || atomic_load(&c->stop)) break;
+        if (!rejoin(c)) {
+            cs__app_fatal(c->app, "%s: could not rejoin after UNRELEASED_INSTANCE_ID (see the lines above)", c->who);
+            break;
+        }
+        fatal = false;
     }
     return NULL; /* after a fatal error the app is stopping; nothing more to fetch */
 }
@@ -174,6 +281,7 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
      * callbacks reach, for any callback the handle still makes. */
     if (c->rk && !destroy_handle(c, flags)) return;
     cs__pipeline_destroy(c->pipe);
+    if (c->rejoin_conf) rd_kafka_conf_destroy(c->rejoin_conf);
     pthread_mutex_destroy(&c->commit_lock);
     pthread_mutex_destroy(&c->wake_lock);
     cs__control_destroy(c);
@@ -239,9 +347,13 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         free(c);
         return err;
     }
+    /* A static member under the consumer protocol may have to create its
+     * consumer again (rejoin, above): the same configuration, kept. */
+    if (s->static_id && s->consumer_protocol && !s->partitions) c->rejoin_conf = rd_kafka_conf_dup(conf);
     char reason[512];
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!c->rk) {
+        if (c->rejoin_conf) rd_kafka_conf_destroy(c->rejoin_conf);
         rd_kafka_conf_destroy(conf);
         free_counters(c);
         free(c);

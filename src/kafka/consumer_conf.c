@@ -1,8 +1,10 @@
 /* consumer_conf.c — one subscription's librdkafka consumer configuration:
  * the defaults cstream sets (the pre-fetch bound from the fetch buffer, the
- * metadata refresh), the service's properties over them, the operator's
- * layers over those (config_sources.c), the keys cstream owns (group, static
- * membership, offsets) and the callbacks. Called once, by cs__consumer_start
+ * metadata refresh, and the classic-protocol-only ones), the service's
+ * properties over them, the operator's layers over those
+ * (config_sources.c), the group protocol they select and the classic-only
+ * properties it refuses, the keys cstream owns (group, static membership,
+ * offsets) and the callbacks. Called once, by cs__consumer_start
  * (consumer.c), on the thread that starts the app, and by `config show`
  * (config_show.c) before start; it calls nothing back and must never touch a
  * running consumer. */
@@ -117,7 +119,7 @@ static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
  * the drain timeout's start check both read them from here, so the check
  * sees the value the consumer runs with. t (may be NULL) records each
  * key's source for `config show`. */
-static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t) {
+static cs_err layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t, bool classic) {
     const char *def = "default";
     cs_err err = cs__conf_put(conf, t, who, def, "client.id", cs_app_name(app), NULL); /* config may override */
     /* Every partition's records go to one queue (fetch_parts.c), so librdkafka's
@@ -147,9 +149,76 @@ static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_c
      * metric needs and librdkafka 2.0.2 offers nowhere else without a round
      * trip (consumer_metrics.c); config may override the interval. */
     if (!err) err = cs__conf_put(conf, t, who, def, "statistics.interval.ms", CS_STATS_INTERVAL_MS, NULL);
+    if (!err && classic) err = cs__conf_apply_traced(conf, who, &s->k->classic_defaults, def, t);
+    /* group.protocol exists from librdkafka 2.4.0 (a preview) and cstream
+     * offers it from 2.12.0; below that the setters refused CONSUMER and
+     * CLASSIC is what the library speaks anyway. */
+    if (!err && CS_RDKAFKA_HAS_CONSUMER_PROTOCOL && s->k->group_protocol_set)
+        err = cs__conf_put(conf, t, who, "code cs_kafka_group_protocol", "group.protocol",
+                           s->k->group_protocol == CS_GROUP_PROTOCOL_CONSUMER ? "consumer" : "classic", NULL);
     if (!err) err = cs__conf_apply_traced(conf, who, &s->k->config, "code cs_kafka_config", t);
+    if (!err && CS_RDKAFKA_HAS_CONSUMER_PROTOCOL && s->group_protocol_set)
+        err = cs__conf_put(conf, t, who, "code cs_sub_group_protocol", "group.protocol",
+                           s->group_protocol == CS_GROUP_PROTOCOL_CONSUMER ? "consumer" : "classic", NULL);
     if (!err) err = cs__conf_apply_traced(conf, who, &s->config, "code cs_sub_config", t);
     if (!err) err = cs__ext_apply(conf, s->k, CS_CONF_CONSUMER, s, t);
+    return err;
+}
+
+/* Classic-protocol properties librdkafka (2.10 on) refuses under
+ * group.protocol=consumer, and what takes their place: the broker owns the
+ * session and the assignment under KIP-848. */
+static const struct classic_only {
+    const char *key, *instead;
+} classic_only[] = {
+    {"session.timeout.ms", "the broker's group.consumer.session.timeout.ms (default 45000, within "
+                           "group.consumer.min.session.timeout.ms and group.consumer.max.session.timeout.ms)"},
+    {"heartbeat.interval.ms", "the broker's group.consumer.heartbeat.interval.ms (default 5000)"},
+    {"partition.assignment.strategy", "the broker computes the assignment: choose its assignor with "
+                                      "group.remote.assignor (uniform or range, from the broker's "
+                                      "group.consumer.assignors)"},
+    {"group.protocol.type", "nothing: the consumer protocol has no protocol type"},
+};
+
+/* Whether the layers (classic defaults aside) select group.protocol=consumer. */
+static bool wants_consumer_protocol(cs_sub *s, cs_app *app, const char *who, cs_err *err) {
+    *err = CS_OK;
+    if (!CS_RDKAFKA_HAS_CONSUMER_PROTOCOL) return false;
+    rd_kafka_conf_t *scratch = rd_kafka_conf_new();
+    *err = layers(s, app, who, scratch, NULL, false);
+    char value[32] = "";
+    size_t n = sizeof value;
+    bool consumer = !*err && rd_kafka_conf_get(scratch, "group.protocol", value, &n) == RD_KAFKA_CONF_OK &&
+                    !strcmp(value, "consumer");
+    rd_kafka_conf_destroy(scratch);
+    return consumer;
+}
+
+/* The consumer's layers under the protocol they select: in two passes, since
+ * the classic defaults come first but the protocol is known only once every
+ * layer is read. Under the consumer protocol a classic-only property set by
+ * any layer is refused here, naming it, the layer that set it and what
+ * replaces it (librdkafka's own refusal at rd_kafka_new names neither the
+ * layer nor the replacement). Records the choice on s. */
+static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t) {
+    cs_err err;
+    bool consumer = wants_consumer_protocol(s, app, who, &err);
+    if (err) return err;
+    s->consumer_protocol = consumer;
+    cs_conf_trace own = {0};
+    cs_conf_trace *trace = t ? t : &own;
+    err = layers(s, app, who, conf, trace, !consumer);
+    for (size_t i = 0; !err && consumer && i < sizeof classic_only / sizeof *classic_only; i++) {
+        for (size_t j = 0; j < trace->sources.n; j++) {
+            if (strcmp(trace->sources.keys[j], classic_only[i].key)) continue;
+            err = cs__fail(CS_ERR_CONFIG,
+                           "%s: property %s (set by %s) belongs to the classic group protocol and is refused "
+                           "under group.protocol=consumer (KIP-848); what replaces it: %s",
+                           who, classic_only[i].key, trace->sources.values[j], classic_only[i].instead);
+            break;
+        }
+    }
+    cs__conf_trace_free(&own);
     return err;
 }
 

@@ -180,6 +180,30 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
                       c->sub->k->instance_id, why);
         return;
     }
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+    /* Under the consumer protocol (KIP-848) a static member that joins while
+     * the broker still holds a member with its group.instance.id gets
+     * UNRELEASED_INSTANCE_ID, which librdkafka makes fatal. After a crash
+     * (SIGKILL) the holder is the dead process itself, until the broker's
+     * group.consumer.session.timeout.ms (45 s by default) expires it; a second
+     * live process keeps it for ever. cstream creates the consumer again
+     * and retries, with a backoff, for a bounded time
+     * (cs__consumer_rejoin_later, consumer.c); past the bound the holder is
+     * taken for a live process and the app stops, committing nothing
+     * (nothing was assigned yet). */
+    if (orig == RD_KAFKA_RESP_ERR_UNRELEASED_INSTANCE_ID && c->sub->static_id && cs__consumer_rejoin_later(c)) return;
+    if (orig == RD_KAFKA_RESP_ERR_UNRELEASED_INSTANCE_ID && c->sub->static_id) {
+        cs__app_fatal(c->app,
+                      "%s: refused at join (UNRELEASED_INSTANCE_ID): group %s still holds a member with "
+                      "group.instance.id %s, either this instance's previous process that crashed (the broker "
+                      "releases it when group.consumer.session.timeout.ms, 45 s by default, expires: restart "
+                      "after that) or another live process with instance id %s (give every running instance its "
+                      "own); this consumer stops and commits nothing (refusals retried before: %llu); librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
+                      c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoins), why);
+        return;
+    }
+#endif
     cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
 }
 

@@ -152,7 +152,17 @@ struct cs_consumer {
     _Atomic bool resume_wanted;
     bool closing;            /* the close path: revoke releases pending payloads */
     bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
-    bool cooperative;        /* the group's rebalance protocol, as last known (rebalance.c) */
+    /* The rejoin of a static member refused with UNRELEASED_INSTANCE_ID
+     * under the consumer protocol (consumer.c, "rejoin"): the configuration
+     * to create its consumer again (NULL when no such refusal can come),
+     * whether the fetch thread is to do it, when the first refusal came
+     * (0: none yet), and the refusals so far. Fetch thread, but
+     * `rejoins`, which /metrics and cs_sub_stats_get read. */
+    rd_kafka_conf_t *rejoin_conf;
+    bool rejoin_wanted;
+    int64_t rejoin_first_ms;
+    _Atomic uint64_t rejoins;
+    bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be
      * settled past the one that was not (fetch thread only). */
@@ -343,6 +353,11 @@ void cs__fetch_close_all(cs_consumer *c);
 /* ---- consumer_errors.c ------------------------------------------------------ */
 /* Stops the app for the consumer's fatal error `orig` (FENCED_INSTANCE_ID named as such). */
 void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
+/* A static member's join refused with UNRELEASED_INSTANCE_ID: true if the
+ * fetch thread is to create the consumer again and retry (the consumer
+ * protocol, never assigned yet, within the bound), counted and logged once;
+ * false: the refusal is fatal. Fetch thread. */
+bool cs__consumer_rejoin_later(cs_consumer *c);
 /* librdkafka's error_cb (opaque: the consumer). */
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
 /* librdkafka's statistics callback (fetch thread, through the consumer
@@ -405,6 +420,9 @@ size_t cs__fetch_share(cs_consumer *c);
 /* ---- fetch_take.c ----------------------------------------------------------- */
 /* At start: the record queue and the store. False when out of memory. */
 bool cs__fetch_init(cs_consumer *c, size_t budget);
+/* A new record queue for the consumer handle rk (c->rk's replacement at a
+ * rejoin), its callback set as cs__fetch_init sets it; NULL if out of memory. */
+rd_kafka_queue_t *cs__fetch_recq_new(cs_consumer *c, rd_kafka_t *rk);
 /* Takes what recq holds into the store, unless the store is full; returns
  * the records (and errors) taken. Fetch thread. */
 size_t cs__fetch_take_records(cs_consumer *c);

@@ -43,6 +43,7 @@ void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
     out->repeats = sum_topics(c, c->topic_repeats);
     out->seeks = atomic_load_explicit(&c->seeks, memory_order_relaxed);
     out->paused_partitions = atomic_load_explicit(&c->paused_now, memory_order_relaxed);
+    out->rejoins = atomic_load_explicit(&c->rejoins, memory_order_relaxed);
 }
 uint64_t cs__consumer_paused(cs_consumer *c) { return atomic_load_explicit(&c->paused_now, memory_order_relaxed); }
 
@@ -124,6 +125,10 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     cs__metric_int(m, "cstream_fetch_wakeups_total", "counter",
                    "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
                    (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));
+    cs__metric_int(m, "cstream_consumer_rejoins_total", "counter",
+                   "Joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol, static member) after which "
+                   "the consumer was created again to retry.",
+                   labels, (int64_t)atomic_load_explicit(&c->rejoins, memory_order_relaxed));
     cs__metric_int(m, "cstream_seeks_total", "counter",
                    "Partitions moved to another offset by the application (cs_sub_seek, cs_sub_seek_time).", labels,
                    (int64_t)atomic_load_explicit(&c->seeks, memory_order_relaxed));

@@ -60,10 +60,14 @@ bool cs__fetch_init(cs_consumer *c, size_t budget) {
      * budget and cannot be dropped, stay above it; recq still empties, and
      * the wake-up seek follows, once the buffer has room for it. */
     c->store = cs__store_new(budget, budget, store_wake, c);
-    c->recq = c->store ? rd_kafka_queue_new(c->rk) : NULL;
-    if (!c->recq) return false;
-    rd_kafka_queue_cb_event_enable(c->recq, on_records, c);
-    return true;
+    c->recq = c->store ? cs__fetch_recq_new(c, c->rk) : NULL;
+    return c->recq != NULL;
+}
+
+rd_kafka_queue_t *cs__fetch_recq_new(cs_consumer *c, rd_kafka_t *rk) {
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    if (q) rd_kafka_queue_cb_event_enable(q, on_records, c);
+    return q;
 }
 
 /* take_cb's lookup: records come in runs of one partition, and a record's

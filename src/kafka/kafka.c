@@ -48,6 +48,7 @@ void cs_kafka_destroy(cs_kafka *k) {
     for (size_t i = 0; i < k->n_topics; i++) free(k->topics[i].name);
     free(k->topics);
     cs__kvlist_free(&k->config);
+    cs__kvlist_free(&k->classic_defaults);
     cs__kvlist_free(&k->producer_config);
     cs__ext_free(&k->ext);
     cs__embedded_destroy(k->cluster);
@@ -77,6 +78,20 @@ cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
     cs_err err = cs__kafka_configurable(k, "cs_kafka_config");
     if (!err) err = cs__conf_check("cs_kafka_config", key, value);
     return err ? err : cs__kvlist_set(&k->config, key, value);
+}
+
+cs_err cs_kafka_group_protocol(cs_kafka *k, cs_group_protocol p) {
+    cs_err err = cs__kafka_configurable(k, "cs_kafka_group_protocol");
+    if (!err) err = cs__group_protocol_choice("cs_kafka_group_protocol", p);
+    if (err) return err;
+    k->group_protocol_set = true;
+    k->group_protocol = p;
+    return CS_OK;
+}
+
+cs_err cs__kafka_classic_default(cs_kafka *k, const char *key, const char *value) {
+    cs_err err = cs__conf_check("cstream default", key, value);
+    return err ? err : cs__kvlist_set(&k->classic_defaults, key, value);
 }
 
 cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value) {

@@ -29,6 +29,19 @@ void cs__kvlist_free(cs_kvlist *l);
 /* Checks one property with librdkafka. `who` names the caller in the message
  * (e.g. "cs_sub_config(payouts)"); `owned_by_mode` refuses the commit-mode keys. */
 cs_err cs__conf_check(const char *who, const char *key, const char *value);
+/* librdkafka 2.12.0: the KIP-848 consumer group protocol is GA (it came as a
+ * preview in 2.4.0, which cstream does not offer). */
+#define CS_RDKAFKA_HAS_CONSUMER_PROTOCOL (RD_KAFKA_VERSION >= 0x020c0000)
+/* CS_ERR_UNSUPPORTED, naming the librdkafka needed and the one found, when
+ * `value` of group.protocol asks for the consumer protocol this build cannot
+ * speak; CS_OK otherwise. */
+cs_err cs__group_protocol_supported(const char *who, const char *value);
+/* The broker's properties applied only under the classic protocol
+ * (cs_kafka.classic_defaults), e.g. the test cluster's session timing. */
+cs_err cs__kafka_classic_default(cs_kafka *k, const char *key, const char *value);
+/* CS_ERR_ARG for a p that is no cs_group_protocol, else
+ * cs__group_protocol_supported (the setters' shared check). */
+cs_err cs__group_protocol_choice(const char *who, cs_group_protocol p);
 /* Applies a list to conf; fails with the key and librdkafka's reason. */
 cs_err cs__conf_apply(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l);
 cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value);
@@ -234,6 +247,11 @@ struct cs_sub {
     /* Its consumer's group.instance.id while it runs with an instance id
      * (consumer.c, static_member_id), else NULL. */
     char *static_id;
+    /* cs_sub_group_protocol, when called; and the protocol the consumer was
+     * configured with, resolved from every layer (consumer_conf.c). */
+    bool group_protocol_set;
+    cs_group_protocol group_protocol;
+    bool consumer_protocol;
     char **topics;
     size_t n_topics;
     cs_handler_fn handler; /* one of handler, batch_handler */
@@ -306,6 +324,13 @@ struct cs_kafka {
      * given to cs_test_kafka_new): no static membership there (consumer.c). */
     bool mock;
     cs_kvlist config;
+    /* cs_kafka_group_protocol, when called. */
+    bool group_protocol_set;
+    cs_group_protocol group_protocol;
+    /* Properties cstream sets below everything else only when a consumer
+     * runs the classic protocol (cs_test_kafka_new's session timing): the
+     * consumer protocol refuses them (consumer_conf.c). */
+    cs_kvlist classic_defaults;
     topic_decl *topics;
     size_t n_topics;
     cs_sub **subs;

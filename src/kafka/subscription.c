@@ -198,6 +198,18 @@ cs_err cs_sub_config(cs_sub *s, const char *key, const char *value) {
     return err ? err : cs__kvlist_set(&s->config, key, value);
 }
 
+cs_err cs_sub_group_protocol(cs_sub *s, cs_group_protocol p) {
+    cs_err err = sub_configurable(s, "cs_sub_group_protocol");
+    if (err) return err;
+    char who[300];
+    snprintf(who, sizeof who, "cs_sub_group_protocol(%s)", s->name);
+    err = cs__group_protocol_choice(who, p);
+    if (err) return err;
+    s->group_protocol_set = true;
+    s->group_protocol = p;
+    return CS_OK;
+}
+
 cs_err cs_sub_start_at(cs_sub *s, cs_start where) {
     cs_err err = sub_configurable(s, "cs_sub_start_at");
     if (err) return err;

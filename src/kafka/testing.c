@@ -67,6 +67,14 @@ static cs_err cluster_new(int brokers, cs_test_cluster **out) {
             return err;
         }
         c->brokers = strdup(cs__embedded_bootstraps(c->embedded));
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+        /* Under the consumer protocol the session timing is the broker's:
+         * the same 6 s session and 500 ms heartbeat cs_test_kafka_new gives
+         * classic members, so a crashed member's partitions move on as soon
+         * under both protocols. */
+        rd_kafka_mock_set_group_consumer_session_timeout_ms(cs__embedded_mock(c->embedded), 6000);
+        rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(cs__embedded_mock(c->embedded), 500);
+#endif
     }
     if (!c->brokers) {
         cs_test_cluster_destroy(c);
@@ -230,8 +238,12 @@ cs_kafka *cs_test_kafka_new(const cs_test_cluster *c) {
     cs_kafka *k = cs_kafka_new(c->brokers);
     if (!k) return NULL;
     k->mock = c->embedded != NULL;
-    if (cs_kafka_config(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
-        cs_kafka_config(k, "auto.commit.interval.ms", "100") || cs_kafka_config(k, "heartbeat.interval.ms", "500")) {
+    /* The session timing is the classic protocol's only: under the consumer
+     * protocol the broker owns it (group.consumer.session.timeout.ms) and
+     * librdkafka refuses both keys, so they are classic defaults. */
+    if (cs__kafka_classic_default(k, "session.timeout.ms", "6000") || cs_kafka_config(k, "fetch.wait.max.ms", "10") ||
+        cs_kafka_config(k, "auto.commit.interval.ms", "100") ||
+        cs__kafka_classic_default(k, "heartbeat.interval.ms", "500")) {
         cs_kafka_destroy(k);
         return NULL;
     }

@@ -31,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "cstest.h"
 
 #ifndef PAYOUT_WORKER
@@ -302,6 +304,27 @@ static void tracked_kills_lose_nothing(void **state) {
     expect_tracked(&r, &t);
 }
 
+/* The same kills under the consumer group protocol (KIP-848, issue #32):
+ * the children join with group.protocol=consumer (PAYOUT_GROUP_PROTOCOL), the
+ * broker hands partitions over incrementally, and a killed member's
+ * partitions wait for the broker's group.consumer.session.timeout.ms (6 s on
+ * the embedded test cluster, 45 s on the real broker by default). */
+static void tracked_kills_lose_nothing_under_consumer_protocol(void **state) {
+    (void)state;
+#if RD_KAFKA_VERSION < 0x020c0000
+    cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
+#endif
+    run r;
+    setup(&r, "tracked", 4, payouts_here());
+    setenv("PAYOUT_GROUP_PROTOCOL", "consumer", 1); /* the children inherit it */
+    sequential_kills(&r);
+    finish(&r, false);
+    unsetenv("PAYOUT_GROUP_PROTOCOL");
+    tally t = report(&r, r.kills);
+    run_free(&r);
+    expect_tracked(&r, &t);
+}
+
 /* The partitions a member holds now, from its PAYOUT_ASSIGN_FILE ("+P" and
  * "-P" lines as they are assigned and revoked). */
 static int partitions_held(const char *assign_file) {
@@ -397,6 +420,7 @@ static void auto_kills_show_the_loss_window(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tracked_kills_lose_nothing),
+        cmocka_unit_test(tracked_kills_lose_nothing_under_consumer_protocol),
         cmocka_unit_test(scale_out_survivors_take_over),
         cmocka_unit_test(auto_kills_show_the_loss_window),
     };

@@ -12,7 +12,9 @@
  *   committed = log end after the last clean stop). With an instance id the
  *   restarted process must handle a payout before the killed one's session
  *   could have expired (42-45 s after the kill, SESSION_EXPIRES_MS): only a
- *   static member that takes its own place back can. CS_ROUNDS (2) and CS_PLAIN_ROUNDS (0: each
+ *   static member that takes its own place back can (under the classic
+ *   protocol; CS_GROUP_PROTOCOL=consumer runs the rounds under KIP-848).
+ *   CS_ROUNDS (2) and CS_PLAIN_ROUNDS (0: each
  *   round without an instance id waits out the 45 s) set the rounds;
  *   `make proof` runs 8 of each.
  * - fenced_instance_stops: a second process with the same instance id joins
@@ -98,6 +100,7 @@ typedef struct child_env {
     const char *session;  /* PAYOUT_SESSION_TIMEOUT_MS */
     const char *assign;   /* PAYOUT_ASSIGN_FILE */
     const char *log;      /* PAYOUT_LOG_FILE */
+    const char *protocol; /* PAYOUT_GROUP_PROTOCOL */
 } child_env;
 
 static void set_or_unset(const char *name, const char *value) {
@@ -110,6 +113,7 @@ static pid_t spawn(run *r, const child_env *e, int workers) {
     set_or_unset("PAYOUT_SESSION_TIMEOUT_MS", e->session);
     set_or_unset("PAYOUT_ASSIGN_FILE", e->assign);
     set_or_unset("PAYOUT_LOG_FILE", e->log);
+    set_or_unset("PAYOUT_GROUP_PROTOCOL", e->protocol);
     char w[16];
     snprintf(w, sizeof w, "%d", workers);
     char *const argv[] = {PAYOUT_WORKER, r->topic, r->group, r->out, w, "tracked", NULL};
@@ -118,6 +122,7 @@ static pid_t spawn(run *r, const child_env *e, int workers) {
     unsetenv("PAYOUT_SESSION_TIMEOUT_MS");
     unsetenv("PAYOUT_ASSIGN_FILE");
     unsetenv("PAYOUT_LOG_FILE");
+    unsetenv("PAYOUT_GROUP_PROTOCOL");
     if (pid <= 0) fail_msg("could not start %s", PAYOUT_WORKER);
     return pid;
 }
@@ -209,7 +214,10 @@ static void restart_rounds(const char *label, bool with_instance, int rounds) {
     setup(&r, with_instance ? "restart-static" : "restart-plain", 8000 * (rounds + 1));
     char instance[200];
     snprintf(instance, sizeof instance, "%s-instance", r.topic);
-    child_env e = {.instance = with_instance ? instance : NULL, .session = "default"};
+    /* CS_GROUP_PROTOCOL=consumer runs the rounds under KIP-848 (the session
+     * is then the broker's group.consumer.session.timeout.ms, also 45 s). */
+    child_env e = {
+        .instance = with_instance ? instance : NULL, .session = "default", .protocol = getenv("CS_GROUP_PROTOCOL")};
     double secs[MAX_ROUNDS];
     int64_t since_kill[MAX_ROUNDS];
     pid_t child = spawn(&r, &e, 2);
@@ -266,6 +274,107 @@ static void restart_without_instance_id(void **state) {
         return;
     }
     restart_rounds("without an instance id", false, rounds);
+}
+
+/* ---- the consumer protocol (KIP-848): a restart after a SIGKILL -------------
+ * The restarted static member's join is refused with UNRELEASED_INSTANCE_ID
+ * (fatal in librdkafka) while the broker still holds the killed member, until
+ * group.consumer.session.timeout.ms (45 s by default) expires it. cstream
+ * creates the consumer again and retries with backoff (consumer.c, rejoin):
+ * the restarted process itself gets in, with one WARN line, and 0 lost. A
+ * second live process with the same id is refused in the end: it holds the
+ * id beyond the retry bound (90 s), and the newcomer stops with an ERROR. */
+static void restart_with_instance_id_under_consumer_protocol(void **state) {
+    (void)state;
+#if RD_KAFKA_VERSION < 0x020c0000
+    cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
+#endif
+    run r;
+    setup(&r, "restart-static-kip848", 20000);
+    char instance[200], log[300];
+    snprintf(instance, sizeof instance, "%s-instance", r.topic);
+    snprintf(log, sizeof log, "/tmp/%s.log", r.topic);
+    unlink(log);
+    child_env e = {.instance = instance, .protocol = "consumer", .log = log};
+    pid_t child = spawn(&r, &e, 2);
+    if (!wait_growth(&r, 0, child, 120000)) fail_msg("the first worker handled nothing within 120 s");
+    usleep((useconds_t)(500 + rand_r(&r.seed) % 2500) * 1000); /* a kill at a random moment */
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    off_t at_kill = out_size(&r);
+    int64_t killed = now_ms();
+    child = spawn(&r, &e, 2);
+    /* wait_growth fails the test if the restarted process exits. */
+    if (!wait_growth(&r, at_kill, child, 150000)) fail_msg("the restarted worker handled nothing within 150 s");
+    int64_t first = now_ms() - killed;
+    char *text = cst_slurp(log);
+    char line[1024];
+    bool said = cst_log_line(text, "UNRELEASED_INSTANCE_ID", line, sizeof line) != NULL;
+    free(text);
+    finish(&r, child);
+    size_t runs;
+    size_t distinct = handled(&r, &runs);
+    printf("\nrestart with an instance id under group.protocol=consumer: SIGKILL, restarted at once: first payout "
+           "%.2f s after the kill; payouts %d, handled %zu times, distinct %zu: lost %lld, duplicated %zu\n",
+           (double)first / 1000.0, r.payouts, runs, distinct, (long long)r.payouts - (long long)distinct,
+           runs - distinct);
+    if (said) printf("the restarted process said: %s\n", line);
+    unlink(r.out);
+    unlink(log);
+    assert_int_equal(distinct, r.payouts); /* 0 lost */
+}
+
+static bool exited(pid_t pid, int *status);
+
+static void second_live_instance_refused_under_consumer_protocol(void **state) {
+    (void)state;
+#if RD_KAFKA_VERSION < 0x020c0000
+    cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
+#endif
+    run r;
+    setup(&r, "second-static-kip848", 400000);
+    char instance[200], log[300];
+    snprintf(instance, sizeof instance, "%s-instance", r.topic);
+    snprintf(log, sizeof log, "/tmp/%s.log", r.topic);
+    unlink(log);
+    child_env first_env = {.instance = instance, .protocol = "consumer"};
+    child_env second_env = {.instance = instance, .protocol = "consumer", .log = log};
+    pid_t first = spawn(&r, &first_env, 2);
+    if (!wait_growth(&r, 0, first, 120000)) fail_msg("the first worker handled nothing within 120 s");
+    int64_t started = now_ms();
+    pid_t second = spawn(&r, &second_env, 2);
+    int status = 0;
+    bool ended = false;
+    for (int64_t until = now_ms() + 150000; now_ms() < until && !ended;) {
+        ended = exited(second, &status);
+        if (exited(first, &status)) fail_msg("the first worker exited while the second tried to join");
+        usleep(20 * 1000);
+    }
+    int64_t took = now_ms() - started;
+    if (!ended) {
+        kill(second, SIGKILL);
+        waitpid(second, NULL, 0);
+        kill(first, SIGKILL);
+        waitpid(first, NULL, 0);
+        fail_msg("the second process with the same instance id was not refused within 150 s");
+    }
+    char *text = cst_slurp(log);
+    char line[1024];
+    bool said = cst_log_line(text, "refused at join (UNRELEASED_INSTANCE_ID)", line, sizeof line) != NULL;
+    free(text);
+    off_t before = out_size(&r);
+    bool first_alive = wait_growth(&r, before, first, 30000);
+    kill(first, SIGKILL);
+    waitpid(first, NULL, 0);
+    printf("\nsecond live process with the same instance id under group.protocol=consumer: refused after %.1f s, "
+           "exit status %d; the first kept handling: %s\n",
+           (double)took / 1000.0, WIFEXITED(status) ? WEXITSTATUS(status) : -1, first_alive ? "yes" : "no");
+    if (said) printf("it said: %s\n", line);
+    unlink(r.out);
+    unlink(log);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+    assert_true(said);
+    assert_true(first_alive);
 }
 
 /* ---- fencing ------------------------------------------------------------------ */
@@ -576,6 +685,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(restart_with_instance_id),
         cmocka_unit_test(restart_without_instance_id),
+        cmocka_unit_test(restart_with_instance_id_under_consumer_protocol),
+        cmocka_unit_test(second_live_instance_refused_under_consumer_protocol),
         cmocka_unit_test(fenced_instance_stops),
         cmocka_unit_test(two_subscriptions_one_group),
         cmocka_unit_test(scale_in_without_instance_id),

@@ -11,6 +11,10 @@
  *                               consumer joins as a static member
  *   PAYOUT_SESSION_TIMEOUT_MS   session.timeout.ms (default 6000; "default"
  *                               leaves librdkafka's own, 45 s)
+ *   PAYOUT_GROUP_PROTOCOL       "consumer": the KIP-848 group protocol
+ *                               (cs_kafka_group_protocol); the session is
+ *                               then the broker's and
+ *                               PAYOUT_SESSION_TIMEOUT_MS is not used
  *   PAYOUT_ASSIGN_FILE          "+P" / "-P" lines as partitions are assigned
  *                               and revoked (one write each, O_APPEND)
  *   PAYOUT_LOG_FILE             stderr (cstream's log lines) goes there */
@@ -88,7 +92,12 @@ int main(int argc, char **argv) {
     cs_kafka *k = cs_kafka_new(NULL);
     cs_sub *s = cs_kafka_subscribe(k, argv[1], pay_out, &seed);
     cs_err err = CS_OK;
-    if (!err && strcmp(session, "default")) err = cs_kafka_config(k, "session.timeout.ms", session);
+    const char *protocol = getenv("PAYOUT_GROUP_PROTOCOL");
+    bool consumer_protocol = protocol && !strcmp(protocol, "consumer");
+    if (!err && consumer_protocol) err = cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER);
+    /* The consumer protocol refuses session.timeout.ms: its session is the broker's. */
+    if (!err && !consumer_protocol && strcmp(session, "default"))
+        err = cs_kafka_config(k, "session.timeout.ms", session);
     if (!err && assign_fd >= 0) err = cs_sub_on_assign(s, on_assign, NULL);
     if (!err && assign_fd >= 0) err = cs_sub_on_revoke(s, on_revoke, NULL);
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
