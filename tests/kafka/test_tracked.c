@@ -219,6 +219,72 @@ static void crash_reads_every_unsettled_record_again(void **state) {
     fixture_free(second);
 }
 
+/* The acked set: one record held open while the others ack; after a crash
+ * the next owner hands out the held record again and none of those acked
+ * above it (they are skipped as settled). With the set off, every record
+ * above the held one is handled again (what Tracked did before the set). */
+static void crash_after_acks_above_an_open_record(bool acked_set) {
+    enum { N = 40, HELD = 5 };
+    char topic[128], group[160];
+    cst_fresh(acked_set ? "tracked-acked-set" : "tracked-no-set", 1, topic, group, sizeof topic);
+    produce(topic, 1, N);
+    fixture *first = fixture_new(1, CS_ACK);
+    first->hold_offset = HELD;
+    cs_app *app = cs_app_new("tracked-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, handle, first);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 4));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_acked_set(s, acked_set));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    seen_n all = {first, N};
+    assert_true(cst_wait(seen_at_least, &all, 30000));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, HELD, 10000));
+    /* Every record but the held one is acked once all were seen (the handler
+     * acks before it returns); the ticks after that commit the set. */
+    cst_wait_commit_ticks(s, 3, 10000);
+    atomic_store(&first->crashing, true);
+    cs_test_app_crash(app);
+    int64_t committed;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_int_equal(committed, HELD);
+
+    fixture *second = fixture_new(1, CS_ACK);
+    app = cs_app_new("tracked-test", "1.0");
+    k = cs_test_kafka_new(cst_cluster);
+    s = cs_kafka_subscribe(k, topic, handle, second);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 4));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_acked_set(s, acked_set));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, N, 60000));
+    assert_int_equal(cst_seen_count(second->seen, 0, HELD), 1); /* open at the crash: handled again */
+    for (int64_t o = 0; o < HELD; o++) assert_int_equal(cst_seen_count(second->seen, 0, o), 0); /* below the position */
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    for (int64_t o = HELD + 1; o < N; o++) assert_int_equal(cst_seen_count(second->seen, 0, o), acked_set ? 0 : 1);
+    assert_int_equal(st.skipped_settled, acked_set ? N - HELD - 1 : 0);
+    stop(app);
+    fixture_free(first);
+    fixture_free(second);
+}
+
+static void crash_skips_what_was_acked_above_an_open_record(void **state) {
+    (void)state;
+    crash_after_acks_above_an_open_record(true);
+}
+
+static void crash_without_acked_set_reads_above_the_open_record_again(void **state) {
+    (void)state;
+    crash_after_acks_above_an_open_record(false);
+}
+
 /* ---- out-of-order settlement with 4 workers over 3 partitions ----------------- */
 
 enum { OOO_PARTS = 3, OOO_N = 600 };
@@ -465,6 +531,8 @@ int main(void) {
         cmocka_unit_test(retry_comes_back_before_later_records),
         cmocka_unit_test(open_record_holds_the_position),
         cmocka_unit_test(crash_reads_every_unsettled_record_again),
+        cmocka_unit_test(crash_skips_what_was_acked_above_an_open_record),
+        cmocka_unit_test(crash_without_acked_set_reads_above_the_open_record_again),
         cmocka_unit_test(out_of_order_acks_never_pass_an_open_record),
         cmocka_unit_test(max_open_pauses_and_resumes_without_skipping),
         cmocka_unit_test(settle_after_stop_is_stale_and_read_again),
