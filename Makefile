@@ -181,7 +181,7 @@ valgrind: build valgrind-deps
 # new inputs go to build-fuzz/corpus/<name>). Crashes land in
 # build-fuzz/artifacts/ and fail the target.
 FUZZ_SECONDS ?= 60
-FUZZERS      := json_decode avro_decode protobuf_decode headers attempts_meta config schema_wire
+FUZZERS      := json_decode avro_decode protobuf_decode headers attempts_meta acked_meta config schema_wire
 fuzz-build: fuzz-deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCSTREAM_FUZZ=ON >/dev/null
 	cmake --build build-fuzz -j$$(nproc)
