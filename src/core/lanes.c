@@ -193,7 +193,7 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
             ds[done] = NULL;
             continue;
         }
-        if (part->acked.n && cs__acked_set_take(&part->acked, d->offset)) {
+        if (part->restored_set.n && cs__acked_set_take(&part->restored_set, d->offset)) {
             /* The group's verified acked set says an earlier owner settled
              * this record: it is delivered and settled at once, so the
              * position moves past it once the records before it settle,
@@ -208,8 +208,8 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
             n_skipped++;
             continue;
         }
-        if (part->acked.n && !cs__acked_set_reaches(&part->acked, d->offset + 1))
-            cs__acked_set_clear(&part->acked); /* walked to its end */
+        if (part->restored_set.n && !cs__acked_set_reaches(&part->restored_set, d->offset + 1))
+            cs__acked_set_clear(&part->restored_set); /* walked to its end */
         if (part->tracker) {
             d->attempt = cs__prior_attempts(part, d->offset);
             /* Keep an earlier owner's count in the metadata until the record runs. */

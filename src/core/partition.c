@@ -58,7 +58,7 @@ void cs__part_unref(cs_part *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->drained);
     cs_tracker_destroy(p->tracker);
-    cs__acked_set_clear(&p->acked);
+    cs__acked_set_clear(&p->restored_set);
     cs__output_free_all(p->window);
     free(p->topic);
     free(p);
@@ -136,8 +136,8 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     part->last_meta[0] = '\0';
     part->n_prior = part->prior_next = 0;
     /* A seek or a rewind starts a new epoch too: what an earlier owner
-     * settled is not skipped after one (cs_sub_seek back means read again). */
-    cs__acked_set_clear(&part->acked);
+     * settled is not skipped after one (a seek back means: read again). */
+    cs__acked_set_clear(&part->restored_set);
     part->trunc_note = false;
     part->max_fetched = -1;
     part->suspect_left = 0;
@@ -290,7 +290,8 @@ void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, 
      * owner skips it instead of handling it again. O(span) under the lock,
      * once per commit tick. */
     uint32_t runs[CS_ACKED_MAX_RUNS];
-    size_t n_runs = cs__acked_collect(part->tracker, &part->acked, part->max_fetched, *pos, runs, CS_ACKED_MAX_RUNS);
+    size_t n_runs =
+        cs__acked_collect(part->tracker, &part->restored_set, part->max_fetched, *pos, runs, CS_ACKED_MAX_RUNS);
     uint64_t wanted = 0, reach;
     for (size_t i = 0; i < n_runs; i++) wanted += runs[i];
     cs__meta_encode_set(meta, cap, clean, *pos, offsets, attempts, n, runs, n_runs, &reach);
@@ -319,7 +320,7 @@ bool cs__part_set_acked(cs_part *part, int64_t base, const uint32_t *runs, size_
     /* Only for the epoch's first records: once some were fetched, the set
      * would be walked out of order. */
     bool ok = part->max_fetched < 0 && part->pipe && part->pipe->cfg.acked_set && part->tracker;
-    if (ok) ok = cs__acked_set_load(&part->acked, base, runs, n);
+    if (ok) ok = cs__acked_set_load(&part->restored_set, base, runs, n);
     pthread_mutex_unlock(&part->lock);
     return ok;
 }

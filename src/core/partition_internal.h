@@ -72,8 +72,8 @@ struct cs_part {
     size_t n_prior, prior_next;
     /* The acked set restored at assign (verified, cs__part_set_acked):
      * offsets an earlier owner settled, skipped as they are fetched; kept
-     * in the commits until fetched. Empty under cs_sub_acked_set(false). */
-    cs_acked_set acked;
+     * in the commits until fetched. Empty when cfg.acked_set is false. */
+    cs_acked_set restored_set;
     /* The last commit state whose acked set did not fit: how far it reached
      * and how far it would have (cs__part_take_truncation). */
     bool trunc_note;

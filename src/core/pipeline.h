@@ -76,7 +76,7 @@ typedef struct cs_pipeline_config {
     /* Tracked, not Transactional: commits carry the acked set above the
      * position (attempts_meta.h, cs2) and records an earlier owner settled
      * are skipped (cs__part_set_acked). False: cs1, everything above the
-     * committed position is read again (cs_sub_acked_set). */
+     * committed position is read again (the subscription turned it off). */
     bool acked_set;
     /* Tracked: commits a suspect record's attempt before it runs (sync). */
     int (*precommit)(void *arg, cs_part *part);

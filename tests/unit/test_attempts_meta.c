@@ -247,7 +247,7 @@ typedef struct model {
     cs_tracker *t;
     cs_acked_set set;
     size_t next; /* index into log of the next record to fetch */
-    int64_t max_fetched;
+    int64_t highest_fetched;
     int64_t open_off[OPEN_MAX];
     uint64_t open_seq[OPEN_MAX];
     size_t n_open;
@@ -275,7 +275,7 @@ static void start_owner(model *m) {
     cs_tracker_reset(m->t);
     cs__acked_set_clear(&m->set);
     m->n_open = 0;
-    m->max_fetched = -1;
+    m->highest_fetched = -1;
     m->next = 0;
     while (m->committed >= 0 && m->next < m->n_log && m->log[m->next] < m->committed) m->next++;
     if (m->committed < 0) return;
@@ -297,7 +297,7 @@ static void fetch(model *m, size_t k) {
         int64_t off = m->log[m->next++];
         uint64_t seq;
         check_model(m, cs_tracker_delivered(m->t, off, &seq) == 0, "delivered refused", off);
-        m->max_fetched = off;
+        m->highest_fetched = off;
         if (m->set.n && cs__acked_set_take(&m->set, off)) {
             /* the property: nothing is skipped that no owner settled */
             check_model(m, m->settled[off], "skipped a record never settled", off);
@@ -329,7 +329,7 @@ static void commit(model *m) {
     if (pos < 0) return;
     static uint32_t runs[CS_ACKED_MAX_RUNS];
     size_t max = 1 + (size_t)(rnd() % 4 == 0 ? rnd() % 8 : CS_ACKED_MAX_RUNS - 1);
-    size_t n = cs__acked_collect(m->t, &m->set, m->max_fetched, pos, runs, max);
+    size_t n = cs__acked_collect(m->t, &m->set, m->highest_fetched, pos, runs, max);
     size_t cap = rnd() % 3 == 0 ? 40 + (size_t)(rnd() % 120) : CS_META_MAX;
     uint64_t reach;
     char meta[CS_META_MAX];
