@@ -20,7 +20,9 @@
  *                               of N is held open on its first run, by
  *                               cs_delivery_retry_after(d, PAYOUT_HOLD_MS,
  *                               default 20000), before it is handled: the
- *                               committed position waits while the rest flows */
+ *                               committed position waits while the rest flows
+ *   PAYOUT_COMMIT_INTERVAL_MS   cs_sub_commit_interval_ms (default 100): the
+ *                               commit cadence that sets the duplicate floor */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -108,7 +110,8 @@ int main(int argc, char **argv) {
     if (!err) err = cs_sub_commit_mode(s, auto_mode ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED);
     if (!err && auto_mode) err = cs_kafka_config(k, "auto.commit.interval.ms", "100");
     if (!err) err = cs_sub_workers(s, atoi(argv[4]));
-    if (!err) err = cs_sub_commit_interval_ms(s, 100);
+    const char *interval = getenv("PAYOUT_COMMIT_INTERVAL_MS");
+    if (!err) err = cs_sub_commit_interval_ms(s, interval ? atoi(interval) : 100);
     const char *acked_set = getenv("PAYOUT_ACKED_SET");
     if (!err && acked_set && !strcmp(acked_set, "0")) err = cs_sub_acked_set(s, 0);
     const char *hold = getenv("PAYOUT_HOLD_EVERY");
