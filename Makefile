@@ -263,6 +263,22 @@ bench-tools: build
 bench: bench-tools
 	bench/peers/.venv/bin/python bench/run.py --cluster real --records 1000000 --out bench/results/real.json
 	bench/peers/.venv/bin/python bench/report.py bench/results/real.json
+# The fetch path on both librdkafka lanes, side by side in one run (docs/benchmarks.md, "Both
+# librdkafka lanes"): the harness built against the floor (bench/build) and against the current
+# lane (bench/build-current), raw librdkafka of each version as that lane's baseline, interleaved
+# rounds of at least LANES_TARGET_S seconds on 1, 6 and 48 partitions, then callgrind per lane.
+LANES_TARGET_S ?= 10
+LANES_CONTENDERS := raw-batch raw-poll cs-auto cs-tracked-1w cs-tracked-4w
+.PHONY: bench-lanes
+bench-lanes:
+	$(MAKE) build
+	$(MAKE) build LIBRDKAFKA=current
+	cmake -S bench -B bench/build -DCSTREAM_BUILD_DIR=$(CURDIR)/build >/dev/null && cmake --build bench/build
+	cmake -S bench -B bench/build-current -DCSTREAM_BUILD_DIR=$(CURDIR)/build-current \
+	  -DCSTREAM_RDKAFKA_PKGCONFIG=$$(scripts/librdkafka prefix)/lib/pkgconfig >/dev/null && cmake --build bench/build-current
+	python3 bench/run.py --cluster real --shape 1p --shape 6p --shape 48p --records 3000000 \
+	  --target-s $(LANES_TARGET_S) $(foreach c,$(LANES_CONTENDERS),--contender $(c) --contender $(c)@current) \
+	  --out bench/results/lanes.json
 # Decode cost per record of the JSON, Avro and Protobuf codecs, one thread, no
 # broker (docs/benchmarks.md, "Decode cost per codec"); needs only `make build`.
 CODEC_BENCH_ROUNDS  ?= 7

@@ -282,6 +282,12 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         fprintf(stderr, "fetch buffer: %s\n", cs_errmsg());
         return 2;
     }
+    /* BENCH_COMMIT_INTERVAL_MS: the commit interval (Transactional: the window), a measurement knob */
+    const char *interval = getenv("BENCH_COMMIT_INTERVAL_MS");
+    if (interval && *interval && cs_sub_commit_interval_ms(s, atoi(interval))) {
+        fprintf(stderr, "commit interval: %s\n", cs_errmsg());
+        return 2;
+    }
     /* BENCH_MAX_OPEN: a measurement knob (what max_open costs), not used by run.py */
     const char *max_open = getenv("BENCH_MAX_OPEN");
     if (max_open && *max_open && cs_sub_max_open(s, (size_t)atoll(max_open))) {

@@ -11,7 +11,8 @@
  * as its handler acks; Transactional makes it visible when its window commits
  * (every 100 ms), so its latency is about half a window plus the commit.
  * The first second warms up every client and is not sampled. Prints one
- * JSON line: mode, outputs, samples, p50/p90/p99/max ms. */
+ * JSON line: mode, outputs, samples, p50/p90/p99/max ms. BENCH_COMMIT_INTERVAL_MS
+ * sets cs_sub_commit_interval_ms (Transactional: the window; default 100). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -115,7 +116,10 @@ int main(int argc, char **argv) {
     if (cs_kafka_default_group(k, in) || cs_kafka_config(k, "fetch.wait.max.ms", "5") ||
         (txn && cs_kafka_instance_id(k, in)) ||
         cs_sub_commit_mode(s, txn ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED) || cs_sub_workers(s, 4) ||
-        cs_sub_reply(s, out, 5000) || cs_app_add_kafka(app, k) || cs_app_start(app)) {
+        cs_sub_reply(s, out, 5000) ||
+        (getenv("BENCH_COMMIT_INTERVAL_MS") &&
+         cs_sub_commit_interval_ms(s, atoi(getenv("BENCH_COMMIT_INTERVAL_MS")))) ||
+        cs_app_add_kafka(app, k) || cs_app_start(app)) {
         fprintf(stderr, "service: %s\n", cs_errmsg());
         return 2;
     }

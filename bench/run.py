@@ -39,6 +39,26 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 CS = os.path.join(HERE, "build", "cs_bench")
 SHIM = os.path.join(HERE, "build", "libbench_malloc_count.so")
+# librdkafka lanes (docs/librdkafka.md): a C contender named "<name>@current" runs the harness built
+# against the current lane's librdkafka (bench/build-current, `make bench-lanes`); its raw-batch@current
+# is its baseline, so every ratio compares cstream with raw librdkafka of the same version.
+LANE_BUILDS = {"": os.path.join(HERE, "build"), "current": os.path.join(HERE, "build-current")}
+
+
+def split_lane(contender):
+    """("cs-auto", "current") for "cs-auto@current"; ("cs-auto", "") for the floor's."""
+    name, _, lane = contender.partition("@")
+    return name, lane
+
+
+def lane_binary(lane, name="cs_bench"):
+    if lane not in LANE_BUILDS:
+        raise SystemExit(f"unknown librdkafka lane {lane!r} (known: {', '.join(l or 'floor' for l in LANE_BUILDS)})")
+    return os.path.join(LANE_BUILDS[lane], name)
+
+
+def baseline_of(contender):
+    return BASELINE + ("@" + split_lane(contender)[1] if split_lane(contender)[1] else "")
 RUST = os.path.join(HERE, "peers", "ruststream", "target", "release", "cstream-bench-ruststream")
 PY = os.path.join(HERE, "peers", ".venv", "bin", "python")
 FAST = os.path.join(HERE, "peers", "faststream", "bench_faststream.py")
@@ -66,7 +86,9 @@ def cmd_for(contender, brokers, topic, group, n, reply_topic):
         return [RUST, contender.split("-", 1)[1], brokers, topic, group, str(n)], {}
     if contender.startswith("faststream-"):  # faststream-<mode>: manual-ack or default-ack
         return [PY, FAST, brokers, topic, group, str(n), contender.split("-", 1)[1]], {}
-    return [CS, "consume", contender, brokers, topic, group, str(n), reply_topic], {"LD_PRELOAD": SHIM}
+    name, lane = split_lane(contender)
+    return ([lane_binary(lane), "consume", name, brokers, topic, group, str(n), reply_topic],
+            {"LD_PRELOAD": lane_binary(lane, "libbench_malloc_count.so")})
 
 
 def run_round(contender, brokers, topic, n, reply_topic, timeout):
@@ -110,6 +132,7 @@ def warmup_records(args, c):
 
 
 def is_c_contender(c):
+    c = split_lane(c)[0]
     return not (c.startswith("ruststream") or c.startswith("faststream"))
 
 
@@ -141,10 +164,10 @@ def summarize(entry, args):
 
 
 def add_ratios(entries):
-    """Each contender's median as a multiple of raw-batch's on the same topic, and its peak RSS
-    over raw-batch's."""
-    base = next((e for e in entries if e["contender"] == BASELINE and e.get("median")), None)
+    """Each contender's median as a multiple of raw-batch's (of its own librdkafka lane) on the same
+    topic, and its peak RSS over raw-batch's."""
     for e in entries:
+        base = next((b for b in entries if b["contender"] == baseline_of(e["contender"]) and b.get("median")), None)
         e["ratio_to_raw_batch"] = e["median"] / base["median"] if base and e.get("median") else None
         e["rss_ratio_to_raw_batch"] = (e["peak_rss_kb"] / base["peak_rss_kb"]
                                        if base and e.get("peak_rss_kb") and base.get("peak_rss_kb") else None)
@@ -201,25 +224,28 @@ def bench_topic(args, brokers, create, label, parts, n_topic, contenders, sink, 
 def run_callgrind(args, brokers, contenders):
     """Instructions per record of the C contenders (bench/callgrind.sh, its own 6-partition
     topics). Returns {contender: {ir_per_record, ...}}; a failed contender has an error instead."""
-    cs = [c for c in contenders if is_c_contender(c)]
-    if not cs:
-        return {}
-    if BASELINE in cs:  # the raw loop that also reads headers: librdkafka's header parse, measured apart
-        cs.insert(cs.index(BASELINE) + 1, "raw-batch-headers")
-    log(f"callgrind: {' '.join(cs)}")
-    p = subprocess.run([os.path.join(HERE, "callgrind.sh"), brokers] + cs, capture_output=True, text=True,
-                       env=dict(os.environ, CS_BENCH=CS))
     out = {}
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            r = json.loads(line)
-            out[r["contender"]] = r
-    base = out.get(BASELINE, {}).get("ir_per_record")
-    for r in out.values():
-        if base is not None and r.get("ir_per_record") is not None:
-            r["ir_over_raw_batch"] = r["ir_per_record"] - base
-    if p.returncode != 0:
-        log(f"callgrind.sh exit {p.returncode}: {p.stderr.strip()[-300:]}")
+    for lane in dict.fromkeys(split_lane(c)[1] for c in contenders if is_c_contender(c)):
+        cs = [split_lane(c)[0] for c in contenders if is_c_contender(c) and split_lane(c)[1] == lane]
+        if BASELINE in cs:  # the raw loop that also reads headers: librdkafka's header parse, measured apart
+            cs.insert(cs.index(BASELINE) + 1, "raw-batch-headers")
+        suffix = "@" + lane if lane else ""
+        log(f"callgrind{' (lane ' + lane + ')' if lane else ''}: {' '.join(cs)}")
+        p = subprocess.run([os.path.join(HERE, "callgrind.sh"), brokers] + cs, capture_output=True, text=True,
+                           env=dict(os.environ, CS_BENCH=lane_binary(lane)))
+        mine = {}
+        for line in p.stdout.splitlines():
+            if line.startswith("{"):
+                r = json.loads(line)
+                r["contender"] += suffix
+                mine[r["contender"]] = r
+        base = mine.get(BASELINE + suffix, {}).get("ir_per_record")
+        for r in mine.values():
+            if base is not None and r.get("ir_per_record") is not None:
+                r["ir_over_raw_batch"] = r["ir_per_record"] - base
+        if p.returncode != 0:
+            log(f"callgrind.sh exit {p.returncode}: {p.stderr.strip()[-300:]}")
+        out.update(mine)
     return out
 
 

@@ -10,7 +10,7 @@
  *         librdkafka conf, and the property list keeps the last value.
  *   odd:  NUL-separated arguments after argv[0] — the parser answers 0, 1 or
  *         2, and what it accepts is consistent (a known command, a topic for
- *         publish, every --header with an '=', values that are argv strings).
+ *         publish, every --header and -X with an '=', values that are argv strings).
  * plugin.library.paths is left out: librdkafka loads the plugin while the
  * property is set, so fuzzing it would dlopen arbitrary paths. */
 #include <librdkafka/rdkafka.h>
@@ -83,7 +83,12 @@ static void command_line(char *text, size_t len) {
     if (rc == 0) {
         bool run = !strcmp(o.command, "run"), docs = !strcmp(o.command, "docs"),
              publish = !strcmp(o.command, "publish");
-        check(run || docs || publish);
+        bool reset = !strcmp(o.command, "reset-offsets"), config = !strcmp(o.command, "config");
+        check(run || docs || publish || reset || config);
+        /* -X KEY=VALUE: every one has a name and an '='; docs takes none. */
+        for (size_t i = 0; i < o.n_props; i++) check(o.props[i][0] != '=' && strchr(o.props[i], '='));
+        check(!docs || (!o.n_props && !o.config_file));
+        check(!o.config_file || is_arg(argv, argc, o.config_file));
         check(!publish || (o.topic && is_arg(argv, argc, o.topic)));
         check(publish || (!o.topic && !o.key && !o.partition && !o.n_headers && !o.lines));
         check(!docs || (!o.log_level && !o.log_format && !o.http));

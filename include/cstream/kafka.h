@@ -60,6 +60,14 @@ typedef enum cs_start {
 
 /** bootstrap_servers may be NULL: then CSTREAM_BROKERS, else the embedded cluster.
  *
+ * At cs_app_start the broker also reads the operator's configuration, above
+ * the code's cs_kafka_config / cs_kafka_producer_config / cs_sub_config: the
+ * properties file named by CSTREAM_CONFIG (or cs_app_main's --config), then
+ * the CSTREAM_KAFKA_* variables (then cs_app_main's -X flags); each is
+ * checked like those calls, and a bad one fails the start with
+ * CS_ERR_CONFIG naming the file and line, variable or flag (docs/guide.md,
+ * "Configuration from a file, the environment and the command line").
+ *
  * The caller owns the broker until cs_app_add_kafka hands it to an app (then
  * the app frees it); one never added is freed with cs_kafka_destroy.
  * Configuring thread.
@@ -102,7 +110,9 @@ CS_API cs_err cs_kafka_default_group(cs_kafka *k, const char *group);
  * bootstrap.servers, enable.auto.commit, enable.auto.offset.store,
  * group.instance.id, auto.offset.reset, enable.partition.eof) are refused
  * with the call that sets them instead. The value of a key that looks secret
- * (password, secret, jaas, token, ...) never goes into a message.
+ * (password, secret, jaas, token, ...) never goes into a message. The
+ * operator's file, CSTREAM_KAFKA_* variables and -X flags override it at
+ * start (see cs_kafka_new).
  * @param k the broker.
  * @param key the property name.
  * @param value its value (both copied).
@@ -127,6 +137,66 @@ CS_API cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value);
  * @retval CS_ERR_STATE the app has started.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
+
+/** An OAUTHBEARER token, as a cs_oauth_token_fn hands it to cstream.
+ *
+ * The strings are borrowed: cstream copies them into librdkafka before the
+ * callback's caller returns, so they must stay valid only until the callback
+ * has returned (point them at storage the callback's `user` owns, not at the
+ * callback's own locals). */
+typedef struct cs_oauth_token {
+    const char *value;     /**< the token the broker validates (e.g. a JWS compact serialization); not NULL */
+    int64_t expires_ms;    /**< when it stops being valid, milliseconds since the Unix epoch; librdkafka asks
+                                for a new one at 80 % of its remaining lifetime */
+    const char *principal; /**< the principal it authenticates; not NULL */
+    /** NULL, or SASL extensions (RFC 7628 3.1) as key, value pairs, followed
+     * by a NULL key: {"traceId", "abc", NULL}. */
+    const char *const *extensions;
+} cs_oauth_token;
+
+/** Supplies an OAUTHBEARER token when a client needs one: at its start, and
+ * again before the last token expires (at 80 % of its lifetime).
+ *
+ * Runs on a librdkafka background thread, once per client: each consumer,
+ * the producer and cs_app_start's metadata check authenticate on their own,
+ * and their calls may overlap (make `fn` thread-safe). It may block while it
+ * asks a token service, but that client cannot connect meanwhile: keep it to
+ * a few seconds. Never call cstream's configuration setters from it.
+ * @param k the broker whose client needs the token.
+ * @param config the client's `sasl.oauthbearer.config` property (NULL when
+ *        unset), for providers that take parameters from the configuration.
+ * @param out where to put the token (zeroed before the call).
+ * @param reason where to put why there is no token (NUL-terminated, at most
+ *        reason_size bytes with the NUL), when returning an error.
+ * @param reason_size the size of reason.
+ * @param user the pointer given to cs_kafka_oauthbearer_token_cb.
+ * @retval CS_OK `out` holds a token.
+ * @retval other there is none: the client logs `reason`, fails its pending
+ *         connections and calls again later (librdkafka retries every 10 s). */
+typedef cs_err (*cs_oauth_token_fn)(cs_kafka *k, const char *config, cs_oauth_token *out, char *reason,
+                                    size_t reason_size, void *user);
+
+/** Sets the token provider of SASL/OAUTHBEARER for every client of the broker
+ * (the subscriptions' consumers, the producer, transactional producers): for
+ * cloud IAM tokens and custom token services. Without it, only librdkafka's
+ * own providers work (its unsecured test tokens and, from librdkafka 2.x,
+ * OIDC client credentials, both configured through properties).
+ *
+ * The clients still need `security.protocol=SASL_PLAINTEXT` or `SASL_SSL`
+ * and `sasl.mechanisms=OAUTHBEARER` (cs_kafka_config, or the operator's
+ * configuration); a client with another mechanism never calls `fn`. A token
+ * that `fn` returns and librdkafka refuses (an empty value, an expiry in the
+ * past, a malformed extension) counts as a failure and is logged with its
+ * reason; the token's value is never logged.
+ *
+ * Configuring thread, before cs_app_start.
+ * @param k the broker.
+ * @param fn the provider, see cs_oauth_token_fn; NULL removes it.
+ * @param user passed to fn; cstream never reads or frees it.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_kafka_oauthbearer_token_cb(cs_kafka *k, cs_oauth_token_fn fn, void *user);
 
 /** How long the graceful stop waits for the producer to deliver what it holds
  * (default 30000 ms).

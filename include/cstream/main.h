@@ -19,7 +19,19 @@
  *     publish TOPIC [--key K] [--header k=v]... [--lines] [--partition N]
  *                     sends stdin as one record (--lines: one per line) and
  *                     prints "partition=P offset=O" per record from its delivery report
+ *     config show     prints each Kafka client's effective configuration
+ *                     (every subscription's consumer, the producer), each
+ *                     value with its source, secrets masked
  *     --help, --version
+ *
+ * Kafka client properties (run, publish, reset-offsets, config show):
+ *       --config FILE         a Java client.properties file (else CSTREAM_CONFIG)
+ *       -X KEY=VALUE          one property, repeatable (kcat's -X)
+ *     with CSTREAM_KAFKA_KEY variables between them: cstream's defaults <
+ *     the code < the file < the variables < -X. Keys may start with
+ *     consumer., producer. or subscription.NAME.; a value @/path (a variable:
+ *     a _FILE suffix) is read from that file. See docs/guide.md,
+ *     "Configuration from a file, the environment and the command line".
  *
  * Flags beat the environment, the environment beats the code. A wrong flag
  * prints the usage on stderr and returns 2.

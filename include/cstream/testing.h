@@ -326,6 +326,18 @@ CS_API uint64_t cs_test_sub_sheds(const cs_sub *s);
  * @param s the subscription.
  * @return the count. */
 CS_API uint64_t cs_test_sub_moves_back(const cs_sub *s);
+/** How many records the subscription's fetch thread has taken from
+ * librdkafka into its fetch buffer since it started (0 while it does not
+ * run); records it dropped as repeats or while shedding do not count. The
+ * count is updated after each take, before any record of that take is handed
+ * to a handler: a handler that sees the count equal to the records handed out
+ * so far runs the last record cstream holds, and the next one still has to
+ * come from librdkafka. For tests of the fetch path's pace.
+ *
+ * Any thread.
+ * @param s the subscription.
+ * @return the count. */
+CS_API uint64_t cs_test_sub_taken(const cs_sub *s);
 /** Makes the subscription's next `n` re-fetch seeks fail as if librdkafka
  * refused them: the seek that moves a resumed partition back to the first
  * record it dropped (after an application's pause that shed, or a stuck

@@ -8,6 +8,7 @@
 /* ---- operations surface (cs_app_main, /metrics, /readyz, AsyncAPI) ---------- */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "cstream/codec.h"
 #include "cstream/record.h"
 
@@ -97,6 +98,17 @@ typedef struct cs_broker_ops {
     /* ---- operations surface: optional (NULL: this broker has none) ---------- */
     /* Before start: replaces the bootstrap servers (NULL or "": the embedded cluster). */
     cs_err (*set_bootstrap)(void *impl, const char *servers);
+    /* Before start: the operator's client properties from the command line,
+     * copied: `file` (--config; NULL: the broker's own default, if any) and
+     * `props` ("key=value" each, -X, in order). The broker reads, checks and
+     * applies them above the code's configuration when it starts (and for
+     * the commands that connect); their names and values are the broker's
+     * business, the core only carries them. */
+    cs_err (*set_external)(void *impl, const char *file, char *const *props, size_t n_props);
+    /* The calling thread, with the app not running: writes the effective
+     * configuration of each of the broker's clients to `out`, each value
+     * with where it came from, secrets masked (`config show`). */
+    cs_err (*show_config)(void *impl, cs_app *app, FILE *out);
     const char *(*bootstrap)(void *impl); /* NULL before start on the embedded cluster */
     size_t (*n_topics)(void *impl);       /* the topics the service declared */
     const char *(*topic)(void *impl, size_t i, int *partitions);

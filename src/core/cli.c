@@ -1,6 +1,7 @@
 /* cli.c — cs_app_main: the command line every service shares (run, docs,
- * publish, reset-offsets (its run is in cli_reset.c), --help, --version; see
- * cstream/main.h), under `run --http` the routes of the operations server
+ * publish, reset-offsets (its run is in cli_reset.c), config show, --help,
+ * --version; see cstream/main.h; --config and -X reach the brokers as
+ * opaque key=value strings), under `run --http` the routes of the operations server
  * (/metrics, /healthz, /readyz), and cs_app_asyncapi, which `docs` prints (the
  * broker writes the document).
  *
@@ -47,6 +48,7 @@ static void usage(FILE *f, const char *prog) {
             "       %s reset-offsets (--to-earliest | --to-latest | --to-offset N | --to-datetime TIME |\n"
             "          --to-timestamp MS | --shift-by N) [--group G] [--topic T[:P,P...]]... [--execute]\n"
             "          [--brokers LIST]\n"
+            "       %s config show [--config FILE] [-X KEY=VALUE]... [--brokers LIST]\n"
             "       %s --help | --version\n"
             "\n"
             "commands:\n"
@@ -59,13 +61,28 @@ static void usage(FILE *f, const char *prog) {
             "            TOPIC PARTITION CURRENT -> NEW; --execute commits it. Refused while the group\n"
             "            has live members (a crashed static member counts until its session expires).\n"
             "            TIME: 2026-12-01T10:00:00Z (or +02:00), MS: milliseconds since the epoch\n"
+            "  config show  print each Kafka client's effective configuration (every subscription's\n"
+            "            consumer, the producer), each value with where it comes from, secrets masked\n"
             "\n"
             "options (flags beat the environment, the environment beats the code):\n"
             "  --brokers LIST     bootstrap servers (CSTREAM_BROKERS; none: the embedded cluster)\n"
             "  --log-level L      error|warn|info|debug (CSTREAM_LOG_LEVEL)\n"
             "  --log-format F     text|json (CSTREAM_LOG_FORMAT)\n"
-            "  --http ADDR:PORT   serve /metrics, /healthz and /readyz (CSTREAM_HTTP)\n",
-            prog, prog, prog, prog, prog);
+            "  --http ADDR:PORT   serve /metrics, /healthz and /readyz (CSTREAM_HTTP)\n"
+            "\n"
+            "Kafka client properties (run, publish, reset-offsets, config show), lowest to highest:\n"
+            "  cstream's defaults < the service's code < a properties file < CSTREAM_KAFKA_* < -X.\n"
+            "  --config FILE      a Java client.properties file: key=value lines, # and ! comments\n"
+            "                     (CSTREAM_CONFIG; for a service without this command line too)\n"
+            "  -X KEY=VALUE       one property, repeatable: -X security.protocol=SASL_SSL\n"
+            "  CSTREAM_KAFKA_KEY  one property per variable: _ is ., __ is _ (CSTREAM_KAFKA_SASL_MECHANISMS)\n"
+            "  A key may start with consumer. or producer. (variables: CONSUMER_, PRODUCER_) for those\n"
+            "  clients only, or subscription.NAME. for one subscription's consumer (variables:\n"
+            "  SUBSCRIPTION_NAME_, NAME upper case with every other character as _). Secrets from files:\n"
+            "  KEY=@/path/to/file in the file or -X (@@ for a literal @), CSTREAM_KAFKA_KEY_FILE=/path;\n"
+            "  the file's trailing newline is dropped. Keys cstream owns (group.id, bootstrap.servers,\n"
+            "  enable.auto.commit, ...) are refused.\n",
+            prog, prog, prog, prog, prog, prog);
 }
 
 /* ---- arguments ------------------------------------------------------------------ */
@@ -91,6 +108,17 @@ static bool append(const char ***list, size_t *n, const char *v) {
     *list = grown;
     grown[(*n)++] = v;
     return true;
+}
+
+/* "-X KEY=VALUE" or "-XKEY=VALUE" (kcat's spellings): the value, advancing *i. */
+static const char *property_flag(int argc, char **argv, int *i, bool *missing) {
+    if (strncmp(argv[*i], "-X", 2)) return NULL;
+    if (argv[*i][2]) return argv[*i] + 2;
+    if (*i + 1 >= argc) {
+        *missing = true;
+        return NULL;
+    }
+    return argv[++*i];
 }
 
 /* reset-offsets' --to-* and --shift-by: true if argv[*i] is one (then
@@ -121,15 +149,22 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
     if (argc > 1 && argv[1][0] != '-') {
         o->command = argv[1];
         i = 2;
-        if (strcmp(o->command, "run") && strcmp(o->command, "docs") && strcmp(o->command, "publish") &&
-            strcmp(o->command, "reset-offsets")) {
+        if (!strcmp(o->command, "config")) {
+            if (argc < 3 || strcmp(argv[2], "show")) {
+                fprintf(err, "%s: config takes an action: config show\n", prog);
+                usage(err, prog);
+                return 2;
+            }
+            i = 3;
+        } else if (strcmp(o->command, "run") && strcmp(o->command, "docs") && strcmp(o->command, "publish") &&
+                   strcmp(o->command, "reset-offsets")) {
             fprintf(err, "%s: unknown command \"%s\"\n", prog, o->command);
             usage(err, prog);
             return 2;
         }
     }
     bool publish = !strcmp(o->command, "publish"), docs = !strcmp(o->command, "docs");
-    bool reset = !strcmp(o->command, "reset-offsets");
+    bool reset = !strcmp(o->command, "reset-offsets"), config = !strcmp(o->command, "config");
     for (; i < argc; i++) {
         const char *a = argv[i], *v;
         bool missing = false;
@@ -151,9 +186,20 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
             return 1;
         }
         if ((v = flag_value(argc, argv, &i, "--brokers", &missing))) o->brokers = v;
-        else if (!docs && (v = flag_value(argc, argv, &i, "--log-level", &missing))) o->log_level = v;
+        else if (!docs && (v = flag_value(argc, argv, &i, "--config", &missing))) o->config_file = v;
+        else if (!docs && (v = property_flag(argc, argv, &i, &missing))) {
+            if (!strchr(v, '=') || v[0] == '=') {
+                fprintf(err, "%s: -X %s: expected KEY=VALUE\n", prog, v);
+                return 2;
+            }
+            if (!append(&o->props, &o->n_props, v)) {
+                fprintf(err, "%s: out of memory\n", prog);
+                return 2;
+            }
+        } else if (!docs && (v = flag_value(argc, argv, &i, "--log-level", &missing))) o->log_level = v;
         else if (!docs && (v = flag_value(argc, argv, &i, "--log-format", &missing))) o->log_format = v;
-        else if (!docs && !publish && !reset && (v = flag_value(argc, argv, &i, "--http", &missing))) o->http = v;
+        else if (!docs && !publish && !reset && !config && (v = flag_value(argc, argv, &i, "--http", &missing)))
+            o->http = v;
         else if (reset && (v = flag_value(argc, argv, &i, "--group", &missing))) o->group = v;
         else if (reset && !strcmp(a, "--execute")) o->execute = true;
         else if (reset && reset_target(argc, argv, &i, o, &missing)) {
@@ -211,6 +257,9 @@ int cs__cli_parse(int argc, char **argv, const char *prog, const cs_app *app, op
 }
 
 void cs__cli_options_free(options *o) {
+    free(o->props);
+    o->props = NULL;
+    o->n_props = 0;
     free(o->headers);
     o->headers = NULL;
     o->n_headers = 0;
@@ -272,6 +321,35 @@ static int apply_brokers(cs_app *app, const options *o, const char *prog) {
         }
     }
     return 0;
+}
+
+/* --config and -X, to every broker (it reads, checks and applies them; the
+ * core does not know what a property is). */
+static int apply_external(cs_app *app, const options *o, const char *prog) {
+    if (!o->config_file && !o->n_props) return 0;
+    for (size_t i = 0; i < cs__app_n_brokers(app); i++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(app, i, &impl);
+        if (ops->set_external && ops->set_external(impl, o->config_file, (char *const *)o->props, o->n_props)) {
+            fprintf(stderr, "%s: %s\n", prog, cs_errmsg());
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* ---- config show ---------------------------------------------------------------------- */
+
+static int cmd_config_show(cs_app *app, const char *prog) {
+    for (size_t i = 0; i < cs__app_n_brokers(app); i++) {
+        void *impl;
+        const cs_broker_ops *ops = cs__app_broker(app, i, &impl);
+        if (ops->show_config && ops->show_config(impl, app, stdout) != CS_OK) {
+            fprintf(stderr, "%s config show: %s\n", prog, cs_errmsg());
+            return EXIT_FAILED;
+        }
+    }
+    return EXIT_OK;
 }
 
 /* ---- run ----------------------------------------------------------------------------- */
@@ -583,8 +661,10 @@ int cs_app_main(cs_app *app, int argc, char **argv) {
         bool docs = !strcmp(o.command, "docs");
         status = docs ? 0 : apply_logging(&o, prog);
         if (!status) status = apply_brokers(app, &o, prog);
+        if (!status) status = apply_external(app, &o, prog);
         if (!status) {
             if (docs) status = cmd_docs(app, &o, prog);
+            else if (!strcmp(o.command, "config")) status = cmd_config_show(app, prog);
             else if (!strcmp(o.command, "publish")) status = cmd_publish(app, &o, prog);
             else if (!strcmp(o.command, "reset-offsets")) status = cs__cli_reset_offsets(app, &o, prog, stdout);
             else status = cmd_run(app, &o, prog);

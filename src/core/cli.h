@@ -12,8 +12,13 @@
 #include "cstream/app.h"
 
 typedef struct cs__cli_options {
-    const char *command; /* "run", "docs", "publish" or "reset-offsets" */
+    const char *command; /* "run", "docs", "publish", "reset-offsets" or "config" (its only action: show) */
     const char *brokers, *log_level, *log_format, *http;
+    /* --config FILE and every -X KEY=VALUE ("KEY=VALUE", each with an '=';
+     * free() the array): the broker's client properties (set_external). */
+    const char *config_file;
+    const char **props;
+    size_t n_props;
     bool yaml, lines;
     const char *topic, *key, *partition;
     const char **headers; /* "NAME=VALUE", each with an '='; free() the array (cs__cli_options_free) */

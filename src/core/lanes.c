@@ -1,6 +1,7 @@
 /* lanes.c — the lanes' queues and what goes into them: the fetch thread's
  * dispatch (a partition's run of records to their lanes, in fetch order),
- * a retry to the head of its lane, and a worker's pop.
+ * a retry to the head of its lane, and a worker's pop. Which lane a
+ * partition's records go to is chosen at its assignment (partition.c).
  *
  * Threads: the fetch thread dispatches (tail); a worker pops its own lane; a
  * settling thread (under a partition lock) and the delay timer push a retry

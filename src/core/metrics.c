@@ -211,6 +211,11 @@ void cs__metric_int(cs_metrics *m, const char *family, const char *type, const c
     put(m, family_of(m, family, type, help), series_key(family, "", labels, NULL), false, value, 0);
 }
 
+void cs__metric_double(cs_metrics *m, const char *family, const char *type, const char *help, const char *const *labels,
+                       double value) {
+    put(m, family_of(m, family, type, help), series_key(family, "", labels, NULL), true, 0, value);
+}
+
 void cs__metric_histogram(cs_metrics *m, const char *family, const char *help, const char *const *labels,
                           const cs_histogram_snap *h) {
     size_t fam = family_of(m, family, "histogram", help);

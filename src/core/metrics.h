@@ -40,6 +40,9 @@ typedef struct cs_metrics cs_metrics;
  * "counter" or "gauge". */
 void cs__metric_int(cs_metrics *m, const char *family, const char *type, const char *help, const char *const *labels,
                     int64_t value);
+/* A gauge with a fractional value (seconds). */
+void cs__metric_double(cs_metrics *m, const char *family, const char *type, const char *help, const char *const *labels,
+                       double value);
 void cs__metric_histogram(cs_metrics *m, const char *family, const char *help, const char *const *labels,
                           const cs_histogram_snap *h);
 

@@ -1,15 +1,15 @@
 /* partition.c — one partition's state: its life (created on first assign,
  * freed on the last reference, the subscription's or a delivery's), the
  * accessors the rest of cstream reads it through (partition.h), its epochs
- * (assign, revoke, release), what Tracked commits for it, and its pause at
- * max_open.
+ * (assign, revoke, release) and its lane in each assignment (lanes by
+ * partition), what Tracked commits for it, and its pause at max_open.
  *
  * Threads: the fetch thread assigns, revokes, releases and asks what to
  * commit (or the closing thread after it); workers and settling threads
  * change the same fields in lanes.c, worker.c and settle.c. Every function
- * here but the reference counting, the fixed fields and the atomics takes
- * part->lock (partition_internal.h) and calls out to nothing while it holds
- * it. */
+ * here but the reference counting, the fixed fields, the atomics and the
+ * lane placement (the fetch thread's alone) takes part->lock
+ * (partition_internal.h) and calls out to nothing while it holds it. */
 #include "partition_internal.h"
 
 #include "clock.h"
@@ -22,8 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, int lane, const cs_source_ops *ops,
-                      bool tracked, cs_delivery_pool *spares) {
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops, bool tracked,
+                      cs_delivery_pool *spares) {
     cs_part *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->topic = strdup(topic);
@@ -35,10 +35,12 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, i
         return NULL;
     }
     p->partition = partition;
-    p->lane = lane;
     p->ops = ops;
+    p->source_slot = -1;
     p->pipe = pipe;
     p->last_committed = -1;
+    p->passed_to = -1;
+    p->end_reported = p->high_reported = -1;
     p->window_tail = &p->window;
     p->first_fetched = -1;
     p->stall_offset = -1;
@@ -69,6 +71,9 @@ void cs__part_unref(cs_part *p) {
 const char *cs__part_topic(const cs_part *p) { return p->topic; }
 int32_t cs__part_number(const cs_part *p) { return p->partition; }
 cs_delivery_pool *cs__part_spares(const cs_part *p) { return p->spares; }
+
+long cs__part_source_slot(const cs_part *p) { return p->source_slot; }
+void cs__part_set_source_slot(cs_part *p, long slot) { p->source_slot = slot; }
 
 bool cs__part_log_unknown(const cs_part *p) { return atomic_load(&p->log_unknown); }
 void cs__part_mark_log_unknown(cs_part *p) { atomic_store(&p->log_unknown, true); }
@@ -107,11 +112,22 @@ size_t cs__part_held(cs_part *p) {
     return held;
 }
 
+void cs__part_set_end(cs_part *p, int64_t end, int64_t end_high) {
+    pthread_mutex_lock(&p->lock);
+    if (p->assigned) {
+        p->end_reported = end;
+        p->high_reported = end_high;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
 void cs__part_metrics(cs_part *p, cs_part_metrics *m) {
     *m = (cs_part_metrics){.topic = p->topic, .partition = p->partition};
     pthread_mutex_lock(&p->lock);
     m->assigned = p->assigned;
     m->committed = p->last_committed;
+    m->end = p->end_reported;
+    m->end_high = p->high_reported;
     pthread_mutex_unlock(&p->lock);
     m->acked = atomic_load_explicit(&p->n_acked, memory_order_relaxed);
     m->dropped = atomic_load_explicit(&p->n_dropped, memory_order_relaxed);
@@ -123,7 +139,58 @@ void cs__part_metrics(cs_part *p, cs_part_metrics *m) {
 
 /* ---- epochs: assign, revoke, release -------------------------------------- */
 
+/* The lane with the fewest partitions assigned now, the first of them on a tie. */
+static int least_loaded_lane(const cs_pipeline *p) {
+    int best = 0;
+    for (int i = 1; i < p->n_lanes; i++)
+        if (p->lanes[i].parts_assigned < p->lanes[best].parts_assigned) best = i;
+    return best;
+}
+
+/* The partitions held now are spread over the lanes: a lane chosen by the
+ * order partitions were first seen piled the ones held after a few
+ * cooperative rebalances onto some workers while others idled (#30).
+ *
+ * A partition changes lane only here, at a new assignment, because that is
+ * when no record of it can run beside another in a different lane. Its
+ * revoke bumped the epoch (cs__pipeline_release_partition), so its records
+ * still queued in the old lane, or waiting for a delayed retry, are stale:
+ * the worker discards them without running them (worker.c, admit); and the
+ * revoke waited for the ones handed to a handler. Only when some of those
+ * were still running or pending at the release (the drain deadline passed,
+ * or the assignment was lost) could a handler of the partition still run in
+ * its old lane: then the partition keeps that lane, so that its new records
+ * queue behind that handler instead of running beside it (judged at the
+ * last release only: a handler still running through two whole assignments
+ * is not seen). Within an
+ * assignment the lane never changes (cs__pipeline_renew_epoch keeps it): a
+ * seek or a rewind leaves older deliveries queued and running in it. The
+ * cost is that a revoke can leave the lanes uneven until the next
+ * assignment: moving a partition that is assigned would have to wait until
+ * nothing of it is queued, running or pending. */
+static void place_in_lane(cs_pipeline *p, cs_part *part) {
+    if (part->lane_counted) return; /* assigned again without a release: its records stay where they are */
+    if (!part->lane_kept) part->lane = least_loaded_lane(p);
+    p->lanes[part->lane].parts_assigned++;
+    part->lane_counted = true;
+}
+
+/* At release: the partition no longer counts in its lane; `handlers_may_run`
+ * (some of its deliveries were still running or pending) keeps the lane for
+ * its next assignment. */
+static void leave_lane(cs_pipeline *p, cs_part *part, bool handlers_may_run) {
+    if (!part->lane_counted) return; /* released already: the close releases what a revoke did */
+    p->lanes[part->lane].parts_assigned--;
+    part->lane_counted = false;
+    part->lane_kept = handlers_may_run;
+}
+
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
+    place_in_lane(p, part);
+    cs__pipeline_renew_epoch(p, part);
+}
+
+void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part) {
     (void)p;
     atomic_store(&part->log_unknown, false); /* a new assignment starts from the group's position */
     pthread_mutex_lock(&part->lock);
@@ -140,6 +207,8 @@ void cs__pipeline_assign(cs_pipeline *p, cs_part *part) {
     cs__acked_set_clear(&part->restored_set);
     part->trunc_note = false;
     part->max_fetched = -1;
+    part->passed_to = -1;
+    part->end_reported = part->high_reported = -1;
     part->suspect_left = 0;
     part->out_of_memory = false;
     part->first_fetched = -1;
@@ -180,8 +249,10 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
 }
 
 void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
-    (void)p;
     pthread_mutex_lock(&part->lock);
+    /* Running or pending past the drain deadline, or the assignment was lost:
+     * its handler may still run in the partition's lane. */
+    bool handlers_may_run = part->n_inflight > 0;
     part->epoch++; /* every delivery of the old epoch is stale from now on */
     part->assigned = false;
     part->held = 0;
@@ -200,6 +271,7 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     part->window_tail = &part->window;
     cs__signal_drained(part);
     pthread_mutex_unlock(&part->lock);
+    leave_lane(p, part, handlers_may_run);
 }
 
 /* ---- a seek: a new epoch at another offset -------------------------------- */
@@ -261,7 +333,7 @@ bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from)
     /* As a window's rewind (window.c): every delivery of the old epoch is
      * stale from here on, and the committed position stays what the group
      * holds until records of the new epoch are tracked. */
-    cs__pipeline_assign(p, part);
+    cs__pipeline_renew_epoch(p, part);
     cs__part_set_prior(part, committed, meta, offsets, attempts, n, false);
     return true;
 }
@@ -274,6 +346,9 @@ void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, 
     uint32_t attempts[CS_PRIOR_MAX];
     *pos = cs_tracker_position(part->tracker);
     if (*pos < 0) *pos = part->last_committed; /* nothing fetched yet this epoch */
+    /* Nothing open: the position moves past the offsets without a record
+     * that follow the last record dispatched (cs__part_pass_to). */
+    if (part->passed_to > *pos && cs_tracker_open_count(part->tracker) == 0) *pos = part->passed_to;
     size_t n = cs_tracker_open_attempts(part->tracker, offsets, attempts, CS_PRIOR_MAX);
     /* Counts from the committed metadata of records not fetched yet. */
     for (size_t i = part->prior_next; i < part->n_prior && n < CS_PRIOR_MAX; i++) {
@@ -348,6 +423,19 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
     }
     pthread_mutex_unlock(&part->lock);
     return send;
+}
+
+void cs__part_pass_to(cs_part *part, int64_t next) {
+    pthread_mutex_lock(&part->lock);
+    if (part->assigned && part->tracker && cs_tracker_open_count(part->tracker) == 0 && next > part->passed_to) {
+        int64_t pos = cs_tracker_position(part->tracker);
+        if (pos < 0) pos = part->last_committed;
+        if (next > pos) {
+            part->passed_to = next;
+            part->dirty = true; /* the next commit sends it (Tracked sends only news) */
+        }
+    }
+    pthread_mutex_unlock(&part->lock);
 }
 
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok) {

@@ -47,12 +47,12 @@ typedef struct cs_pipeline cs_pipeline;
 typedef struct cs_stored cs_stored;
 typedef struct cs_part cs_part;
 
-/* Fetch thread (the pipeline's registry, pipeline.c): a partition whose
- * records go to `lane`, with a tracker when `tracked`; it takes a reference
- * to `spares` and copies `topic`. One reference, the caller's. NULL when out
- * of memory (nothing allocated then). */
-cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, int lane, const cs_source_ops *ops,
-                      bool tracked, cs_delivery_pool *spares);
+/* Fetch thread (the pipeline's registry, pipeline.c): a partition, with a
+ * tracker when `tracked`; it takes a reference to `spares` and copies
+ * `topic`. Its lane is chosen when it is assigned (cs__pipeline_assign). One
+ * reference, the caller's. NULL when out of memory (nothing allocated then). */
+cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, const cs_source_ops *ops, bool tracked,
+                      cs_delivery_pool *spares);
 /* Any thread: one more reference, or one fewer (the last frees the partition,
  * its tracker and its window, and drops its reference to the spares). */
 void cs__part_ref(cs_part *p);
@@ -66,6 +66,15 @@ const char *cs__part_topic(const cs_part *p);
 int32_t cs__part_number(const cs_part *p);
 /* Any thread: the pipeline's spare deliveries (delivery_pool.h), borrowed. */
 cs_delivery_pool *cs__part_spares(const cs_part *p);
+
+/* ---- the source's own table (its thread only, no lock) ------------------- */
+
+/* Where the source keeps this partition in a table of its own, -1 (the
+ * initial value) none: a source that finds its entry from the partition
+ * (fetch_parts.c) reads it here instead of searching its table. The source
+ * sets it when the entry is added, moved or removed. */
+long cs__part_source_slot(const cs_part *p);
+void cs__part_set_source_slot(cs_part *p, long slot);
 
 /* ---- the log behind it (an atomic, no lock) ------------------------------ */
 
@@ -90,7 +99,8 @@ size_t cs__part_out_bytes(const cs_part *p);
  * only grows. */
 uint64_t cs__part_finished(const cs_part *p);
 
-/* ---- for the pipeline's registry and readings (pipeline.c, pipeline_stats.c) */
+/* ---- for the pipeline's registry and readings (pipeline.c, pipeline_stats.c),
+ * and the source's own readings of a partition it holds */
 
 /* The subscription is gone: settlements after this find no pipeline. */
 void cs__part_detach(cs_part *p);

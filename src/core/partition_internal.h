@@ -28,8 +28,16 @@
 struct cs_part {
     char *topic;
     int32_t partition;
-    int lane; /* lane of this partition's records */
+    /* Lane of this partition's records (lanes by partition), chosen when it is
+     * assigned (partition.c, place_in_lane). Written and read by the fetch thread only (or the
+     * closing thread after it exited), like the two flags. */
+    int lane;
+    bool lane_counted; /* counted in its lane's parts_assigned: assigned and not released */
+    bool lane_kept;    /* a handler of its last assignment may still run in `lane`: the next assignment keeps it */
     const cs_source_ops *ops;
+    /* Where the source keeps the partition in a table of its own, -1 none
+     * (cs__part_source_slot): the source's thread only. */
+    long source_slot;
     _Atomic int refs;
     /* Settlements of this partition's records, for /metrics by topic and
      * outcome: atomics beside the lane counters, so that no lock is shared
@@ -79,8 +87,14 @@ struct cs_part {
     bool trunc_note;
     uint64_t trunc_reach, trunc_wanted;
     int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
-    size_t suspect_left; /* records that still commit their attempt before running */
-    bool out_of_memory;  /* the tracker could not record an offset: the app must stop */
+    /* The source's position past offsets that hold no record (a log's
+     * transaction markers, after the last record dispatched), reported while
+     * nothing was open (cs__part_pass_to); -1 none. A position with nothing
+     * open moves up to it. */
+    int64_t passed_to;
+    int64_t end_reported, high_reported; /* the source's last report of the log's end (cs_part_metrics), -1 none */
+    size_t suspect_left;                 /* records that still commit their attempt before running */
+    bool out_of_memory;                  /* the tracker could not record an offset: the app must stop */
 
     /* Transactional (window.c): outputs of settled records waiting for a
      * transaction that commits past their source, in settlement order */

@@ -92,15 +92,15 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
 
 /* ---- partitions ---------------------------------------------------------- */
 
+cs_part *cs__pipeline_find_part(cs_pipeline *p, const char *topic, int32_t partition) {
+    /* No lock: the fetch thread is the registry's only writer. */
+    return cs__part_index_find(&p->by_name, topic, partition);
+}
+
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops) {
-    cs_part *hit = p->last_hit;
-    if (hit && cs__part_number(hit) == partition && !strcmp(cs__part_topic(hit), topic)) return hit;
-    for (size_t i = 0; i < p->n_parts; i++) {
-        cs_part *c = p->parts[i];
-        if (cs__part_number(c) == partition && !strcmp(cs__part_topic(c), topic)) return p->last_hit = c;
-    }
-    int lane = (int)(p->n_parts % (size_t)p->n_lanes); /* partitions spread over the lanes in arrival order */
-    cs_part *part = cs__part_new(p, topic, partition, lane, ops, p->cfg.tracked, p->spares);
+    cs_part *hit = cs__pipeline_find_part(p, topic, partition);
+    if (hit) return hit;
+    cs_part *part = cs__part_new(p, topic, partition, ops, p->cfg.tracked, p->spares);
     if (!part) return NULL;
     pthread_mutex_lock(&p->parts_lock);
     if (p->n_parts == p->cap_parts) {
@@ -114,9 +114,16 @@ cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition,
         p->parts = grown;
         p->cap_parts = cap;
     }
+    /* The index borrows the partition's own copy of its topic, which lives
+     * as long as the registry's reference. */
+    if (!cs__part_index_add(&p->by_name, cs__part_topic(part), partition, part)) {
+        pthread_mutex_unlock(&p->parts_lock);
+        cs__part_unref(part);
+        return NULL;
+    }
     p->parts[p->n_parts++] = part;
     pthread_mutex_unlock(&p->parts_lock);
-    return p->last_hit = part;
+    return part;
 }
 
 /* ---- stopping ------------------------------------------------------------- */
@@ -200,6 +207,7 @@ void cs__pipeline_destroy(cs_pipeline *p) {
     pthread_cond_destroy(&p->gate_cv);
     cs__delivery_pool_unref(p->spares);
     cs__heap_free(&p->delayed);
+    cs__part_index_free(&p->by_name);
     free(p->parts);
     free(p->lanes);
     free(p->name);

@@ -5,7 +5,8 @@
  *        +---- wake (resume a paused partition, commit) <-- settlement
  *
  * A pipeline has n lanes, one worker thread each. A partition's records go to
- * one lane, in fetch order; a retry goes back to the head of its lane.
+ * one lane, in fetch order (by partition: the lane with the fewest partitions
+ * when it was assigned, partition.c); a retry goes back to the head of its lane.
  * Settlement rules depend on the commit mode (Auto: counters only; Tracked:
  * the partition's tracker). Per-lane state has the lane's lock; per-partition
  * state has the partition's lock (see partition_internal.h); counters are atomics. */
@@ -88,8 +89,12 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg);
  * with outstanding pending deliveries live on until those are settled. */
 void cs__pipeline_destroy(cs_pipeline *p);
 
-/* Fetch thread: registers a partition the pipeline will see records of. */
+/* Fetch thread: the registry's partition (topic, partition), registered now
+ * if it was not yet (NULL: out of memory). O(1): an index (part_index.h). */
 cs_part *cs__pipeline_part(cs_pipeline *p, const char *topic, int32_t partition, const cs_source_ops *ops);
+/* Fetch thread: the registry's partition (topic, partition), NULL if it was
+ * never registered. O(1), no lock. */
+cs_part *cs__pipeline_find_part(cs_pipeline *p, const char *topic, int32_t partition);
 
 /* Fetch thread: a delivery for a record of part, a spare of the pipeline's
  * when it has one (no malloc), NULL when out of memory. Zeroed but for its
@@ -117,8 +122,14 @@ size_t cs__pipeline_room(cs_pipeline *p, cs_part *part);
  * now; the config's wake hook is called once they drained to half. */
 size_t cs__pipeline_lanes_room(cs_pipeline *p);
 
-/* Fetch thread, at assign: a new epoch for the partition. */
+/* Fetch thread, at assign: a new epoch for the partition, and (lanes by
+ * partition) its lane for this assignment: the lane with the fewest
+ * partitions assigned now (partition.c, place_in_lane, says why only here). */
 void cs__pipeline_assign(cs_pipeline *p, cs_part *part);
+/* Fetch thread, while the partition is assigned: a new epoch in the same
+ * assignment (a seek, a window's rewind, a restarted log). Its lane stays:
+ * deliveries of the older epoch may still be queued or running there. */
+void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part);
 /* Fetch thread: an application's seek of an assigned partition to `offset`
  * (Tracked, Transactional and Auto). A new epoch: every delivery handed out
  * before it settles as stale; the attempt counts of open records at or after
@@ -156,6 +167,15 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
 /* Tracked: the state to commit right now (a suspect record's attempt); false
  * if there is no position yet. Callers hold the consumer's commit lock. */
 bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap);
+/* Tracked and Transactional, on the thread that hands the partition's records
+ * out, between hand-outs: the source is at `next`, and every offset from the
+ * one after the last record it handed out up to `next` holds no record (a
+ * log's transaction markers, which the source never hands out). If nothing
+ * of the partition is open, the position to commit moves up to `next`: a log
+ * that ends with a marker is then committed to its end, not one short of it.
+ * Ignored while something is open (the position is then that record), and
+ * forgotten at the next epoch (assign, seek, rewind). */
+void cs__part_pass_to(cs_part *part, int64_t next);
 /* Tracked: records the outcome of a commit of `position` with `meta` (a
  * success: what the group holds now) and has the next tick check again. */
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok);
@@ -189,7 +209,8 @@ size_t cs__pipeline_drain_wait(cs_pipeline *p);
 void cs__pipeline_crash(cs_pipeline *p);
 
 /* Any thread: the offset after the last record dispatched for the partition
- * in its current assignment, -1 if none. */
+ * in its current assignment, -1 if none. O(1) (the registry's index), under
+ * the registry lock; with the partition in hand, cs__part_next_offset. */
 int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition);
 /* Queued + running + pending across all partitions (for "idle"). */
 size_t cs__pipeline_busy(cs_pipeline *p);
@@ -203,8 +224,16 @@ typedef struct cs_part_metrics {
     int32_t partition;
     bool assigned;
     int64_t committed; /* the position last committed this assignment, -1 none */
+    /* The log's end as the source last reported it this assignment
+     * (cs__part_set_end): `end` is where its reader can read to (Kafka: the
+     * last stable offset under read_committed), `end_high` what the log held
+     * then (the high watermark); -1 unknown. */
+    int64_t end, end_high;
     uint64_t acked, dropped, retried, retry_unsupported, stale, dead_lettered;
 } cs_part_metrics;
+/* The source's report of the partition's end (see cs_part_metrics.end): any
+ * thread; forgotten at the next assignment. */
+void cs__part_set_end(cs_part *part, int64_t end, int64_t end_high);
 /* Any thread: *m for one partition (takes its lock; topic borrowed from it). */
 void cs__part_metrics(cs_part *part, cs_part_metrics *m);
 /* Any thread: calls fn for every partition the pipeline has seen (under the

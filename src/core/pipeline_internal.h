@@ -7,8 +7,9 @@
  * discarded: below settle.c and delay.c, which both discard). Nothing
  * outside src/core/ includes it: the rest of cstream sees pipeline.h.
  *
- * Owns: the lanes (a queue and a worker thread each), the partition registry
- * and the counters. Threads: the fetch thread dispatches and manages
+ * Owns: the lanes (a queue and a worker thread each, and the partitions
+ * assigned to each), the partition registry with its index by name
+ * (part_index.h) and the counters. Threads: the fetch thread dispatches and manages
  * partitions; each worker runs its lane's handlers; any thread may settle a
  * pending delivery. Locks: lane->lock guards the lane queue; part->lock guards
  * the partition (partition_internal.h); their order, with every other lock's, is in
@@ -25,6 +26,7 @@
 
 #include "heap.h"
 #include "log.h"
+#include "part_index.h"
 #include "pipeline.h"
 
 typedef struct lane {
@@ -39,6 +41,10 @@ typedef struct lane {
     bool started;
     pthread_t thread;
     cs_pipeline *pipe;
+    /* Partitions assigned now whose records come to this lane (lanes by
+     * partition; partition.c balances them at assign). Fetch thread only, or
+     * the closing thread after it exited. */
+    size_t parts_assigned;
     cs_delivery **batch; /* batch mode: the worker's batch and its outcomes */
     cs_outcome *outcomes;
 
@@ -65,9 +71,9 @@ struct cs_pipeline {
     /* written by the fetch thread only; readers lock. Lock order: level 4,
      * before partition locks (lock_order.h) */
     pthread_mutex_t parts_lock;
-    cs_part **parts;
+    cs_part **parts; /* every partition seen, in the order first seen: for walks */
     size_t n_parts, cap_parts;
-    cs_part *last_hit;        /* fetch thread only */
+    cs_part_index by_name;    /* the same partitions by (topic, partition): for lookups */
     cs_delivery_pool *spares; /* shared with its partitions */
 
     size_t next_keyless_lane; /* fetch thread only: keyless records spread over lanes */

@@ -13,14 +13,10 @@
 /* ---- observation ---------------------------------------------------------- */
 
 int64_t cs__pipeline_next_offset(cs_pipeline *p, const char *topic, int32_t partition) {
-    int64_t next = -1;
+    /* Under parts_lock: the fetch thread may be adding to the index. */
     pthread_mutex_lock(&p->parts_lock);
-    for (size_t i = 0; i < p->n_parts; i++) {
-        cs_part *part = p->parts[i];
-        if (cs__part_number(part) != partition || strcmp(cs__part_topic(part), topic)) continue;
-        int64_t n = cs__part_next_offset(part);
-        if (n >= 0) next = n;
-    }
+    cs_part *part = cs__part_index_find(&p->by_name, topic, partition);
+    int64_t next = part ? cs__part_next_offset(part) : -1;
     pthread_mutex_unlock(&p->parts_lock);
     return next;
 }

@@ -80,7 +80,7 @@ int64_t cs__window_rewind(cs_pipeline *p, cs_part *part) {
      * outputs go with it). Those still running or pending stay on the
      * in-flight list, so that a revoke or the stop waits for them and releases
      * their records before the consumer closes. */
-    cs__pipeline_assign(p, part);
+    cs__pipeline_renew_epoch(p, part);
     cs__part_set_prior(part, committed, meta, offsets, attempts, n, false);
     return seek;
 }

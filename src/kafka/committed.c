@@ -6,10 +6,17 @@
 /* How long a read of committed offsets waits for the group coordinator. */
 #define COMMITTED_TIMEOUT_MS 5000
 
-rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config) {
+/* A token for OAUTHBEARER (librdkafka's background thread, oauth.c); the opaque is k. */
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs__oauth_refresh(opaque, rk, config, "group reader");
+}
+
+rd_kafka_t *cs__group_reader(const char *brokers, const char *group, cs_kafka *k) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (config && cs__conf_apply(conf, "cs_kafka_config", config) != CS_OK) {
+    /* The operator's layers: a cluster that needs SASL needs it here too. */
+    if (k && (cs__conf_apply(conf, "cs_kafka_config", &k->config) != CS_OK || cs__ext_load(k) != CS_OK ||
+              cs__ext_apply(conf, k, CS_CONF_CONSUMER, NULL, NULL) != CS_OK)) {
         rd_kafka_conf_destroy(conf);
         return NULL;
     }
@@ -17,10 +24,17 @@ rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kv
     rd_kafka_conf_set(conf, "group.id", group, NULL, 0);
     rd_kafka_conf_set(conf, "enable.auto.commit", "false", NULL, 0);
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+    if (k) {
+        rd_kafka_conf_set_opaque(conf, k);
+        cs__oauth_conf(k, conf, on_oauth_refresh);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
         cs__fail(CS_ERR_KAFKA, "committed offsets of group %s: %s", group, reason);
+    } else if (k && cs__oauth_started(k, rk, "group reader") != CS_OK) {
+        rd_kafka_destroy(rk);
+        return NULL;
     }
     return rk;
 }
@@ -42,7 +56,7 @@ cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, 
 cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset) {
     if (!k || !group || !topic || !offset) return cs__fail(CS_ERR_ARG, "cs_kafka_committed: missing argument");
     if (!k->bootstrap) return cs__fail(CS_ERR_STATE, "cs_kafka_committed: the embedded cluster is not running yet");
-    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, &k->config);
+    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, k);
     if (!rk) return CS_ERR_KAFKA;
     cs_err err = cs__read_committed(rk, group, topic, partition, offset);
     rd_kafka_destroy(rk);

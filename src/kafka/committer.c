@@ -127,6 +127,56 @@ rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool r
     return err;
 }
 
+/* ---- transaction markers ------------------------------------------------------
+ * librdkafka never hands out a transaction's control record (its commit or
+ * abort marker, after the transaction's records in each partition it wrote):
+ * serving it only moves librdkafka's own position (rd_kafka_position, the
+ * offset after the last record or marker served). A log written in
+ * transactions ends with a marker, so a position taken from the last record
+ * handled stops on that marker, one short of the log's end, for good: the
+ * group's lag never reaches 0 (issue #30, tests/real/test_lag.c).
+ *
+ * Where the fetch thread kept everything librdkafka served of a partition
+ * (not paused, shedding, withheld or moving back: take_cb drops records
+ * there) and nothing of it waits in its backlog, the offsets from `next` (the
+ * one after the last record taken) up to librdkafka's position were served
+ * and not taken: markers (aborted records are skipped before they are
+ * served). The partition may then commit up to that position once nothing of
+ * it is open (cs__part_pass_to). A seek makes librdkafka forget its position
+ * until it serves again, so a stale one is never read. Fetch thread (or the
+ * closing thread after it exited): no take runs meanwhile. */
+static void pass_markers(cs_consumer *c) {
+    /* After an out-of-memory or fatal stop inside a take, librdkafka's
+     * position may already count a record take_cb could not store: it is
+     * no marker, and must be read again. */
+    if (!c->tracked || c->n_parts == 0 || c->out_of_memory || c->take_fatal) return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)c->n_parts);
+    size_t *which = malloc(c->n_parts * sizeof *which);
+    if (!which) { /* out of memory: the position stays on the marker until the next commit */
+        rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (fp->paused || fp->shed || fp->withheld || fp->back_to >= 0 || fp->backlog > 0 ||
+            cs__fetch_app_paused(c, fp) || cs__part_log_unknown(fp->part))
+            continue;
+        which[l->cnt] = i;
+        rd_kafka_topic_partition_list_add(l, fp->topic, fp->partition);
+    }
+    if (l->cnt > 0 && rd_kafka_position(c->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int j = 0; j < l->cnt; j++) {
+            const rd_kafka_topic_partition_t *e = &l->elems[j];
+            const fetch_part *fp = &c->parts[which[j]];
+            /* A negative offset: nothing served since the assignment or the last seek. */
+            if (e->err || e->offset < 0 || (fp->next >= 0 && e->offset <= fp->next)) continue;
+            cs__part_pass_to(fp->part, e->offset);
+        }
+    }
+    free(which);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
 void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     if (c->transactional) {
         close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
@@ -134,6 +184,7 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         return;
     }
     if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
+    pass_markers(c);
     /* Taking the states and enqueueing them is one step under commit_lock
      * (lock order: commit_lock, then partition), so that commits reach the
      * wire in the order their states were taken. */
@@ -213,6 +264,7 @@ void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t
 static void close_window(cs_consumer *c, bool final) {
     if (!c->txn || cs__txn_dead(c->txn) || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
     cs__pipeline_take_settled(c->pipe);
+    pass_markers(c);
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(assigned->cnt > 0 ? assigned->cnt : 1);

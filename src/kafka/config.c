@@ -1,9 +1,12 @@
 /* config.c — property lists and their validation against librdkafka.
  * Every property is set on a scratch librdkafka conf when the user sets it, so
  * an unknown key or a bad value fails at configuration time, naming the key
- * and giving librdkafka's reason; and the checks the cs_kafka_* and cs_sub_*
+ * (and the source: a setter, or a file line, variable or flag of the
+ * operator's layers, config_sources.c) and giving librdkafka's reason; the
+ * traces `config show` prints; and the checks the cs_kafka_* and cs_sub_*
  * setters share. Pure functions but cs__kafka_configurable, which reads
- * whether the app has started; any thread. */
+ * whether the app has started; any thread. Must never put a secret key's
+ * value, or a value read from a file, into a message. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +82,7 @@ static const struct owned_property {
 /* Keys whose values are secrets (or may hold one, like a Java client's
  * sasl.jaas.config): their values never go into an error message or a log
  * line. Matched by substring so that a misspelt or future key is covered too. */
-static bool secret_key(const char *key) {
+bool cs__conf_secret_key(const char *key) {
     static const char *const words[] = {"password",           "secret", "jaas",      "ssl.key", "ssl_key",
                                         "oauthbearer.config", "token",  "credential"};
     for (size_t i = 0; i < sizeof words / sizeof *words; i++)
@@ -87,7 +90,8 @@ static bool secret_key(const char *key) {
     return false;
 }
 
-cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value) {
+cs_err cs__conf_set_shown(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value,
+                          const char *shown) {
     char reason[512];
     if (rd_kafka_conf_set(conf, key, value, reason, sizeof reason) == RD_KAFKA_CONF_OK) return CS_OK;
     size_t n = strlen(reason);
@@ -100,15 +104,20 @@ cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, con
                             "%s: property %s needs librdkafka >= %s, this process runs librdkafka %s (%s); %s", who,
                             key, n->since, rd_kafka_version_str(), reason, n->instead);
     }
-    if (secret_key(key)) {
-        /* librdkafka's reason may quote the value ("Invalid value \"...\""). */
-        if (*value && strstr(reason, value)) snprintf(reason, sizeof reason, "invalid value");
+    /* librdkafka's reason may quote the value ("Invalid value \"...\""): a
+     * secret, or a value read from a file, is not repeated. */
+    bool secret = cs__conf_secret_key(key);
+    if ((secret || shown != value) && *value && strstr(reason, value)) snprintf(reason, sizeof reason, "invalid value");
+    if (secret)
         return cs__fail(CS_ERR_CONFIG, "%s: property %s=[redacted] rejected by librdkafka: %s", who, key, reason);
-    }
-    return cs__fail(CS_ERR_CONFIG, "%s: property %s=%s rejected by librdkafka: %s", who, key, value, reason);
+    return cs__fail(CS_ERR_CONFIG, "%s: property %s=%s rejected by librdkafka: %s", who, key, shown, reason);
 }
 
-cs_err cs__conf_check(const char *who, const char *key, const char *value) {
+cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value) {
+    return cs__conf_set_shown(conf, who, key, value, value);
+}
+
+cs_err cs__conf_check_shown(const char *who, const char *key, const char *value, const char *shown) {
     if (!key || !*key) return cs__fail(CS_ERR_ARG, "%s: property name is empty", who);
     if (!value) return cs__fail(CS_ERR_ARG, "%s: property %s has a NULL value", who, key);
     for (size_t i = 0; i < sizeof owned_properties / sizeof *owned_properties; i++) {
@@ -117,9 +126,37 @@ cs_err cs__conf_check(const char *who, const char *key, const char *value) {
                             owned_properties[i].why);
     }
     rd_kafka_conf_t *scratch = rd_kafka_conf_new();
-    cs_err err = cs__conf_set(scratch, who, key, value);
+    cs_err err = cs__conf_set_shown(scratch, who, key, value, shown ? shown : value);
     rd_kafka_conf_destroy(scratch);
     return err;
+}
+
+cs_err cs__conf_check(const char *who, const char *key, const char *value) {
+    return cs__conf_check_shown(who, key, value, value);
+}
+
+cs_err cs__conf_put(rd_kafka_conf_t *conf, cs_conf_trace *t, const char *who, const char *source, const char *key,
+                    const char *value, const char *shown) {
+    if (!shown) shown = value;
+    cs_err err = cs__conf_set_shown(conf, who, key, value, shown);
+    if (err || !t) return err;
+    err = cs__kvlist_set(&t->values, key, cs__conf_secret_key(key) ? "[redacted]" : shown);
+    if (!err) err = cs__kvlist_set(&t->sources, key, source);
+    return err;
+}
+
+cs_err cs__conf_apply_traced(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l, const char *source,
+                             cs_conf_trace *t) {
+    for (size_t i = 0; i < l->n; i++) {
+        cs_err err = cs__conf_put(conf, t, who, source, l->keys[i], l->values[i], NULL);
+        if (err) return err;
+    }
+    return CS_OK;
+}
+
+void cs__conf_trace_free(cs_conf_trace *t) {
+    cs__kvlist_free(&t->values);
+    cs__kvlist_free(&t->sources);
 }
 
 cs_err cs__conf_apply(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l) {

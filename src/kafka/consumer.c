@@ -162,6 +162,7 @@ static void free_counters(cs_consumer *c) {
     free(c->topic_gaps);
     free(c->topic_repeats);
     free(c->topic_stuck);
+    cs__client_stats_destroy(&c->rdk_stats);
 }
 
 static void consumer_free_flags(cs_consumer *c, int flags) {
@@ -207,6 +208,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     if (!c) return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     c->sub = s;
     c->app = app;
+    cs__client_stats_init(&c->rdk_stats); /* before any failure: free_counters destroys it */
     c->topic_unavailable = calloc(s->n_topics, sizeof *c->topic_unavailable);
     c->topic_gaps = calloc(s->n_topics, sizeof *c->topic_gaps);
     c->topic_repeats = calloc(s->n_topics, sizeof *c->topic_repeats);
@@ -244,6 +246,11 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         free_counters(c);
         free(c);
         return cs__fail(CS_ERR_KAFKA, "subscription %s: consumer could not be created: %s", s->name, reason);
+    }
+    err = cs__oauth_started(s->k, c->rk, c->who);
+    if (err) {
+        consumer_free(c);
+        return err;
     }
     rd_kafka_poll_set_consumer(c->rk);
     c->queue = rd_kafka_queue_get_consumer(c->rk);
@@ -487,6 +494,8 @@ uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
 }
 
 uint64_t cs__consumer_sheds(cs_consumer *c) { return atomic_load_explicit(&c->sheds, memory_order_relaxed); }
+uint64_t cs__consumer_taken(cs_consumer *c) { return atomic_load_explicit(&c->stored, memory_order_relaxed); }
+
 uint64_t cs__consumer_moves_back(cs_consumer *c) { return atomic_load_explicit(&c->moves_back, memory_order_relaxed); }
 
 void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->refetch_faults, n); }

@@ -1,9 +1,11 @@
 /* consumer_conf.c — one subscription's librdkafka consumer configuration:
  * the defaults cstream sets (the pre-fetch bound from the fetch buffer, the
- * metadata refresh), the service's properties over them, the keys cstream
- * owns (group, static membership, offsets) and the callbacks. Called once,
- * by cs__consumer_start (consumer.c), on the thread that starts the app; it
- * calls nothing back and must never touch a running consumer. */
+ * metadata refresh), the service's properties over them, the operator's
+ * layers over those (config_sources.c), the keys cstream owns (group, static
+ * membership, offsets) and the callbacks. Called once, by cs__consumer_start
+ * (consumer.c), on the thread that starts the app, and by `config show`
+ * (config_show.c) before start; it calls nothing back and must never touch a
+ * running consumer. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -105,15 +107,19 @@ static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
     return s->static_id ? CS_OK : cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
 }
 
-/* ---- the layers: cstream's defaults, the broker's, the subscription's -------- */
+/* ---- the layers: cstream's defaults, the code's, the operator's --------------- */
 
 /* What s's consumer runs with before the keys cstream owns: cstream's
  * defaults, the broker's properties (cs_kafka_config) over them, the
- * subscription's (cs_sub_config) over those. The consumer's configuration
- * and the drain timeout's start check both read them from here, so the check
- * sees the value the consumer runs with. */
-static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf) {
-    cs_err err = cs__conf_set(conf, who, "client.id", cs_app_name(app)); /* default; config may override */
+ * subscription's (cs_sub_config) over those, then the operator's layers
+ * (file < environment < -X; each: every client's, consumer., then
+ * subscription.<name>.: config_sources.c). The consumer's configuration and
+ * the drain timeout's start check both read them from here, so the check
+ * sees the value the consumer runs with. t (may be NULL) records each
+ * key's source for `config show`. */
+static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t) {
+    const char *def = "default";
+    cs_err err = cs__conf_put(conf, t, who, def, "client.id", cs_app_name(app), NULL); /* config may override */
     /* Every partition's records go to one queue (fetch_parts.c), so librdkafka's
      * pre-fetch bound is one bound for the whole consumer: a small second
      * stage in front of cstream's store, a quarter of its budget by default;
@@ -123,7 +129,7 @@ static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_c
     if (quarter_kb > RDK_QUEUED_KBYTES_MAX) quarter_kb = RDK_QUEUED_KBYTES_MAX; /* a buffer over 8 GiB */
     char kbytes[32];
     snprintf(kbytes, sizeof kbytes, "%zu", quarter_kb);
-    if (!err) err = cs__conf_set(conf, who, "queued.max.messages.kbytes", kbytes);
+    if (!err) err = cs__conf_put(conf, t, who, def, "queued.max.messages.kbytes", kbytes, NULL);
     /* Its bound in records too, one per KiB of that byte bound (records of
      * 1 KiB and up meet the byte bound first): on 2.0.2 the byte bound alone
      * let librdkafka hold 45-57 MiB against 8 MiB in bursts, the count bound
@@ -131,14 +137,19 @@ static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_c
     size_t min_messages = quarter_kb < RDK_QUEUED_MESSAGES_FLOOR ? RDK_QUEUED_MESSAGES_FLOOR : quarter_kb;
     char messages[32];
     snprintf(messages, sizeof messages, "%zu", min_messages);
-    if (!err) err = cs__conf_set(conf, who, "queued.min.messages", messages);
+    if (!err) err = cs__conf_put(conf, t, who, def, "queued.min.messages", messages, NULL);
     /* Default; config may override. librdkafka's 5 minutes is how long a
      * subscription would take to notice partitions added to its topics (and
      * to be assigned them); 30 s costs one small Metadata request per consumer
      * every 30 s instead of every 300 s. See docs/real-kafka.md "Bad inputs". */
-    if (!err) err = cs__conf_set(conf, who, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS);
-    if (!err) err = cs__conf_apply(conf, who, &s->k->config);
-    if (!err) err = cs__conf_apply(conf, who, &s->config);
+    if (!err) err = cs__conf_put(conf, t, who, def, "topic.metadata.refresh.interval.ms", CS_METADATA_REFRESH_MS, NULL);
+    /* The statistics carry each partition's last stable offset, which the lag
+     * metric needs and librdkafka 2.0.2 offers nowhere else without a round
+     * trip (consumer_metrics.c); config may override the interval. */
+    if (!err) err = cs__conf_put(conf, t, who, def, "statistics.interval.ms", CS_STATS_INTERVAL_MS, NULL);
+    if (!err) err = cs__conf_apply_traced(conf, who, &s->k->config, "code cs_kafka_config", t);
+    if (!err) err = cs__conf_apply_traced(conf, who, &s->config, "code cs_sub_config", t);
+    if (!err) err = cs__ext_apply(conf, s->k, CS_CONF_CONSUMER, s, t);
     return err;
 }
 
@@ -163,7 +174,7 @@ cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app) {
     char who[256];
     snprintf(who, sizeof who, "subscription %s", s->name);
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    cs_err err = service_layers(s, app, who, conf);
+    cs_err err = service_layers(s, app, who, conf, NULL);
     size_t interval = err ? 0 : conf_size(conf, "max.poll.interval.ms");
     rd_kafka_conf_destroy(conf);
     if (err || interval == 0 || (size_t)s->drain_timeout_ms < interval) return err;
@@ -176,28 +187,44 @@ cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app) {
                     s->name, s->drain_timeout_ms, interval);
 }
 
-cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+cs_err cs__consumer_conf_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t) {
     const char *group = s->group ? s->group : s->k->default_group;
     bool auto_mode = s->mode == CS_COMMIT_AUTO;
-    cs_err err = service_layers(s, app, c->who, conf);
-    if (!err) err = cs__conf_set(conf, c->who, "bootstrap.servers", s->k->bootstrap);
-    if (!err) err = cs__conf_set(conf, c->who, "group.id", group);
+    const char *own = "cstream";
+    cs_err err = service_layers(s, app, who, conf, t);
+    /* config show before start on the embedded cluster: no address yet. */
+    if (!err && s->k->bootstrap) err = cs__conf_put(conf, t, who, own, "bootstrap.servers", s->k->bootstrap, NULL);
+    else if (!err && t) err = cs__kvlist_set(&t->values, "bootstrap.servers", "(the embedded cluster, once it runs)");
+    if (!err && t && !s->k->bootstrap) err = cs__kvlist_set(&t->sources, "bootstrap.servers", own);
+    if (!err && group) err = cs__conf_put(conf, t, who, own, "group.id", group, NULL);
     /* Manual assignment never joins the group: no member, static or not. */
-    if (!err && !s->partitions) err = static_member_id(s, app, group);
-    if (!err && s->static_id) err = cs__conf_set(conf, c->who, "group.instance.id", s->static_id);
-    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.commit", auto_mode ? "true" : "false");
+    if (!err && !s->partitions && group) err = static_member_id(s, app, group);
+    if (!err && s->static_id) err = cs__conf_put(conf, t, who, own, "group.instance.id", s->static_id, NULL);
+    if (!err) err = cs__conf_put(conf, t, who, own, "enable.auto.commit", auto_mode ? "true" : "false", NULL);
     /* Auto too: the fetch thread stores the offset of the last record it
      * hands out (fetch_handout.c), never of records waiting in the store. */
-    if (!err) err = cs__conf_set(conf, c->who, "enable.auto.offset.store", "false");
+    if (!err) err = cs__conf_put(conf, t, who, own, "enable.auto.offset.store", "false", NULL);
     if (!err)
-        err = cs__conf_set(conf, c->who, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest");
-    if (!err) err = cs__conf_set(conf, c->who, "enable.partition.eof", "false");
+        err = cs__conf_put(conf, t, who, own, "auto.offset.reset", s->start == CS_START_LATEST ? "latest" : "earliest",
+                           NULL);
+    if (!err) err = cs__conf_put(conf, t, who, own, "enable.partition.eof", "false", NULL);
     /* Transactional: a new owner must not read a position an older owner's
      * transaction is still committing; librdkafka 2.0.2 asks the broker for
      * stable offsets (KIP-447) only for read_committed consumers. */
     if (!err && s->mode == CS_COMMIT_TRANSACTIONAL)
-        err = cs__conf_set(conf, c->who, "isolation.level", "read_committed");
+        err = cs__conf_put(conf, t, who, own, "isolation.level", "read_committed", NULL);
+    return err;
+}
+
+/* A token for OAUTHBEARER (librdkafka's background thread, oauth.c). */
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_consumer *c = opaque;
+    cs__oauth_refresh(c->sub->k, rk, config, c->who);
+}
+
+cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_conf_t **out) {
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    cs_err err = cs__consumer_conf_layers(s, app, c->who, conf, NULL);
     if (err) {
         rd_kafka_conf_destroy(conf);
         return err;
@@ -208,6 +235,8 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
     rd_kafka_conf_set_rebalance_cb(conf, cs__rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, cs__commit_on_offset_commit);
     rd_kafka_conf_set_error_cb(conf, cs__consumer_on_error);
+    rd_kafka_conf_set_stats_cb(conf, cs__consumer_on_stats);
+    cs__oauth_conf(s->k, conf, on_oauth_refresh);
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
     *out = conf;
     return CS_OK;

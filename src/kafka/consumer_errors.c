@@ -28,12 +28,26 @@
  * cstream_topic_unavailable gauge for alerting, and care that an old topic's
  * positions never land on a new one (mark_topic_partitions). */
 
-/* The topic name `text` is or starts with (librdkafka's reasons start with
- * it, followed by ' ', ':' or " ["), into buf; false if it does not fit. */
-bool cs__topic_of(const char *text, bool exact, char *buf, size_t size) {
-    size_t n = exact ? strlen(text) : strcspn(text, " :[");
+/* Where the topic of an error comes from. librdkafka names it in a field
+ * wherever its API carries one: an error record (a consume error, and a
+ * partition's error taken from recq: rd_kafka_consume_cb makes every op a
+ * message) has m->rkt and m->partition, and cstream reads those. error_cb is
+ * the exception: librdkafka 2.0.2's rd_kafka_poll_cb (rdkafka.c) hands a
+ * partition's RD_KAFKA_OP_ERR to error_cb as (err, errstr) and drops the
+ * partition the op carries (rko_rktp), although rd_kafka_toppar_enq_error
+ * formats its errstr as "T [p]: reason (error)". rd_kafka_event_topic_partition
+ * would give it, but only to an event-API poll, and the consumer queue is
+ * served by rd_kafka_consumer_poll for its rebalance callback. So for error_cb,
+ * and only there, the topic is read from the start of the reason
+ * (cs__topic_of_reason). Check again when moving past 2.0.2. */
+
+/* The topic name librdkafka's error_cb reason starts with (followed by ' ',
+ * ':' or " ["), into buf; false if there is none or it does not fit. The
+ * fallback described above: error_cb only. */
+bool cs__topic_of_reason(const char *reason, char *buf, size_t size) {
+    size_t n = reason ? strcspn(reason, " :[") : 0;
     if (n == 0 || n >= size) return false;
-    memcpy(buf, text, n);
+    memcpy(buf, reason, n);
     buf[n] = '\0';
     return true;
 }
@@ -43,22 +57,14 @@ bool cs__topic_error(rd_kafka_resp_err_t err) {
            err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC;
 }
 
-/* The index of the subscribed topic that `text` is about (a topic name, or
- * librdkafka's reason, which starts with the topic name), or -1. A pattern
+/* The index of the subscribed topic named `topic`, or -1. A pattern
  * subscription has one entry, its pattern: index 0 for every topic it
  * matches, so its per-topic counters stay one series. */
-int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact) {
-    if (c->sub->pattern) {
-        char topic[CS_TOPIC_NAME_MAX + 1];
-        if (!text || !cs__topic_of(text, exact, topic, sizeof topic)) return -1;
-        return cs__sub_has_topic(c->sub, topic) ? 0 : -1;
-    }
-    for (size_t i = 0; text && i < c->sub->n_topics; i++) {
-        const char *t = c->sub->topics[i];
-        size_t n = strlen(t);
-        if (exact ? !strcmp(text, t) : (!strncmp(text, t, n) && (text[n] == ' ' || text[n] == ':' || !text[n])))
-            return (int)i;
-    }
+int cs__subscribed_topic_in(const cs_consumer *c, const char *topic) {
+    if (!topic) return -1;
+    if (c->sub->pattern) return cs__sub_has_topic(c->sub, topic) ? 0 : -1;
+    for (size_t i = 0; i < c->sub->n_topics; i++)
+        if (!strcmp(topic, c->sub->topics[i])) return (int)i;
     return -1;
 }
 
@@ -94,7 +100,7 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
  * tracker to reset, only the line to log. Fetch thread. */
 void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
     cs__part_clear_log_unknown(part);
-    int64_t next = cs__pipeline_next_offset(c->pipe, topic, cs__part_number(part));
+    int64_t next = cs__part_next_offset(part);
     if (next < 0 || offset >= next) return;
     CS_LOG_WARN("partition log restarted (topic deleted and created again): read from its new start "
                 "subscription=%s topic=%s partition=%d offset=%lld old_next_offset=%lld",
@@ -104,18 +110,15 @@ void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, in
      * deliveries still running or pending stay on the in-flight list (their
      * settlements are stale; a revoke or the stop waits for them). Releasing
      * them here would free payloads their handlers are reading. */
-    cs__pipeline_assign(c->pipe, part);
+    cs__pipeline_renew_epoch(c->pipe, part);
 }
 
 /* A topic a pattern subscription matched went away: normal for a pattern
  * (the topic stops matching, the group revokes its partitions), so no ERROR
  * and no gauge; its partitions still assigned get the same care as a
  * subscribed topic's (mark_topic_partitions). */
-static void pattern_topic_gone(cs_consumer *c, const char *text, bool exact, rd_kafka_resp_err_t err,
-                               const char *reason) {
-    char topic[CS_TOPIC_NAME_MAX + 1];
+static void pattern_topic_gone(cs_consumer *c, const char *topic, rd_kafka_resp_err_t err, const char *reason) {
     atomic_store(&c->topic_vanished, true);
-    if (!cs__topic_of(text, exact, topic, sizeof topic)) return;
     mark_topic_partitions(c, topic);
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
@@ -124,7 +127,7 @@ static void pattern_topic_gone(cs_consumer *c, const char *text, bool exact, rd_
                     c->sub->name, topic, rd_kafka_err2name(err), reason, (unsigned long long)skipped);
 }
 
-void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason) {
+void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *source, const char *reason) {
     atomic_store(&c->topic_vanished, true);
     if (atomic_exchange(&c->topic_unavailable[i], true)) return; /* said so already */
     atomic_fetch_add(&c->n_unavailable, 1);
@@ -132,16 +135,16 @@ void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const
     if (c->sub->allow_missing && !atomic_load(&c->topic_seen[i])) {
         /* Allowed to be missing and never assigned yet: a topic still to come. */
         CS_LOG_INFO("subscribed topic does not exist yet: the subscription consumes it once it appears "
-                    "subscription=%s group=%s topic=%s error=%s",
+                    "subscription=%s group=%s topic=%s error=%s source=%s",
                     c->sub->name, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->topics[i],
-                    rd_kafka_err2name(err));
+                    rd_kafka_err2name(err), source);
         return;
     }
     CS_LOG_ERR("subscribed topic not available (deleted, or not visible to this client): nothing is committed "
                "for it until it is back, the subscription keeps running and consumes it again then "
-               "subscription=%s group=%s topic=%s error=%s reason=\"%s\"",
+               "subscription=%s group=%s topic=%s error=%s source=%s reason=\"%s\"",
                c->sub->name, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->topics[i],
-               rd_kafka_err2name(err), reason);
+               rd_kafka_err2name(err), source, reason);
 }
 
 /* Fetch thread: a partition of the topic was assigned again, or a record of
@@ -149,11 +152,11 @@ void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const
 void cs__topic_available(cs_consumer *c, const char *topic) {
     if (c->sub->pattern) return; /* no per-topic availability: topics come and go */
     if (c->sub->allow_missing) {
-        int seen = cs__subscribed_topic_in(c, topic, true);
+        int seen = cs__subscribed_topic_in(c, topic);
         if (seen >= 0) atomic_store(&c->topic_seen[seen], true);
     }
     if (atomic_load_explicit(&c->n_unavailable, memory_order_relaxed) == 0) return;
-    int i = cs__subscribed_topic_in(c, topic, true);
+    int i = cs__subscribed_topic_in(c, topic);
     if (i < 0 || !atomic_exchange(&c->topic_unavailable[i], false)) return;
     atomic_fetch_sub(&c->n_unavailable, 1);
     CS_LOG_INFO("subscribed topic available again subscription=%s topic=%s", c->sub->name, topic);
@@ -182,13 +185,16 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
 
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
     cs_consumer *c = opaque;
-    int gone = cs__topic_error(err) ? cs__subscribed_topic_in(c, reason, false) : -1;
+    char topic[CS_TOPIC_NAME_MAX + 1]; /* error_cb has no topic field in librdkafka 2.0.2: see above */
+    int gone = cs__topic_error(err) && cs__topic_of_reason(reason, topic, sizeof topic)
+                   ? cs__subscribed_topic_in(c, topic)
+                   : -1;
     if (gone >= 0 && c->sub->pattern) {
-        pattern_topic_gone(c, reason, false, err, reason);
+        pattern_topic_gone(c, topic, err, reason);
         return;
     }
     if (gone >= 0) {
-        cs__topic_unavailable(c, gone, err, reason);
+        cs__topic_unavailable(c, gone, err, "error_cb", reason);
         return;
     }
     if (err == RD_KAFKA_RESP_ERR__FATAL) {
@@ -222,16 +228,19 @@ static bool report_if_fatal(cs_consumer *c) {
 void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) return;
     if (m->err == RD_KAFKA_RESP_ERR__FATAL && report_if_fatal(c)) return;
-    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "-";
-    int gone = cs__topic_error(m->err) ? cs__subscribed_topic_in(c, topic, true) : -1;
+    /* The topic and partition are fields of the error record (m->rkt is a
+     * light-weight topic for a subscribed topic's error): no reason parsing. */
+    const char *topic = m->rkt ? rd_kafka_topic_name(m->rkt) : NULL;
+    int gone = cs__topic_error(m->err) ? cs__subscribed_topic_in(c, topic) : -1;
     if (gone >= 0 && c->sub->pattern) {
-        pattern_topic_gone(c, topic, true, m->err, rd_kafka_message_errstr(m));
+        pattern_topic_gone(c, topic, m->err, rd_kafka_message_errstr(m));
         return;
     }
     if (gone >= 0) {
-        cs__topic_unavailable(c, gone, m->err, rd_kafka_message_errstr(m));
+        cs__topic_unavailable(c, gone, m->err, "error_record", rd_kafka_message_errstr(m));
         return;
     }
+    if (!topic) topic = "-";
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
         CS_LOG_WARN("consume error subscription=%s topic=%s partition=%d offset=%lld error=%s reason=\"%s\"",

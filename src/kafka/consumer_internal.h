@@ -123,7 +123,7 @@ struct cs_consumer {
     size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
     bool take_fatal;                           /* take_cb saw a fatal error */
     size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
-    fetch_part *parts;       /* assigned partitions */
+    fetch_part *parts;       /* assigned partitions; each partition knows its index (cs__part_source_slot) */
     size_t n_parts, cap_parts;
     size_t next_part; /* where the next serving round starts (fairness) */
     size_t last_part; /* take_cb's guess: records come in runs of one partition */
@@ -133,6 +133,10 @@ struct cs_consumer {
      * that is too high, from outdated ops librdkafka skips, only delays
      * that). old_log_pending: the report came inside a take, recount after. */
     uint64_t taken_total, old_log_until;
+    /* Records kept in the store so far (fetch thread), published to `stored`
+     * after each take, before any of them is handed out (cs_test_sub_taken). */
+    uint64_t stored_total;
+    _Atomic uint64_t stored;
     bool old_log_pending;
     bool in_take;
     /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
@@ -140,6 +144,7 @@ struct cs_consumer {
      * repeats and the last-resort pauses of its partitions. */
     _Atomic uint64_t wakeups;
     _Atomic uint64_t *topic_gaps, *topic_repeats, *topic_stuck;
+    cs_client_stats rdk_stats; /* librdkafka's statistics: brokers' round trips, the fetch queue (client_stats.c) */
     cs_pipeline *pipe;
     pthread_t thread;
     bool thread_started;
@@ -312,6 +317,8 @@ cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition)
 void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
+/* part's entry in c->parts, NULL if it is not open here. O(1): the entry's
+ * index is kept in the partition (cs__part_source_slot). */
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
 /* Sets e's leader epoch to the partition's newest (fetch_part.leader_epoch)
  * when librdkafka has epochs (>= 2.1.0) and one is known. Fetch thread, or
@@ -339,6 +346,9 @@ void cs__fetch_close_all(cs_consumer *c);
 void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const char *why);
 /* librdkafka's error_cb (opaque: the consumer). */
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+/* librdkafka's statistics callback (fetch thread, through the consumer
+ * queue): each assigned partition's end (cs__part_set_end). */
+int cs__consumer_on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque);
 /* An error record, from recq (take_cb) or the consumer queue (the poll).
  * Fetch thread, or the closing thread after the fetch thread exited. */
 void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m);
@@ -348,10 +358,15 @@ void cs__fetch_out_of_memory(cs_consumer *c, const char *topic, int32_t partitio
 bool cs__topic_error(rd_kafka_resp_err_t err);
 /* Kafka's longest topic name. */
 #define CS_TOPIC_NAME_MAX 249
-/* The topic name `text` is (exact) or starts with (a librdkafka reason), into buf. */
-bool cs__topic_of(const char *text, bool exact, char *buf, size_t size);
-int cs__subscribed_topic_in(const cs_consumer *c, const char *text, bool exact);
-void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *reason);
+/* The topic name an error_cb reason starts with, into buf: the fallback for
+ * error_cb only, which has no topic field in librdkafka 2.0.2
+ * (consumer_errors.c). */
+bool cs__topic_of_reason(const char *reason, char *buf, size_t size);
+/* The index of the subscribed topic named `topic` (a name, never a reason), or -1. */
+int cs__subscribed_topic_in(const cs_consumer *c, const char *topic);
+/* source: where librdkafka reported it ("error_record": the record's topic
+ * field; "error_cb": read from the reason), logged with it. */
+void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *source, const char *reason);
 void cs__topic_available(cs_consumer *c, const char *topic);
 void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset);
 

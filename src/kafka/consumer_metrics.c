@@ -1,6 +1,8 @@
 /* consumer_metrics.c — one subscription's consumer as numbers: its stats
  * (cs_sub_stats_get) and its /metrics series, read from the counters the
- * fetch path, the pipeline and the commits keep; the fetch path counts its
+ * fetch path, the pipeline and the commits keep, and from librdkafka's
+ * statistics (the partitions' ends here; brokers and the fetch queue in
+ * client_stats.c); the fetch path counts its
  * per-topic events through cs__consumer_count_topic (fetch thread). Reading
  * never changes the consumer and never waits on the network; it runs on the
  * caller's thread (the scraping thread or a stats reader, with the
@@ -12,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <yajl/yajl_tree.h>
 
 #include "../core/broker.h"
 #include "../core/error.h"
@@ -21,7 +24,7 @@
 
 /* A per-topic counter of the fetch path (rare events: a lookup by name). */
 void cs__consumer_count_topic(cs_consumer *c, _Atomic uint64_t *counters, const char *topic) {
-    int i = cs__subscribed_topic_in(c, topic, true);
+    int i = cs__subscribed_topic_in(c, topic);
     if (i >= 0) atomic_fetch_add_explicit(&counters[i], 1, memory_order_relaxed);
 }
 
@@ -42,6 +45,50 @@ void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
     out->paused_partitions = atomic_load_explicit(&c->paused_now, memory_order_relaxed);
 }
 uint64_t cs__consumer_paused(cs_consumer *c) { return atomic_load_explicit(&c->paused_now, memory_order_relaxed); }
+
+/* ---- the partitions' ends, from librdkafka's statistics -----------------------
+ * The lag metric needs the end a read_committed consumer can read to: the last
+ * stable offset (LSO), below the records of a transaction still open upstream,
+ * which this consumer cannot read yet and may never (an abort). librdkafka
+ * 2.0.2 keeps it from every fetch response (the fetcher's end offset: the LSO
+ * under read_committed, the high watermark otherwise) but offers it only in
+ * the statistics (`ls_offset` per partition); rd_kafka_get_watermark_offsets
+ * gives the high watermark, and rd_kafka_query_watermark_offsets (a
+ * ListOffsets round trip under the handle's isolation.level: the LSO on a
+ * read_committed handle) costs a round trip a scrape must not wait for. On
+ * librdkafka 2.3 and newer, rd_kafka_ListOffsets (the admin API, with
+ * RD_KAFKA_ISOLATION_LEVEL_READ_COMMITTED) asks the broker the same way. */
+
+/* An integer member of a yajl object, or -1. */
+static int64_t json_int(yajl_val obj, const char *name) {
+    const char *path[] = {name, NULL};
+    yajl_val v = yajl_tree_get(obj, path, yajl_t_number);
+    return v && YAJL_IS_INTEGER(v) ? (int64_t)YAJL_GET_INTEGER(v) : -1;
+}
+
+int cs__consumer_on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
+    (void)rk;
+    (void)len;
+    cs_consumer *c = opaque;
+    yajl_val root = yajl_tree_parse(json, NULL, 0);
+    const char *topics_path[] = {"topics", NULL};
+    yajl_val topics = root ? yajl_tree_get(root, topics_path, yajl_t_object) : NULL;
+    for (size_t t = 0; topics && t < YAJL_GET_OBJECT(topics)->len; t++) {
+        const char *topic = YAJL_GET_OBJECT(topics)->keys[t];
+        const char *parts_path[] = {"partitions", NULL};
+        yajl_val parts = yajl_tree_get(YAJL_GET_OBJECT(topics)->values[t], parts_path, yajl_t_object);
+        for (size_t i = 0; parts && i < YAJL_GET_OBJECT(parts)->len; i++) {
+            yajl_val p = YAJL_GET_OBJECT(parts)->values[i];
+            int64_t partition = json_int(p, "partition"), ls = json_int(p, "ls_offset"), hi = json_int(p, "hi_offset");
+            if (partition < 0 || ls < 0 || hi < 0) continue; /* librdkafka's unassigned partition, or not fetched yet */
+            cs_part *part = cs__consumer_part(c, topic, (int32_t)partition);
+            if (part) cs__part_set_end(part, ls, hi);
+        }
+    }
+    cs__client_stats_update(&c->rdk_stats, root, false); /* the brokers' round trips, the fetch queue */
+    yajl_tree_free(root);
+    return 0; /* librdkafka frees json */
+}
 
 /* ---- /metrics -------------------------------------------------------------- */
 
@@ -127,7 +174,8 @@ static bool topic_assigned(const part_list *l, const char *topic) {
  * handle and pipeline) cannot be freed meanwhile; it may be closing (the
  * stop holds no lock across the close). Never waits on the network:
  * the high watermark is librdkafka's cached value from its last fetch
- * response (rd_kafka_get_watermark_offsets, not the querying variant), and
+ * response (rd_kafka_get_watermark_offsets, not the querying variant), the
+ * last stable offset the statistics' (cs__consumer_on_stats), and
  * the committed position is what the last commit this member made reported
  * (cs__part_commit_done), so a scrape costs no round trip to the broker. */
 void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
@@ -142,6 +190,7 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
 
     fetch_metrics(c, m, sub, group);
     topic_metrics(c, m, sub, group);
+    cs__client_stats_metrics(&c->rdk_stats, m, sub, group);
     part_list parts = {0};
     cs__pipeline_each_part(c->pipe, collect_part, &parts);
     /* Records and dead letters by topic: the partitions of a topic add up
@@ -178,11 +227,20 @@ void cs__consumer_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                        "Position this member last committed for the partition (the next offset to read).", l,
                        p->committed);
         int64_t low = -1, high = -1;
-        if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &low, &high) == RD_KAFKA_RESP_ERR_NO_ERROR &&
-            high >= 0)
-            cs__metric_int(m, "cstream_lag_records", "gauge",
-                           "High watermark (from the last fetch) minus the committed position.", l,
-                           high > p->committed ? high - p->committed : 0);
+        if (rd_kafka_get_watermark_offsets(c->rk, p->topic, p->partition, &low, &high) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+            high < 0)
+            continue;
+        /* The statistics' end is at most an interval old. A transaction
+         * ends with a marker, which moves the high watermark: while the high
+         * watermark is the one reported with it, so is the last stable
+         * offset. Once records came since, the high watermark bounds the lag
+         * until the next report. */
+        int64_t end = p->end >= 0 && p->end_high == high ? p->end : high;
+        cs__metric_int(m, "cstream_lag_records", "gauge",
+                       "Records the member can read and has not committed: the partition's end as the consumer "
+                       "reads it (the last stable offset under read_committed, from librdkafka's statistics; the "
+                       "high watermark of the last fetch while newer) minus the committed position.",
+                       l, end > p->committed ? end - p->committed : 0);
     }
     free(parts.v);
 }

@@ -53,7 +53,7 @@ static size_t targets(cs_consumer *c, cs_ctl_req *r, fetch_part **out) {
         out[n++] = fp;
     }
     if (n > 0) return n;
-    if (cs__subscribed_topic_in(c, r->topic, true) < 0)
+    if (cs__subscribed_topic_in(c, r->topic) < 0)
         snprintf(r->message, sizeof r->message, "%s: topic %s is not one of its topics", c->who, r->topic);
     else if (r->partition >= 0)
         snprintf(r->message, sizeof r->message, "%s: partition %s/%d is not assigned to this instance", c->who,

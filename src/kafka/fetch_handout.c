@@ -111,7 +111,7 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
                 cs__stored_release(r);
                 break;
             }
-            if (!r->old_log || r->offset < cs__pipeline_next_offset(c->pipe, topic, cs__part_number(part)))
+            if (!r->old_log || r->offset < cs__part_next_offset(part))
                 cs__settle_log_restart(c, part, topic, r->offset);
         }
         cs_delivery *d = prepare(c, fp, r);

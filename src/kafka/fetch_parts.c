@@ -1,5 +1,6 @@
 /* fetch_parts.c — the fetch path's partitions: one fetch_part per assigned
- * partition, opened at assign (its queue forwarded to recq), its backlog of
+ * partition (its index in c->parts kept in the partition, for O(1) lookups),
+ * opened at assign (its queue forwarded to recq), its backlog of
  * records taken and not yet handed out, its pause in librdkafka, forgotten at
  * revoke, all closed before the handle is destroyed; and waking the fetch
  * thread's poll. The lowest file of the consumer: it calls no other file of
@@ -37,9 +38,11 @@ void cs__fetch_wake(void *arg) {
 }
 
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
-    for (size_t i = 0; i < c->n_parts; i++)
-        if (c->parts[i].part == part) return &c->parts[i];
-    return NULL;
+    /* The partition carries its index in c->parts: no search (a scan here ran
+     * once per partition on every commit tick and revoke, O(P^2)). */
+    long slot = cs__part_source_slot(part);
+    if (slot < 0 || (size_t)slot >= c->n_parts || c->parts[slot].part != part) return NULL;
+    return &c->parts[slot];
 }
 
 static void drop_backlog(fetch_part *fp);
@@ -85,6 +88,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         if (rkt) rd_kafka_topic_destroy(rkt);
         return false;
     }
+    cs__part_set_source_slot(part, (long)c->n_parts);
     c->parts[c->n_parts++] = (fetch_part){.part = part,
                                           .topic = cs__part_topic(part),
                                           .partition = cs__part_number(part),
@@ -134,7 +138,10 @@ static void remove_part(cs_consumer *c, fetch_part *fp) {
     drop_backlog(fp);
     cs__store_close_chunk(&fp->open);
     if (fp->rkt) rd_kafka_topic_destroy(fp->rkt);
+    cs__part_set_source_slot(fp->part, -1);
+    /* The last entry fills the hole, and its partition learns its new index. */
     *fp = c->parts[--c->n_parts];
+    if (fp != &c->parts[c->n_parts]) cs__part_set_source_slot(fp->part, (long)(fp - c->parts));
     c->last_part = 0;
 }
 

@@ -73,15 +73,14 @@ static bool is_part(const fetch_part *fp, const rd_kafka_message_t *m) {
     return fp->partition == m->partition && (fp->rkt == m->rkt || !strcmp(fp->topic, rd_kafka_topic_name(m->rkt)));
 }
 
+/* The run's partition, else the registry's index (O(1); a scan of c->parts
+ * here cost O(P) at every change of partition in recq). NULL: not open. */
 static fetch_part *part_for(cs_consumer *c, const rd_kafka_message_t *m) {
     if (c->last_part < c->n_parts && is_part(&c->parts[c->last_part], m)) return &c->parts[c->last_part];
-    for (size_t i = 0; i < c->n_parts; i++) {
-        if (is_part(&c->parts[i], m)) {
-            c->last_part = i;
-            return &c->parts[i];
-        }
-    }
-    return NULL;
+    cs_part *part = cs__pipeline_find_part(c->pipe, rd_kafka_topic_name(m->rkt), m->partition);
+    fetch_part *fp = part ? cs__fetch_part_of(c, part) : NULL;
+    if (fp) c->last_part = (size_t)(fp - c->parts);
+    return fp;
 }
 /* ---- taking: librdkafka -> the store ------------------------------------------ */
 
@@ -200,6 +199,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
 #if CS_RDKAFKA_HAS_EPOCHS
     fp->leader_epoch = rd_kafka_message_leader_epoch(m);
 #endif
+    c->stored_total++;
     c->take_value_bytes += m->len;
     r->old_log = old_log;
     if (fp->tail) fp->tail->next = r;
@@ -238,6 +238,7 @@ size_t cs__fetch_take_records(cs_consumer *c) {
     c->take_value_bytes = 0;
     int n = rd_kafka_consume_callback_queue(c->recq, 0, take_cb, c);
     c->in_take = false;
+    atomic_store_explicit(&c->stored, c->stored_total, memory_order_relaxed); /* hand-out follows on this thread */
     if (c->store_full) close_open_chunks(c);
     if (c->rdk_bound_bytes && c->take_value_bytes >= c->rdk_bound_bytes / 10 * 9) c->bound_seen = true;
     if (c->store_full && rd_kafka_queue_length(c->recq) > 0) c->bound_seen = true;

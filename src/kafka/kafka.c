@@ -37,6 +37,7 @@ cs_kafka *cs_kafka_new(const char *bootstrap_servers) {
     k->queue_timeout_ms = CS__DEFAULT_QUEUE_TIMEOUT_MS;
     k->flush_timeout_ms = CS__DEFAULT_FLUSH_TIMEOUT_MS;
     pthread_rwlock_init(&k->producer_lock, NULL);
+    cs__client_stats_init(&k->producer_stats);
     return k;
 }
 
@@ -48,8 +49,10 @@ void cs_kafka_destroy(cs_kafka *k) {
     free(k->topics);
     cs__kvlist_free(&k->config);
     cs__kvlist_free(&k->producer_config);
+    cs__ext_free(&k->ext);
     cs__embedded_destroy(k->cluster);
     pthread_rwlock_destroy(&k->producer_lock);
+    cs__client_stats_destroy(&k->producer_stats);
     free(k->default_group);
     free(k->instance_id);
     free(k->bootstrap);
@@ -173,6 +176,12 @@ static cs_err start_embedded(cs_kafka *k) {
     return CS_OK;
 }
 
+/* A token for the start's metadata check (its opaque is the watch). */
+static void on_check_oauth(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_conn_watch *w = opaque;
+    cs__oauth_refresh(w->oauth_k, rk, config, "topic check");
+}
+
 /* Every subscribed and declared topic must exist: a real broker would
  * otherwise let the consumer wait silently for a topic that never comes.
  * Not checked: a pattern subscription's pattern (no topic needs to match at
@@ -198,17 +207,21 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     cs_err err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
+    if (!err) err = cs__ext_apply(conf, k, CS_CONF_ALL, NULL, NULL);
     if (!err) err = cs__conf_set(conf, "topic check", "bootstrap.servers", k->bootstrap);
     if (!err) err = cs__conf_set(conf, "topic check", "client.id", cs_app_name(app));
     rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
     cs_conn_watch watch;
     cs__conn_watch_install(conf, &watch);
+    watch.oauth_k = k;
+    cs__oauth_conf(k, conf, on_check_oauth);
     rd_kafka_t *rk = err ? NULL : rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
     if (!rk) {
         rd_kafka_conf_destroy(conf);
         if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
     } else {
-        err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
+        err = cs__oauth_started(k, rk, "topic check");
+        if (!err) err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
         rd_kafka_destroy(rk);
     }
     free(names);
@@ -290,7 +303,10 @@ static cs_err kafka_start(void *impl, cs_app *app) {
     char built[32], running[32];
     cs__rdkafka_versions(built, running, sizeof built);
     CS_LOG_INFO("librdkafka version=%s built_with=%s", running, built);
-    err = check_groups(k);
+    /* The operator's layers first, all of them checked: a bad line, variable
+     * or flag fails the start before anything connects or is consumed. */
+    err = cs__ext_bind(k);
+    if (!err) err = check_groups(k);
     for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__sub_check_drain_timeout(k->subs[i], app);
     if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
@@ -351,6 +367,12 @@ static cs_err kafka_set_bootstrap(void *impl, const char *servers) {
     k->bootstrap = copy;
     k->embedded = copy == NULL;
     return CS_OK;
+}
+
+static cs_err kafka_set_external(void *impl, const char *file, char *const *props, size_t n_props) {
+    cs_kafka *k = impl;
+    cs_err err = cs__kafka_configurable(k, "--config/-X");
+    return err ? err : cs__ext_set_cli(&k->ext, file, props, n_props);
 }
 
 static const char *kafka_bootstrap_op(void *impl) { return ((cs_kafka *)impl)->bootstrap; }
@@ -425,6 +447,8 @@ static cs_kafka *new_publisher(void *impl, const char *servers) {
     if (!p) return NULL;
     cs_err err = copy_kvlist(&p->config, &k->config);
     if (!err) err = copy_kvlist(&p->producer_config, &k->producer_config);
+    /* It loads the operator's layers itself, from the same file and flags. */
+    if (!err) err = cs__ext_set_cli(&p->ext, k->ext.file, k->ext.flags, k->ext.n_flags);
     /* The embedded cluster needs the declared topics created; a real one would
      * only check that they exist, which a one-record publish does not need. */
     for (size_t i = 0; !err && p->embedded && i < k->n_topics; i++)
@@ -451,10 +475,6 @@ static cs_err kafka_publish_op(void *publisher, const cs_record *rec, cs_publish
     return cs_publish(publisher, rec, out);
 }
 
-/* /metrics: the subscriptions' records, durations, positions and lag (each
- * under its stats lock, which keeps its consumer from being freed meanwhile;
- * a stop never holds it across a close, so a scrape never waits for one),
- * then the publishes. */
 /* --version: the librdkafka in use, and its headers' when they differ. */
 static void kafka_library(void *impl, char *buf, size_t cap) {
     (void)impl;
@@ -464,6 +484,10 @@ static void kafka_library(void *impl, char *buf, size_t cap) {
     else snprintf(buf, cap, "librdkafka %s", running);
 }
 
+/* /metrics: the subscriptions' records, durations, positions and lag (each
+ * under its stats lock, which keeps its consumer from being freed meanwhile;
+ * a stop never holds it across a close, so a scrape never waits for one),
+ * then the publishes and the producer's librdkafka statistics. */
 static void kafka_metrics(void *impl, cs_metrics *m) {
     cs_kafka *k = impl;
     char built[32], running[32];
@@ -497,6 +521,7 @@ static void kafka_metrics(void *impl, cs_metrics *m) {
     cs__metric_int(m, "cstream_unflushed_records", "gauge",
                    "Records the producer had not delivered when the last stop's flush timed out (0 until a stop).",
                    NULL, (int64_t)atomic_load(&k->unflushed_records));
+    cs__client_stats_metrics(&k->producer_stats, m, NULL, NULL);
 }
 
 /* ---- end operations surface ------------------------------------------------------ */
@@ -510,6 +535,8 @@ static const cs_broker_ops kafka_broker_ops = {
     .idle = kafka_idle,
     /* operations surface */
     .set_bootstrap = kafka_set_bootstrap,
+    .set_external = kafka_set_external,
+    .show_config = cs__kafka_show_config,
     .bootstrap = kafka_bootstrap_op,
     .n_topics = kafka_n_topics,
     .topic = kafka_topic_op,

@@ -7,8 +7,10 @@
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <regex.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <string.h>
+#include <yajl/yajl_tree.h>
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
@@ -30,6 +32,60 @@ cs_err cs__conf_check(const char *who, const char *key, const char *value);
 /* Applies a list to conf; fails with the key and librdkafka's reason. */
 cs_err cs__conf_apply(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l);
 cs_err cs__conf_set(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value);
+/* cs__conf_set with `shown` in place of the value in its message (a value
+ * read from a secret file is named by its path, never quoted). */
+cs_err cs__conf_set_shown(rd_kafka_conf_t *conf, const char *who, const char *key, const char *value,
+                          const char *shown);
+/* cs__conf_check, the same: owned keys refused, librdkafka asked, `shown` in messages. */
+cs_err cs__conf_check_shown(const char *who, const char *key, const char *value, const char *shown);
+/* Whether a key's value is a secret (never logged, shown masked). */
+bool cs__conf_secret_key(const char *key);
+
+/* What a client's configuration was built from, for `config show`
+ * (config_show.c): each key's value as shown (secrets masked) and the layer
+ * that set it last. Building a client passes NULL. */
+typedef struct cs_conf_trace {
+    cs_kvlist values, sources;
+} cs_conf_trace;
+/* cs__conf_set_shown, then, with t, records key -> shown (masked if a secret
+ * key) and its source. */
+cs_err cs__conf_put(rd_kafka_conf_t *conf, cs_conf_trace *t, const char *who, const char *source, const char *key,
+                    const char *value, const char *shown);
+/* cs__conf_apply, recording into t (may be NULL) with `source`. */
+cs_err cs__conf_apply_traced(rd_kafka_conf_t *conf, const char *who, const cs_kvlist *l, const char *source,
+                             cs_conf_trace *t);
+void cs__conf_trace_free(cs_conf_trace *t);
+
+/* ---- the operator's layers (config_sources.c) ---------------------------------
+ * A properties file (--config, else CSTREAM_CONFIG), CSTREAM_KAFKA_*
+ * variables and -X flags: above the code's properties, in that order. */
+typedef enum cs_conf_rank { CS_CONF_FILE = 1, CS_CONF_ENV, CS_CONF_FLAG } cs_conf_rank;
+typedef enum cs_conf_role { CS_CONF_ALL, CS_CONF_CONSUMER, CS_CONF_PRODUCER, CS_CONF_SUB } cs_conf_role;
+typedef struct cs_conf_entry {
+    cs_conf_rank rank;
+    cs_conf_role role;
+    char *source; /* "config file F:12", "environment CSTREAM_KAFKA_X", "-X k": messages name it */
+    char *key;    /* the librdkafka property; CS_CONF_SUB: NULL until bound */
+    char *value;
+    char *secret_path; /* the value was read from this file (@path, _FILE), else NULL */
+    /* CS_CONF_SUB: what follows "subscription." (file, flag) or
+     * "CSTREAM_KAFKA_SUBSCRIPTION_" (env_form), and the subscription it
+     * names once bound (cs__ext_bind). */
+    char *target;
+    bool env_form;
+    const cs_sub *sub;
+} cs_conf_entry;
+typedef struct cs_conf_ext {
+    char *file;   /* --config; NULL: CSTREAM_CONFIG */
+    char **flags; /* -X "key=value", in order */
+    size_t n_flags;
+    bool loaded, bound;
+    cs_conf_entry *e; /* by rank, each source in its order (variables by name) */
+    size_t n;
+} cs_conf_ext;
+/* cs_app_main's --config and -X (the broker's set_external op); a later load reads them. */
+cs_err cs__ext_set_cli(cs_conf_ext *x, const char *file, char *const *flags, size_t n_flags);
+void cs__ext_free(cs_conf_ext *x);
 /* librdkafka's log lines into cstream's log. */
 void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const char *buf);
 
@@ -74,6 +130,47 @@ typedef struct cs_publish_stats {
 
 typedef struct cs_consumer cs_consumer;
 typedef struct cs_producer cs_producer;
+
+/* oauth.c: hooks the broker's token provider, if it has one, into a
+ * client's configuration; `refresh` is the client's own trampoline, which
+ * finds k from its opaque and calls cs__oauth_refresh. The refresh runs on
+ * librdkafka's background thread once cs__oauth_started enabled it on the new
+ * handle (a client that is not polled yet, like the start's metadata check,
+ * still gets its token). */
+void cs__oauth_conf(const cs_kafka *k, rd_kafka_conf_t *conf,
+                    void (*refresh)(rd_kafka_t *rk, const char *config, void *opaque));
+/* Right after rd_kafka_new of a client configured by cs__oauth_conf;
+ * CS_ERR_KAFKA naming `who` if librdkafka cannot serve the refresh. */
+cs_err cs__oauth_started(const cs_kafka *k, rd_kafka_t *rk, const char *who);
+void cs__oauth_refresh(cs_kafka *k, rd_kafka_t *rk, const char *config, const char *who);
+
+/* client_stats.c: the numbers of a client's librdkafka statistics that
+ * /metrics shows (per broker round-trip and throttle time, the producer's
+ * queue or the consumer's fetch queue). Written from the handle's callback
+ * thread once per statistics interval, read by /metrics; `lock` is a leaf,
+ * held only to swap or copy the numbers. */
+/* How often librdkafka reports a client's statistics: the lag metric's last
+ * stable offsets (consumer_metrics.c) and the numbers above. */
+#define CS_STATS_INTERVAL_MS "1000"
+typedef struct cs_broker_stat cs_broker_stat;
+typedef struct cs_client_stats {
+    pthread_mutex_t lock;
+    bool seen; /* a report came since init or the last clear */
+    cs_broker_stat *brokers;
+    size_t n_brokers;
+    int64_t queue_records, queue_bytes; /* producer: msg_cnt, msg_size; consumer: its fetch queue */
+} cs_client_stats;
+void cs__client_stats_init(cs_client_stats *s);
+/* Forgets the numbers (a client that stopped has no queue). */
+void cs__client_stats_clear(cs_client_stats *s);
+void cs__client_stats_destroy(cs_client_stats *s);
+/* Takes the numbers of one statistics report (root may be NULL: ignored). */
+void cs__client_stats_update(cs_client_stats *s, yajl_val root, bool producer);
+/* Parses a producer's report into s; librdkafka's stats callback returns it. */
+int cs__producer_on_stats_json(cs_client_stats *s, const char *json);
+/* The series: a consumer's if `sub` (its subscription and group), else the
+ * producer's. Nothing until a report came. */
+void cs__client_stats_metrics(cs_client_stats *s, cs_metrics *m, const char *sub, const char *group);
 
 /* producer.c: one per broker, started before the consumers. */
 cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out);
@@ -218,10 +315,14 @@ struct cs_kafka {
     bool started; /* start() succeeded and stop() has not run */
     cs_embedded *cluster;
     cs_kvlist producer_config;
+    cs_conf_ext ext; /* the operator's layers (config_sources.c) */
     int queue_timeout_ms;
     int flush_timeout_ms;
     _Atomic size_t unflushed_records; /* written by stop, read by /metrics */
     cs_publish_stats pub_stats;       /* outlives the producer: /metrics reads it */
+    cs_client_stats producer_stats;   /* the producer's librdkafka statistics; outlives it too */
+    cs_oauth_token_fn oauth_fn;       /* cs_kafka_oauthbearer_token_cb (oauth.c); NULL: none */
+    void *oauth_user;
     /* The producer while running. Publishers hold the read lock while they use
      * it; stop takes the write lock to retire it. Lock order: a leaf but for
      * the producer's own lock, taken under the read side to wait for queue
@@ -229,6 +330,20 @@ struct cs_kafka {
     pthread_rwlock_t producer_lock;
     cs_producer *producer;
 };
+
+/* config_sources.c: reads and checks the file, the variables and the flags
+ * once (CS_ERR_CONFIG naming the source; nothing kept on failure); entries
+ * for a subscription wait for cs__ext_bind. The configuring or lifecycle
+ * thread, before start. */
+cs_err cs__ext_load(cs_kafka *k);
+/* Matches the subscription entries to k's subscriptions and checks them:
+ * CS_ERR_CONFIG naming the source for one that names no subscription. */
+cs_err cs__ext_bind(cs_kafka *k);
+/* Applies the loaded layers, file < environment < flags, within each the
+ * keys for every client, then those for `role` (CS_CONF_CONSUMER,
+ * CS_CONF_PRODUCER; CS_CONF_ALL: none), then s's (a consumer's, if s), to
+ * conf, recording into t (may be NULL). */
+cs_err cs__ext_apply(rd_kafka_conf_t *conf, const cs_kafka *k, cs_conf_role role, const cs_sub *s, cs_conf_trace *t);
 
 /* consumer_conf.c: the values a subscription runs with when the service set
  * none: its commit mode's default (src/kafka/defaults.h), else what it set. */
@@ -260,7 +375,10 @@ static inline bool cs__sub_has_topic(const cs_sub *s, const char *topic) {
 void cs__sub_free(cs_sub *s);
 
 /* committed.c */
-rd_kafka_t *cs__group_reader(const char *brokers, const char *group, const cs_kvlist *config);
+/* A consumer of `group` that never joins it, with k's properties for every
+ * client and for consumers (code, then the loaded operator's layers; k NULL:
+ * none). NULL with cs_errmsg set on failure. */
+rd_kafka_t *cs__group_reader(const char *brokers, const char *group, cs_kafka *k);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
 /* publish.c: the pipeline's reply hook for a subscription (arg: the cs_sub). */
@@ -292,6 +410,7 @@ typedef struct cs_conn_watch {
     int refused;           /* RD_KAFKA_RESP_ERR__AUTHENTICATION or __SSL, first one heard; 0 if none */
     char refused_why[512]; /* librdkafka's reason for it (names the broker; holds no password) */
     char last_why[512];    /* the last other client error, for a timeout's message */
+    cs_kafka *oauth_k;     /* whose OAUTHBEARER token provider the client uses (oauth.c), if any */
 } cs_conn_watch;
 /* Sets w as conf's opaque and the error_cb that fills it. */
 void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);
@@ -312,6 +431,14 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
  * subscription in a group whose drain timeout is not shorter than its
  * consumer's effective max.poll.interval.ms. */
 cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app);
+/* consumer_conf.c: every property of s's consumer but its callbacks, into
+ * conf, each key's source into t (may be NULL; config_show.c). `who` names
+ * the client in messages. */
+cs_err cs__consumer_conf_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t);
+/* producer.c: every property of k's producer but its callbacks, the same way. */
+cs_err cs__producer_conf_layers(const cs_kafka *k, cs_app *app, rd_kafka_conf_t *conf, cs_conf_trace *t);
+/* config_show.c: the broker's show_config op (core/broker.h). */
+cs_err cs__kafka_show_config(void *impl, cs_app *app, FILE *out);
 /* consumer.c: one per subscription, started after the topic checks. */
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out);
 /* The graceful stop, in steps that kafka.c runs for every subscription
@@ -358,6 +485,7 @@ uint64_t cs__consumer_commit_ticks(cs_consumer *c);
  * cs_test_sub_fail_refetches). Any thread. */
 uint64_t cs__consumer_sheds(cs_consumer *c);
 uint64_t cs__consumer_moves_back(cs_consumer *c);
+uint64_t cs__consumer_taken(cs_consumer *c);
 void cs__consumer_fail_refetches(cs_consumer *c, unsigned n);
 /* Assigned partitions the application paused now. Any thread. */
 uint64_t cs__consumer_paused(cs_consumer *c);

@@ -27,6 +27,7 @@
 struct cs_producer {
     rd_kafka_t *rk;
     cs_app *app;
+    cs_kafka *k; /* its OAUTHBEARER token provider, if any (oauth.c) */
     pthread_t reporter;
     _Atomic bool stop;
     pthread_mutex_t lock;
@@ -35,6 +36,7 @@ struct cs_producer {
     cs_ratelimit reply_warning;
     cs_ratelimit refused_warning; /* authentication or TLS refused */
     cs_publish_stats *stats;      /* the broker's: it outlives the producer */
+    cs_client_stats *rdk_stats;   /* the broker's too: librdkafka's statistics, for /metrics */
 };
 
 /* What a delivery report completes; the per-message opaque. */
@@ -152,10 +154,42 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
     CS_LOG_DEBUG("producer error error=%s reason=\"%s\"", rd_kafka_err2name(err), reason);
 }
 
+/* librdkafka's statistics (on the report thread, which polls): the queue
+ * depth and the brokers' round trips for /metrics (client_stats.c). */
+static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
+    (void)rk;
+    (void)len;
+    cs_producer *p = opaque;
+    return cs__producer_on_stats_json(p->rdk_stats, json);
+}
+
+/* A token for OAUTHBEARER (librdkafka's background thread, oauth.c). */
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_producer *p = opaque;
+    cs__oauth_refresh(p->k, rk, config, "producer");
+}
+
 static void *report_main(void *arg) {
     cs_producer *p = arg;
     while (!atomic_load(&p->stop)) rd_kafka_poll(p->rk, 100);
     return NULL;
+}
+
+/* cstream's default, the code's properties for every client and for the
+ * producer, the operator's layers (config_sources.c), the servers. */
+cs_err cs__producer_conf_layers(const cs_kafka *k, cs_app *app, rd_kafka_conf_t *conf, cs_conf_trace *t) {
+    cs_err err = cs__conf_put(conf, t, "producer", "default", "client.id", cs_app_name(app), NULL); /* overridable */
+    /* The queue depth and the brokers' round trips of /metrics come from the
+     * statistics (client_stats.c); config may override the interval (0: none). */
+    if (!err) err = cs__conf_put(conf, t, "producer", "default", "statistics.interval.ms", CS_STATS_INTERVAL_MS, NULL);
+    if (!err) err = cs__conf_apply_traced(conf, "cs_kafka_config", &k->config, "code cs_kafka_config", t);
+    if (!err)
+        err = cs__conf_apply_traced(conf, "cs_kafka_producer_config", &k->producer_config,
+                                    "code cs_kafka_producer_config", t);
+    if (!err) err = cs__ext_apply(conf, k, CS_CONF_PRODUCER, NULL, t);
+    if (!err && k->bootstrap)
+        err = cs__conf_put(conf, t, "producer", "cstream", "bootstrap.servers", k->bootstrap, NULL);
+    return err;
 }
 
 cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
@@ -164,21 +198,23 @@ cs_err cs__producer_start(cs_kafka *k, cs_app *app, cs_producer **out) {
     p->queue_timeout_ms = k->queue_timeout_ms;
     p->app = app;
     p->stats = &k->pub_stats;
+    p->rdk_stats = &k->producer_stats;
+    p->k = k;
     pthread_mutex_init(&p->lock, NULL);
     cs__cond_init_monotonic(&p->space); /* timed: the queue timeout */
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    cs_err err = cs__conf_set(conf, "producer", "client.id", cs_app_name(app)); /* default; config may override */
-    if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &k->config);
-    if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &k->producer_config);
-    if (!err) err = cs__conf_set(conf, "producer", "bootstrap.servers", k->bootstrap);
+    cs_err err = cs__producer_conf_layers(k, app, conf, NULL);
     char reason[512];
     if (!err) {
         rd_kafka_conf_set_opaque(conf, p);
         rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
         rd_kafka_conf_set_error_cb(conf, on_error);
+        rd_kafka_conf_set_stats_cb(conf, on_stats);
+        cs__oauth_conf(k, conf, on_oauth_refresh);
         rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
         p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
         if (!p->rk) err = cs__fail(CS_ERR_KAFKA, "producer could not be created: %s", reason);
+        else err = cs__oauth_started(k, p->rk, "producer");
     }
     if (!err && pthread_create(&p->reporter, NULL, report_main, p) != 0)
         err = cs__fail(CS_ERR_NOMEM, "producer: delivery report thread could not start");
@@ -208,6 +244,7 @@ void cs__producer_close(cs_producer *p) {
     pthread_join(p->reporter, NULL);
     rd_kafka_poll(p->rk, 0);
     rd_kafka_destroy(p->rk);
+    cs__client_stats_clear(p->rdk_stats); /* a closed producer has no queue and no brokers */
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->space);
     free(p);

@@ -283,7 +283,7 @@ cs_err cs__kafka_reset_offsets(void *impl, const cs_broker_reset *req, cs_broker
     const char *group = NULL;
     cs_err err = pick_group(k, req->group, &group);
     if (err) return err;
-    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, &k->config);
+    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, k);
     if (!rk) return CS_ERR_KAFKA;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
     err = refuse_live_members(rk, group);

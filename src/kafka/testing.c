@@ -463,29 +463,20 @@ cs_err cs_test_app_wait_idle(cs_app *app, int timeout_ms) {
     return CS_OK;
 }
 
-uint64_t cs_test_sub_commit_ticks(const cs_sub *s) {
+/* One of the running consumer's counters (0 while none runs), read under
+ * the subscription's stats lock, which keeps the consumer from going away. */
+static uint64_t consumer_counter(const cs_sub *s, uint64_t (*counter)(cs_consumer *)) {
     cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
     pthread_mutex_lock(&m->stats_lock);
-    uint64_t ticks = s->consumer ? cs__consumer_commit_ticks(s->consumer) : 0;
+    uint64_t v = s->consumer ? counter(s->consumer) : 0;
     pthread_mutex_unlock(&m->stats_lock);
-    return ticks;
+    return v;
 }
 
-uint64_t cs_test_sub_sheds(const cs_sub *s) {
-    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
-    pthread_mutex_lock(&m->stats_lock);
-    uint64_t sheds = s->consumer ? cs__consumer_sheds(s->consumer) : 0;
-    pthread_mutex_unlock(&m->stats_lock);
-    return sheds;
-}
-
-uint64_t cs_test_sub_moves_back(const cs_sub *s) {
-    cs_sub *m = (cs_sub *)s; /* the lock is not part of the value */
-    pthread_mutex_lock(&m->stats_lock);
-    uint64_t moves = s->consumer ? cs__consumer_moves_back(s->consumer) : 0;
-    pthread_mutex_unlock(&m->stats_lock);
-    return moves;
-}
+uint64_t cs_test_sub_commit_ticks(const cs_sub *s) { return consumer_counter(s, cs__consumer_commit_ticks); }
+uint64_t cs_test_sub_sheds(const cs_sub *s) { return consumer_counter(s, cs__consumer_sheds); }
+uint64_t cs_test_sub_moves_back(const cs_sub *s) { return consumer_counter(s, cs__consumer_moves_back); }
+uint64_t cs_test_sub_taken(const cs_sub *s) { return consumer_counter(s, cs__consumer_taken); }
 
 cs_err cs_test_sub_fail_refetches(cs_sub *s, unsigned n) {
     if (!s) return cs__fail(CS_ERR_ARG, "cs_test_sub_fail_refetches: subscription is NULL");

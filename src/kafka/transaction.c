@@ -19,9 +19,10 @@
 struct cs_txn {
     rd_kafka_t *rk;
     cs_app *app;
-    char *id;  /* transactional.id */
-    char *who; /* "subscription <name>" for messages */
-    bool dead; /* a fatal error: nothing is ever committed again */
+    cs_kafka *k; /* its OAUTHBEARER token provider, if any (oauth.c) */
+    char *id;    /* transactional.id */
+    char *who;   /* "subscription <name>" for messages */
+    bool dead;   /* a fatal error: nothing is ever committed again */
     cs_ratelimit abort_warning;
     cs_txn_output_failed_fn output_failed;
     void *failed_arg;
@@ -80,6 +81,11 @@ static void on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque) 
     CS_LOG_DEBUG("transactional producer error %s error=%s reason=\"%s\"", t->who, rd_kafka_err2name(err), reason);
 }
 
+static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
+    cs_txn *t = opaque;
+    cs__oauth_refresh(t->k, rk, config, t->who);
+}
+
 cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_txn_output_failed_fn failed,
                      void *failed_arg, cs_txn **out) {
     cs_txn *t = calloc(1, sizeof *t);
@@ -89,6 +95,7 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
         t->id = strdup(transactional_id);
         t->who = strdup(who);
         t->app = app;
+        t->k = s->k;
         t->output_failed = failed;
         t->failed_arg = failed_arg;
     }
@@ -107,6 +114,10 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
     if (!err) err = cs__conf_set(conf, who, "message.timeout.ms", "10000");
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
+    /* The operator's file, environment and -X layers reach it as they reach
+     * the plain producer (a cluster configured from a file only needs its
+     * security settings here too). */
+    if (!err) err = cs__ext_apply(conf, s->k, CS_CONF_PRODUCER, NULL, NULL);
     if (!err) err = cs__conf_set(conf, who, "bootstrap.servers", s->k->bootstrap);
     if (!err) err = cs__conf_set(conf, who, "transactional.id", transactional_id);
     char reason[512];
@@ -115,10 +126,13 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
         rd_kafka_conf_set_dr_msg_cb(conf, on_delivery);
         rd_kafka_conf_set_error_cb(conf, on_error);
         rd_kafka_conf_set_log_cb(conf, cs__rdkafka_log);
+        cs__oauth_conf(s->k, conf, on_oauth_refresh);
         t->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, reason, sizeof reason);
         if (!t->rk) {
             rd_kafka_conf_destroy(conf); /* rd_kafka_new takes it only on success */
             err = cs__fail(CS_ERR_KAFKA, "%s: transactional producer could not be created: %s", who, reason);
+        } else {
+            err = cs__oauth_started(s->k, t->rk, who);
         }
     } else {
         rd_kafka_conf_destroy(conf);

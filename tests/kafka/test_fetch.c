@@ -366,16 +366,15 @@ static void auto_continuity_eager(void **state) {
     continuity_under_churn(CS_COMMIT_AUTO, "range");
 }
 
+/* Skipped on the embedded cluster from 7ab759c until #30: the second member,
+ * once assigned, fetched at the committed offsets thousands of times and got
+ * every Fetch answered empty (seen 3 times of 3 then, with Auto only). On
+ * the audit-tests branch (after f5b7626) it did not come back: 5 runs of 5
+ * on the embedded cluster and 2 of 2 on the real broker passed, every offset
+ * handed out, guard gaps and repeats 0. The cause was not found (not bisected); the continuity check
+ * names the first offset skipped if it returns. */
 static void auto_continuity_cooperative(void **state) {
     (void)state;
-    /* On the embedded cluster the second member, once assigned, fetches at
-     * the committed offsets (1000, 1014, 992 in one run) thousands of times
-     * and gets no record back (librdkafka debug "fetch": every Fetch answered
-     * empty); on the real broker this variant passes. Seen 3 times out of 3
-     * with Auto, never with Tracked. */
-    if (cs_test_cluster_is_embedded(cst_cluster))
-        cst_skip("the embedded cluster (librdkafka 2.0.2 mock) answers the new member's fetches with no records under "
-                 "Auto and cooperative-sticky; runs on the real broker");
     continuity_under_churn(CS_COMMIT_AUTO, "cooperative-sticky");
 }
 
@@ -831,50 +830,79 @@ static void fetch_buffer_bounds_the_consumer(void **state) {
 
 /* ---- no 1 s stall at the bound (design test 4) -------------------------------- */
 
-enum { STALL_RECORDS = 20000, STALL_BUFFER = 1 << 20, STALL_GAP_MS = 500 };
+/* The stall: in librdkafka 2.0.2 a broker thread whose partitions all reached
+ * the pre-fetch bound drops them from its fetch list and sleeps until its 1 s
+ * serve period ends; nothing wakes it when the queue drains
+ * (src/kafka/fetch_wake.c, docs/benchmarks.md). cstream's wake-up seek ends
+ * that sleep once the queue drained. Without it the paced handler below runs
+ * out of records at every bound: the fetch buffer (1 MiB) and a fetch
+ * response behind it (~1 MiB) hold about 1,900 records of 1 KiB, 0.5-0.6 s of
+ * handler time, shorter than the sleep. With it the next response arrives
+ * while some 900 records (~250 ms) are still buffered.
+ *
+ * The check counts those run-outs, not time: a handler that sees cstream's
+ * take count (cs_test_sub_taken) equal to the records it was handed holds the
+ * last record cstream has, and the next one must still come from librdkafka.
+ * 4,500 records keep the topic under the embedded cluster's 5 MiB retention. */
+enum { STALL_RECORDS = 4500, STALL_VALUE_BYTES = 1024, STALL_BUFFER = 1 << 20, STALL_BOUNDS_MIN = 3 };
 
 typedef struct pacer {
-    _Atomic int64_t last_ms;
-    _Atomic int long_gaps;
-    _Atomic int64_t worst_ms;
-    _Atomic long n;
+    cs_sub *_Atomic s; /* set once the app started; records before it are not checked */
+    int64_t end;       /* the partition's end offset */
+    _Atomic long n;    /* records handled (Tracked, acked: each once) */
+    _Atomic long ran_out;
 } pacer;
 
-/* Slower than the fetch (0.2 ms a record): the store reaches its bound again
- * and again. A gap of 500 ms or more between two records of the one partition
- * is the broker thread's 1 s serve period, not the handler. */
+/* Slower than the fetch (0.2 ms a record), so the buffer reaches its bound
+ * again and again. */
 static cs_outcome paced_handler(cs_delivery *d, void *user) {
-    (void)d;
     pacer *pc = user;
-    int64_t now = cst_now_ms(), last = atomic_exchange(&pc->last_ms, now);
-    if (last && now - last >= STALL_GAP_MS) atomic_fetch_add(&pc->long_gaps, 1);
-    if (last && now - last > atomic_load(&pc->worst_ms)) atomic_store(&pc->worst_ms, now - last);
-    atomic_fetch_add(&pc->n, 1);
+    long n = atomic_fetch_add(&pc->n, 1) + 1;
+    cs_sub *s = atomic_load(&pc->s);
+    if (s && cs_delivery_offset(d) + 1 < pc->end && cs_test_sub_taken(s) <= (uint64_t)n)
+        atomic_fetch_add(&pc->ran_out, 1);
     usleep(200);
     return CS_ACK;
+}
+
+static bool all_paced(void *arg) {
+    pacer *pc = arg;
+    return atomic_load(&pc->n) >= pc->end;
 }
 
 static void no_stall_at_the_bound(void **state) {
     (void)state;
     char topic[128], group[160];
     cst_fresh("fetch-stall", 1, topic, group, sizeof topic);
-    cst_produce_sized(topic, 0, STALL_RECORDS, VALUE_BYTES);
+    cst_produce_sized(topic, 0, STALL_RECORDS, STALL_VALUE_BYTES);
     pacer pc = {0};
+    CST_OK(cs_test_end_offset(cst_cluster, topic, 0, &pc.end));
+    assert_int_equal(pc.end, STALL_RECORDS); /* nothing dropped by retention: the log starts at 0 */
     cs_sub *s;
     cs_app *app =
         start_tracked("fetch-stall", topic, group, paced_handler, &pc, (tracked_opts){.buffer = STALL_BUFFER}, &s);
-    CST_OK(cs_test_app_wait_idle(app, 120000));
+    atomic_store(&pc.s, s);
+    /* Not cs_test_app_wait_idle: its watermark queries go through the
+     * consumer's handle to the partition's leader every 20 ms, and each one
+     * wakes that broker thread; with it, this test passed with the wake-up
+     * seek removed. cst_wait only reads the handler's count. */
+    if (!cst_wait(all_paced, &pc, 120000))
+        fail_msg("%ld of %lld records handled within 120 s", (long)atomic_load(&pc.n), (long long)pc.end);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
     char labels[512];
     snprintf(labels, sizeof labels, "subscription=\"%s\",group=\"%s\"", topic, group);
     double wakeups = cst_metric(app, "cstream_fetch_wakeups_total", labels);
-    cs_sub_stats st;
-    cs_sub_stats_get(s, &st);
-    printf("%ld records, wake-ups %llu (metric %.0f), gaps of %d ms or more: %d (worst %lld ms)\n",
-           (long)atomic_load(&pc.n), (unsigned long long)st.wakeups, wakeups, STALL_GAP_MS, atomic_load(&pc.long_gaps),
-           (long long)atomic_load(&pc.worst_ms));
-    assert_true(st.wakeups >= 1); /* the premise: the bound was reached and the brokers woken */
-    assert_true(wakeups >= 1);
-    assert_int_equal(atomic_load(&pc.long_gaps), 0);
+    printf("%ld records, wake-ups %llu (metric %.0f), the handler ran out of records %ld times\n",
+           (long)atomic_load(&pc.n), (unsigned long long)st.wakeups, wakeups, (long)atomic_load(&pc.ran_out));
+    /* The premise: librdkafka's bound was reached, and its queue drained,
+     * several times (the count goes up whether or not the seek wakes). */
+    assert_true(st.wakeups >= STALL_BOUNDS_MIN);
+    assert_true(wakeups == (double)st.wakeups);
+    /* Without the wake-up every bound ends in a run-out (seen: 3 of 3, 4 of
+     * 4); one is allowed for a fetch or broker thread held off the CPU for
+     * ~250 ms on a loaded machine. */
+    assert_true(atomic_load(&pc.ran_out) <= 1);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 }

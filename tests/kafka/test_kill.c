@@ -302,6 +302,33 @@ static void tracked_kills_lose_nothing(void **state) {
     expect_tracked(&r, &t);
 }
 
+/* The partitions a member holds now, from its PAYOUT_ASSIGN_FILE ("+P" and
+ * "-P" lines as they are assigned and revoked). */
+static int partitions_held(const char *assign_file) {
+    FILE *f = fopen(assign_file, "r");
+    if (!f) return 0;
+    bool held[64] = {false};
+    char sign;
+    int p, n = 0;
+    while (fscanf(f, " %c%d", &sign, &p) == 2)
+        if (p >= 0 && p < 64) held[p] = sign == '+';
+    fclose(f);
+    for (p = 0; p < 64; p++) n += held[p];
+    return n;
+}
+
+/* The member to kill: the first from `first` on that holds partitions (a
+ * member that holds none has nothing in flight, and the survivors, which
+ * hold every partition and handle fast, may finish before the positions are
+ * read: the kill would test nothing). */
+static int victim(pid_t *members, char assign[][300], int n, int first) {
+    for (int i = 0; i < n; i++) {
+        int m = (first + i) % n;
+        if (members[m] > 0 && partitions_held(assign[m]) > 0) return m;
+    }
+    return first;
+}
+
 static void scale_out_survivors_take_over(void **state) {
     (void)state;
     run r;
@@ -317,12 +344,21 @@ static void scale_out_survivors_take_over(void **state) {
         if (at_kill > r.total) at_kill = r.total;
         if (at_end > r.total) at_end = r.total;
         pid_t members[3];
-        for (int i = 0; i < 3; i++) members[i] = spawn(&r);
+        char assign[3][300];
+        for (int i = 0; i < 3; i++) {
+            snprintf(assign[i], sizeof assign[i], "%s.assign.%d.%d", r.out, k, i);
+            unlink(assign[i]);
+            setenv("PAYOUT_ASSIGN_FILE", assign[i], 1); /* the child inherits it */
+            members[i] = spawn(&r);
+        }
+        unsetenv("PAYOUT_ASSIGN_FILE");
         wait_handled(&r, at_kill, members, 3, false, "scale-out, before the kill");
-        kill(members[k % 3], SIGKILL);
-        waitpid(members[k % 3], NULL, 0);
-        members[k % 3] = 0;
+        int v = victim(members, assign, 3, k % 3);
+        kill(members[v], SIGKILL);
+        waitpid(members[v], NULL, 0);
+        members[v] = 0;
         record_kill(&r, k);
+        for (int i = 0; i < 3; i++) unlink(assign[i]);
         wait_handled(&r, at_end, members, 3, false, "scale-out, survivors");
         for (int i = 0; i < 3; i++)
             if (members[i]) {

@@ -3,7 +3,9 @@
  * retries, while different keys of one partition run concurrently; a
  * retry_after comes back no sooner than its delay, does not block another key,
  * holds the committed position, and a stop during its delay leaves it to be
- * read again. */
+ * read again. Lanes by partition stay spread over the partitions held now
+ * through three cooperative rebalances (issue #30): every worker has a
+ * partition, and each partition's records run on one worker. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -165,10 +167,18 @@ static bool a1_and_b1_ran(void *arg) {
     return a && b;
 }
 
-static cs_app *start_delayed(const char *topic, const char *group, delayed *dl) {
+/* B's run returned and its ack was counted (A's run asked for a retry). */
+static bool b_acked(void *arg) {
+    cs_sub_stats st;
+    cs_sub_stats_get(arg, &st);
+    return st.acked >= 1;
+}
+
+static cs_app *start_delayed(const char *topic, const char *group, delayed *dl, cs_sub **out) {
     cs_app *app = cs_app_new("retry-after", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe(k, topic, delay_a, dl);
+    if (out) *out = s;
     CST_OK(cs_sub_group(s, group));
     CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_workers(s, 2));
@@ -196,10 +206,14 @@ static void retry_after_does_not_block_another_key(void **state) {
     CST_OK(cs_test_produce(cst_cluster, topic, 0, "A", 1, "a", 1, NULL));
     CST_OK(cs_test_produce(cst_cluster, topic, 0, "B", 1, "b", 1, NULL));
     delayed dl = {.lock = PTHREAD_MUTEX_INITIALIZER, .delay_ms = 600000};
-    cs_app *app = start_delayed(topic, group, &dl);
+    cs_sub *s;
+    cs_app *app = start_delayed(topic, group, &dl, &s);
     assert_true(cst_wait(a1_and_b1_ran, &dl, 30000));
+    assert_true(cst_wait(b_acked, s, 30000));
     assert_int_equal(events(&dl), 2); /* A1 and B1; A waits */
-    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 0, 10000));
+    /* Commit ticks after B's ack, each of which could have moved the position
+     * past A: not just the first commit, which may have come before it. */
+    cst_wait_commit_ticks(s, 3, 10000);
     int64_t committed;
     CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
     assert_int_equal(committed, 0); /* B is acked, the position stays in front of A */
@@ -209,7 +223,7 @@ static void retry_after_does_not_block_another_key(void **state) {
     assert_int_equal(committed, 0);
 
     delayed again = {.lock = PTHREAD_MUTEX_INITIALIZER, .delay_ms = 0};
-    app = start_delayed(topic, group, &again);
+    app = start_delayed(topic, group, &again, NULL);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 2, 30000));
     pthread_mutex_lock(&again.lock);
     assert_true(again.n >= 2);
@@ -231,7 +245,7 @@ static void retry_after_comes_back_after_its_delay(void **state) {
     cst_fresh("retry-after-back", 1, topic, group, sizeof topic);
     CST_OK(cs_test_produce(cst_cluster, topic, 0, "A", 1, "a", 1, NULL));
     delayed dl = {.lock = PTHREAD_MUTEX_INITIALIZER, .delay_ms = 200};
-    cs_app *app = start_delayed(topic, group, &dl);
+    cs_app *app = start_delayed(topic, group, &dl, NULL);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 1, 30000));
     pthread_mutex_lock(&dl.lock);
     assert_int_equal(dl.n, 2);
@@ -247,11 +261,213 @@ static void retry_after_comes_back_after_its_delay(void **state) {
     cs_app_destroy(app);
 }
 
+/* ---- lanes by partition across rebalances ---------------------------------- */
+
+/* Member A (4 workers, lanes by partition) subscribes to topics x, y and z, 2
+ * partitions each; B subscribes to y only, C to z only, all in one
+ * cooperative-sticky group. The subscriptions leave the assignor no choice:
+ * C alone holds z; A joins and gets x and y (rebalance 1, C keeps z); B joins
+ * and takes y from A (rebalance 2, the only partitions B may have); C leaves
+ * and A gets z (rebalance 3). A then holds x0, x1, z0 and z1: four partitions
+ * for four workers. Lanes chosen in the order partitions were first seen put
+ * z on the lanes of x (the 5th and 6th partitions seen go to lanes 0 and 1)
+ * and left two workers idle. */
+enum { SPREAD_WORKERS = 4, SPREAD_TOPICS = 3, SPREAD_PARTS = 2, SPREAD_ROUND = 25 };
+enum { TOPIC_X, TOPIC_Y, TOPIC_Z };
+
+typedef struct spread {
+    char topics[SPREAD_TOPICS][128];
+    pthread_mutex_t lock;
+    bool held[SPREAD_TOPICS][SPREAD_PARTS];        /* A's assignment now, from its hooks */
+    int worker[SPREAD_TOPICS][SPREAD_PARTS];       /* the worker that ran the partition's records this round, -1 none */
+    bool two_workers[SPREAD_TOPICS][SPREAD_PARTS]; /* its records ran on two workers in one round */
+    int handled[SPREAD_TOPICS][SPREAD_PARTS];      /* records handled this round */
+    _Atomic int workers_seen;                      /* A's worker threads numbered as they first run a record */
+} spread;
+
+/* The number of the worker thread running A's handler (a worker is a lane). */
+static _Thread_local int spread_worker_no = -1;
+
+static int spread_topic(const spread *s, const char *topic) {
+    for (int t = 0; t < SPREAD_TOPICS; t++)
+        if (!strcmp(s->topics[t], topic)) return t;
+    return -1;
+}
+
+static cs_outcome spread_handle(cs_delivery *d, void *user) {
+    spread *s = user;
+    if (spread_worker_no < 0) spread_worker_no = atomic_fetch_add(&s->workers_seen, 1);
+    int t = spread_topic(s, cs_delivery_topic(d));
+    int32_t p = cs_delivery_partition(d);
+    if (t < 0 || p < 0 || p >= SPREAD_PARTS) return CS_ACK;
+    pthread_mutex_lock(&s->lock);
+    if (s->worker[t][p] >= 0 && s->worker[t][p] != spread_worker_no) s->two_workers[t][p] = true;
+    s->worker[t][p] = spread_worker_no;
+    s->handled[t][p]++;
+    pthread_mutex_unlock(&s->lock);
+    return CS_ACK;
+}
+
+static void spread_mark(spread *s, const char *topic, const int32_t *parts, size_t n, bool held) {
+    int t = spread_topic(s, topic);
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; t >= 0 && i < n; i++)
+        if (parts[i] >= 0 && parts[i] < SPREAD_PARTS) s->held[t][parts[i]] = held;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void spread_assigned(cs_sub *sub, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)sub;
+    spread_mark(user, topic, parts, n, true);
+}
+
+static void spread_revoked(cs_sub *sub, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)sub;
+    spread_mark(user, topic, parts, n, false);
+}
+
+/* A cst_wait predicate: A holds exactly the partitions of the topics in `want`. */
+typedef struct spread_want {
+    spread *s;
+    bool topics[SPREAD_TOPICS];
+} spread_want;
+
+static bool spread_holds(void *arg) {
+    spread_want *w = arg;
+    pthread_mutex_lock(&w->s->lock);
+    bool same = true;
+    for (int t = 0; t < SPREAD_TOPICS; t++)
+        for (int p = 0; p < SPREAD_PARTS; p++) same &= w->s->held[t][p] == w->topics[t];
+    pthread_mutex_unlock(&w->s->lock);
+    return same;
+}
+
+static bool spread_round_done(void *arg) {
+    spread *s = arg;
+    pthread_mutex_lock(&s->lock);
+    bool done = true;
+    for (int t = 0; t < SPREAD_TOPICS; t++)
+        for (int p = 0; p < SPREAD_PARTS; p++)
+            if (s->held[t][p] && s->handled[t][p] < SPREAD_ROUND) done = false;
+    pthread_mutex_unlock(&s->lock);
+    return done;
+}
+
+static _Atomic int other_assigns;
+
+static void other_assigned(cs_sub *sub, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)sub, (void)topic, (void)parts, (void)n, (void)user;
+    atomic_fetch_add(&other_assigns, 1);
+}
+
+static cs_outcome other_handle(cs_delivery *d, void *user) {
+    (void)d, (void)user;
+    return CS_ACK;
+}
+
+static bool other_assigned_since(void *arg) { return atomic_load(&other_assigns) > *(int *)arg; }
+
+static cs_app *start_spread_member(const char *const *topics, size_t n_topics, const char *group, int workers,
+                                   cs_handler_fn handler, cs_partitions_fn assigned, cs_partitions_fn revoked,
+                                   void *user) {
+    cs_app *app = cs_app_new("lanes-spread", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe_topics(k, topics, n_topics, handler, user);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, workers));
+    CST_OK(cs_sub_lanes(s, CS_LANES_BY_PARTITION));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_config(s, "partition.assignment.strategy", "cooperative-sticky"));
+    CST_OK(cs_sub_on_assign(s, assigned, user));
+    if (revoked) CST_OK(cs_sub_on_revoke(s, revoked, user));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    return app;
+}
+
+/* One round of records to every partition A holds; true once A handled them all. */
+static bool spread_round(spread *s) {
+    pthread_mutex_lock(&s->lock);
+    for (int t = 0; t < SPREAD_TOPICS; t++)
+        for (int p = 0; p < SPREAD_PARTS; p++) {
+            s->worker[t][p] = -1;
+            s->two_workers[t][p] = false;
+            s->handled[t][p] = 0;
+        }
+    bool held[SPREAD_TOPICS][SPREAD_PARTS];
+    memcpy(held, s->held, sizeof held);
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < SPREAD_ROUND; i++)
+        for (int t = 0; t < SPREAD_TOPICS; t++)
+            for (int p = 0; p < SPREAD_PARTS; p++)
+                if (held[t][p]) CST_OK(cs_test_produce(cst_cluster, s->topics[t], p, NULL, 0, "v", 1, NULL));
+    return cst_wait(spread_round_done, s, 30000);
+}
+
+static void lanes_by_partition_stay_spread_over_rebalances(void **state) {
+    (void)state;
+    spread *s = calloc(1, sizeof *s);
+    pthread_mutex_init(&s->lock, NULL);
+    char group[160];
+    cst_fresh("lanes-spread-x", SPREAD_PARTS, s->topics[TOPIC_X], group, sizeof group);
+    cst_fresh("lanes-spread-y", SPREAD_PARTS, s->topics[TOPIC_Y], NULL, sizeof s->topics[TOPIC_Y]);
+    cst_fresh("lanes-spread-z", SPREAD_PARTS, s->topics[TOPIC_Z], NULL, sizeof s->topics[TOPIC_Z]);
+    const char *all[] = {s->topics[TOPIC_X], s->topics[TOPIC_Y], s->topics[TOPIC_Z]};
+
+    int before = atomic_load(&other_assigns);
+    cs_app *c = start_spread_member(&all[TOPIC_Z], 1, group, 1, other_handle, other_assigned, NULL, NULL);
+    assert_true(cst_wait(other_assigned_since, &before, 60000)); /* C holds z */
+
+    cs_app *a = start_spread_member(all, 3, group, SPREAD_WORKERS, spread_handle, spread_assigned, spread_revoked, s);
+    spread_want x_and_y = {s, {[TOPIC_X] = true, [TOPIC_Y] = true}};
+    assert_true(cst_wait(spread_holds, &x_and_y, 60000)); /* rebalance 1 */
+    assert_true(spread_round(s));
+
+    before = atomic_load(&other_assigns);
+    cs_app *b = start_spread_member(&all[TOPIC_Y], 1, group, 1, other_handle, other_assigned, NULL, NULL);
+    spread_want x_only = {s, {[TOPIC_X] = true}};
+    assert_true(cst_wait(spread_holds, &x_only, 60000)); /* rebalance 2: B took y */
+    assert_true(cst_wait(other_assigned_since, &before, 60000));
+
+    CST_OK(cs_app_stop(c));
+    cs_app_destroy(c);
+    spread_want x_and_z = {s, {[TOPIC_X] = true, [TOPIC_Z] = true}};
+    assert_true(cst_wait(spread_holds, &x_and_z, 60000)); /* rebalance 3: C left, A got z */
+
+    assert_true(spread_round(s));
+    bool busy[SPREAD_WORKERS] = {false};
+    int n_busy = 0;
+    pthread_mutex_lock(&s->lock);
+    for (int t = 0; t < SPREAD_TOPICS; t++)
+        for (int p = 0; p < SPREAD_PARTS; p++) {
+            if (!s->held[t][p]) continue;
+            int w = s->worker[t][p];
+            printf("%s/%d: worker %d%s\n", s->topics[t], p, w, s->two_workers[t][p] ? " (and another)" : "");
+            if (s->two_workers[t][p]) fail_msg("%s/%d ran on two workers in one round", s->topics[t], p);
+            assert_true(w >= 0 && w < SPREAD_WORKERS);
+            if (!busy[w]) n_busy++;
+            busy[w] = true;
+        }
+    pthread_mutex_unlock(&s->lock);
+    printf("%d of %d workers have a partition A holds now\n", n_busy, SPREAD_WORKERS);
+    assert_int_equal(n_busy, SPREAD_WORKERS);
+
+    CST_OK(cs_app_stop(b));
+    cs_app_destroy(b);
+    CST_OK(cs_app_stop(a));
+    cs_app_destroy(a);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(per_key_order_holds_with_8_lanes),
         cmocka_unit_test(retry_after_does_not_block_another_key),
         cmocka_unit_test(retry_after_comes_back_after_its_delay),
+        cmocka_unit_test(lanes_by_partition_stay_spread_over_rebalances),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -199,6 +199,29 @@ static void no_instance_id_is_a_clear_error(void **state) {
     cs_app_destroy(app);
 }
 
+/* The committed positions after a run: on the real broker each partition's
+ * is its end. The embedded cluster (librdkafka 2.0.2's mock) accepts
+ * send_offsets_to_transaction but does not store the offsets
+ * (LIBRDKAFKA-NOTES, "Transactions"), so there nothing can be checked: returns
+ * false, and the caller, once it has freed what it holds, skips with
+ * skip_uncommitted_check. */
+static bool committed_positions_checked(const char *group, const char *topic, const int *per, int partitions) {
+    if (cs_test_cluster_is_embedded(cst_cluster)) return false;
+    for (int p = 0; p < partitions; p++) {
+        int64_t c;
+        CST_OK(cs_test_committed(cst_cluster, group, topic, p, &c));
+        if (c != per[p])
+            fail_msg("partition %d: committed %lld, its end is %d: the transactions did not carry the position", p,
+                     (long long)c, per[p]);
+    }
+    return true;
+}
+
+#define skip_uncommitted_check()                                                                                       \
+    cst_skip("the outputs were checked (exactly once), the committed positions were not: the embedded cluster "        \
+             "(librdkafka's mock, 2.0.2 to 2.14.2) does not store offsets sent in a transaction; the real broker "     \
+             "checks them")
+
 static void outputs_commit_exactly_once(void **state) {
     (void)state;
     char topic[128], group[160], out[128];
@@ -223,16 +246,11 @@ static void outputs_commit_exactly_once(void **state) {
     int per[3];
     ends(topic, 3, per);
     check_exactly_once(out, 3, per, 3);
-    if (!cs_test_cluster_is_embedded(cst_cluster)) { /* the mock does not store transactional offsets */
-        for (int p = 0; p < 3; p++) {
-            int64_t c;
-            CST_OK(cs_test_committed(cst_cluster, group, topic, p, &c));
-            assert_int_equal(c, per[p]);
-        }
-    }
+    bool checked = committed_positions_checked(group, topic, per, 3);
     cs_app_destroy(app);
     cst_seen_free(f.runs);
     pthread_mutex_destroy(&f.lock);
+    if (!checked) skip_uncommitted_check();
 }
 
 /* CS_DROP under Transactional settles like an ack: the position moves past
@@ -272,16 +290,11 @@ static void dropped_records_settle_and_their_outputs_commit(void **state) {
     int per[3];
     ends(topic, 3, per);
     check_exactly_once(out, 3, per, 3);
-    if (!cs_test_cluster_is_embedded(cst_cluster)) { /* the mock does not store transactional offsets */
-        for (int p = 0; p < 3; p++) {
-            int64_t c;
-            CST_OK(cs_test_committed(cst_cluster, group, topic, p, &c));
-            assert_int_equal(c, per[p]); /* the transactions carried the positions past the drops */
-        }
-    }
+    bool checked = committed_positions_checked(group, topic, per, 3); /* past the drops too */
     cs_app_destroy(app);
     cst_seen_free(f.runs);
     pthread_mutex_destroy(&f.lock);
+    if (!checked) skip_uncommitted_check();
 }
 
 typedef struct aborted_arg {

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <librdkafka/rdkafka.h>
 #include <yajl/yajl_tree.h>
 
 #include "cstest.h"
@@ -190,7 +191,11 @@ static void test_help_version_usage(void **state) {
 
     const char *version[] = {OPS_SERVICE, "--version", NULL};
     assert_int_equal(run(version, NULL, NULL, &out, &err), 0);
-    assert_string_equal(out, "orders-svc 1.2.3 (cstream " CSTREAM_VERSION ")\n");
+    /* The librdkafka the service loaded (the lane's; docs/librdkafka.md). */
+    char want[256];
+    snprintf(want, sizeof want, "orders-svc 1.2.3 (cstream %s, librdkafka %s)\n", CSTREAM_VERSION,
+             rd_kafka_version_str());
+    assert_string_equal(out, want);
     free(out), free(err);
 
     const char *bad_flag[] = {OPS_SERVICE, "run", "--brokerz", "x", NULL};
@@ -386,6 +391,11 @@ static void test_run_http_metrics_json_logs(void **state) {
     assert_non_null(strstr(body, "# TYPE cstream_subscription_decode_failures_total counter"));
     assert_non_null(strstr(body, "cstream_subscription_commit_failures_total{"));
     assert_non_null(strstr(body, "cstream_subscription_pauses_total{"));
+    /* The versions in use: cstream's, and librdkafka's as loaded and as built. */
+    char build_info[256];
+    snprintf(build_info, sizeof build_info, "cstream_build_info{cstream=\"%s\",librdkafka=\"%s\",librdkafka_headers=\"",
+             CSTREAM_VERSION, rd_kafka_version_str());
+    assert_non_null(strstr(body, build_info));
     free(body);
 
     assert_int_equal(stop_service(&c), 0);

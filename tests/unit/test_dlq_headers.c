@@ -37,7 +37,7 @@ static const cs_source_ops fake_ops = {fake_release, fake_count, fake_at};
 static cs_part *fake_part(const char *topic, int32_t partition) {
     cs_delivery_pool *spares = cs__delivery_pool_new(0);
     assert_non_null(spares);
-    cs_part *part = cs__part_new(NULL, topic, partition, 0, &fake_ops, false, spares);
+    cs_part *part = cs__part_new(NULL, topic, partition, &fake_ops, false, spares);
     cs__delivery_pool_unref(spares); /* the partition holds its own reference */
     assert_non_null(part);
     return part;
