@@ -136,10 +136,23 @@ test-cluster: build test-deps
 # 8 SIGKILLs with an instance id (static membership) and 8 without, the time
 # from each restart to the first payout handled and the median (CI runs 2 with
 # an instance id). The 8 without take about 8 x 46 s.
+# "One record held open" (#33): every 500th payout waits 10 s in
+# cs_delivery_retry_after on its first run while the rest flow; the same kill
+# tables with the acked set and without it (PAYOUT_ACKED_SET=0), side by side.
+PROOF_HOLD := PAYOUT_HOLD_EVERY=500 PAYOUT_HOLD_MS=10000
 proof: build
 	CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
+	@echo "== one record held open, with the acked set (embedded) =="
+	$(PROOF_HOLD) CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
+	@echo "== one record held open, without the acked set (embedded) =="
+	$(PROOF_HOLD) PAYOUT_ACKED_SET=0 CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
 	@scripts/kafka start >/dev/null
 	@status=0; CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_kill || status=$$?; \
+	  echo "== one record held open, with the acked set (real broker) =="; \
+	  $(PROOF_HOLD) CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_kill || status=$$?; \
+	  echo "== one record held open, without the acked set (real broker) =="; \
+	  $(PROOF_HOLD) PAYOUT_ACKED_SET=0 CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_kill \
+	    || status=$$?; \
 	  CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_exactly_once || status=$$?; \
 	  CS_ROUNDS=8 CS_PLAIN_ROUNDS=8 CS_TEST='restart_*' CSTREAM_LOG_LEVEL=error \
 	    tests/with-real-broker ./$(BUILD)/tests/test_static_membership || status=$$?; \
@@ -181,7 +194,7 @@ valgrind: build valgrind-deps
 # new inputs go to build-fuzz/corpus/<name>). Crashes land in
 # build-fuzz/artifacts/ and fail the target.
 FUZZ_SECONDS ?= 60
-FUZZERS      := json_decode avro_decode protobuf_decode headers attempts_meta config schema_wire
+FUZZERS      := json_decode avro_decode protobuf_decode headers attempts_meta acked_meta config schema_wire
 fuzz-build: fuzz-deps
 	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DCSTREAM_FUZZ=ON >/dev/null
 	cmake --build build-fuzz -j$$(nproc)

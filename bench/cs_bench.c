@@ -294,6 +294,12 @@ static int consume_cstream(const char *contender, const char *brokers, const cha
         fprintf(stderr, "max_open: %s\n", cs_errmsg());
         return 2;
     }
+    /* BENCH_ACKED_SET=0: Tracked without the acked set in its commits (its cost, side by side) */
+    const char *acked_set = getenv("BENCH_ACKED_SET");
+    if (acked_set && !strcmp(acked_set, "0") && cs_sub_acked_set(s, 0)) {
+        fprintf(stderr, "acked set: %s\n", cs_errmsg());
+        return 2;
+    }
     if (reply) {
         g_wait_acked = !txn;
         g_wait_outputs = txn;

@@ -679,6 +679,30 @@ CS_API cs_err cs_sub_fetch_buffer_bytes(cs_sub *s, size_t bytes);
  * @retval CS_ERR_ARG s is NULL or ms is out of range.
  * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
+/** Under Tracked: whether commits carry the acked set (default on).
+ *
+ * The committed position cannot pass the first record still open, so without
+ * the set a crash hands every record above it to the handlers again, even
+ * those already acked. With it, each commit's metadata also says which
+ * offsets above the position were settled (acked, dropped, dead-lettered);
+ * after a crash or a rebalance the next owner skips those records (counted in
+ * cs_sub_stats.skipped_settled) and handles only the ones that were open. The
+ * set shares the offset metadata with the attempt counts, within 3,900 bytes
+ * (below the broker's default offset.metadata.max.bytes, 4096); when it does
+ * not fit, the part nearest the position is kept and the rest is read again
+ * (cs_sub_stats.metadata_truncated). Metadata that does not verify (another
+ * client's, an unknown version, a wrong checksum, written for another
+ * position, reaching past the high watermark) is ignored with a warning:
+ * nothing is skipped then. Transactional subscriptions never skip (a record
+ * above the position has no committed outputs); Auto has no set.
+ * @param s the subscription.
+ * @param on nonzero (the default): commits carry the set and restarts skip
+ *        what it says was settled; 0: commits carry attempt counts only and
+ *        everything above the committed position is read again after a crash.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG s is NULL.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_sub_acked_set(cs_sub *s, int on);
 /** Transactional: a window also closes once this many records were settled in
  * it (default 10000).
  * @param s the subscription.
@@ -902,34 +926,38 @@ CS_API cs_err cs_sub_resume_partition(cs_sub *s, const char *topic, int32_t part
 
 /** Counters of one subscription (monotonic since start). */
 typedef struct cs_sub_stats {
-    uint64_t delivered;         /**< records handed to a handler, once per attempt: each element of a
+    uint64_t delivered;          /**< records handed to a handler, once per attempt: each element of a
                                      batch counts, and a record that comes back counts again (handler
                                      calls are the count of cstream_handler_duration_seconds) */
-    uint64_t acked;             /**< records acked */
-    uint64_t dropped;           /**< records dropped, including those given up (dead-lettered,
+    uint64_t acked;              /**< records acked */
+    uint64_t dropped;            /**< records dropped, including those given up (dead-lettered,
                                      exhausted, undecodable) */
-    uint64_t retried;           /**< retries under Tracked (during a revoke or stop the record is read
+    uint64_t retried;            /**< retries under Tracked (during a revoke or stop the record is read
                                      again by the next owner instead) */
-    uint64_t retry_unsupported; /**< retries refused under Auto: those records are lost */
-    uint64_t stale;             /**< settlements ignored because the partition was revoked */
-    uint64_t slow_handlers;     /**< handler runs past the time limit */
-    uint64_t commits;           /**< successful explicit commits (Tracked) */
-    uint64_t commit_failures;   /**< failed explicit commits (retried on the next tick) */
-    uint64_t pauses;            /**< partitions paused at max_open */
-    uint64_t decode_failures;   /**< records that did not decode (cs_sub_decode) */
-    uint64_t dead_lettered;     /**< records the dead-letter topic accepted */
-    uint64_t exhausted;         /**< records dropped at max_attempts without a dead-letter topic */
-    uint64_t transactions;      /**< transactions committed (Transactional) */
-    uint64_t aborts;            /**< windows aborted (Transactional): their records were read again */
-    uint64_t outputs;           /**< outputs committed in transactions (Transactional) */
-    uint64_t fetch_buffer_peak; /**< the most bytes the fetch buffer held (cs_sub_fetch_buffer_bytes) */
-    uint64_t stuck_pauses;      /**< partitions paused because their records stopped settling */
-    uint64_t wakeups;           /**< wake-ups of librdkafka's fetchers after its queue reached its bound */
-    uint64_t gaps;              /**< fetched offsets that skipped ahead (compaction, transaction markers) */
-    uint64_t repeats;           /**< fetched offsets already taken, dropped */
-    uint64_t seeks;             /**< partitions moved by cs_sub_seek or cs_sub_seek_time */
-    uint64_t paused_partitions; /**< assigned partitions paused by the application now (a gauge) */
-    uint64_t rejoins;           /**< joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol,
+    uint64_t retry_unsupported;  /**< retries refused under Auto: those records are lost */
+    uint64_t stale;              /**< settlements ignored because the partition was revoked */
+    uint64_t slow_handlers;      /**< handler runs past the time limit */
+    uint64_t commits;            /**< successful explicit commits (Tracked) */
+    uint64_t commit_failures;    /**< failed explicit commits (retried on the next tick) */
+    uint64_t pauses;             /**< partitions paused at max_open */
+    uint64_t decode_failures;    /**< records that did not decode (cs_sub_decode) */
+    uint64_t dead_lettered;      /**< records the dead-letter topic accepted */
+    uint64_t exhausted;          /**< records dropped at max_attempts without a dead-letter topic */
+    uint64_t transactions;       /**< transactions committed (Transactional) */
+    uint64_t aborts;             /**< windows aborted (Transactional): their records were read again */
+    uint64_t outputs;            /**< outputs committed in transactions (Transactional) */
+    uint64_t fetch_buffer_peak;  /**< the most bytes the fetch buffer held (cs_sub_fetch_buffer_bytes) */
+    uint64_t stuck_pauses;       /**< partitions paused because their records stopped settling */
+    uint64_t wakeups;            /**< wake-ups of librdkafka's fetchers after its queue reached its bound */
+    uint64_t gaps;               /**< fetched offsets that skipped ahead (compaction, transaction markers) */
+    uint64_t repeats;            /**< fetched offsets already taken, dropped */
+    uint64_t seeks;              /**< partitions moved by cs_sub_seek or cs_sub_seek_time */
+    uint64_t paused_partitions;  /**< assigned partitions paused by the application now (a gauge) */
+    uint64_t skipped_settled;    /**< records handed to no handler because the committed acked set said an
+                                     earlier owner settled them (Tracked, cs_sub_acked_set) */
+    uint64_t metadata_truncated; /**< commits whose acked set did not fit in the offset metadata (the
+                                      records past its reach are read again after a crash) */
+    uint64_t rejoins;            /**< joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol,
                                      static member) after which the consumer was created again to retry */
 } cs_sub_stats;
 /** The subscription's counters now.

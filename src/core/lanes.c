@@ -171,6 +171,8 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
     /* One reference per delivery, taken before any can run and settle. */
     atomic_fetch_add_explicit(&part->refs, (int)n, memory_order_relaxed);
     cs_delivery *refused = NULL; /* linked through next, newest first */
+    cs_delivery *skipped = NULL; /* settled by an earlier owner: freed, never run */
+    size_t n_skipped = 0;
     size_t done = 0;
     pthread_mutex_lock(&part->lock);
     for (; done < n; done++) {
@@ -192,6 +194,23 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
             ds[done] = NULL;
             continue;
         }
+        if (part->restored_set.n && cs__acked_set_take(&part->restored_set, d->offset)) {
+            /* The group's verified acked set says an earlier owner settled
+             * this record: it is delivered and settled at once, so the
+             * position moves past it once the records before it settle,
+             * and no handler sees it again. */
+            cs_tracker_settle(part->tracker, d->seq);
+            if (part->first_fetched < 0) part->first_fetched = d->offset;
+            part->max_fetched = d->offset;
+            part->dirty = true;
+            d->next = skipped;
+            skipped = d;
+            ds[done] = NULL;
+            n_skipped++;
+            continue;
+        }
+        if (part->restored_set.n && !cs__acked_set_reaches(&part->restored_set, d->offset + 1))
+            cs__acked_set_clear(&part->restored_set); /* walked to its end */
         if (part->tracker) {
             d->attempt = cs__prior_attempts(part, d->offset);
             /* Keep an earlier owner's count in the metadata until the record runs. */
@@ -205,6 +224,13 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
     pthread_mutex_unlock(&part->lock);
     *consumed = done;
     for (size_t i = done; i < n; i++) cs__delivery_free(ds[i]); /* never handed out */
+    if (n_skipped) atomic_fetch_add_explicit(&p->skipped_settled, n_skipped, memory_order_relaxed);
+    for (cs_delivery *d = skipped, *next; d; d = next) {
+        next = d->next;
+        CS_LOG_DEBUG("record skipped, settled before topic=%s partition=%d offset=%lld", part->topic,
+                     (int)part->partition, (long long)d->offset);
+        cs__delivery_free(d);
+    }
     for (cs_delivery *d = refused, *next; d; d = next) {
         next = d->next;
         CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, part->topic,

@@ -68,6 +68,10 @@ static const counter counters[] = {
     C(transactions, "Transactions committed (Transactional)."),
     C(outputs, "Outputs committed in transactions (Transactional)."),
     C(aborts, "Windows aborted and read again (Transactional)."),
+    C(skipped_settled, "Records not handed to a handler because the committed acked set says an earlier owner "
+                       "settled them (Tracked)."),
+    C(metadata_truncated, "Commits whose acked set did not fit in the offset metadata: the records past its reach "
+                          "are read again after a crash (Tracked)."),
 };
 #undef C
 

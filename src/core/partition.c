@@ -60,6 +60,7 @@ void cs__part_unref(cs_part *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->drained);
     cs_tracker_destroy(p->tracker);
+    cs__acked_set_clear(&p->restored_set);
     cs__output_free_all(p->window);
     free(p->topic);
     free(p);
@@ -201,6 +202,10 @@ void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part) {
     part->last_committed = -1;
     part->last_meta[0] = '\0';
     part->n_prior = part->prior_next = 0;
+    /* A seek or a rewind starts a new epoch too: what an earlier owner
+     * settled is not skipped after one (a seek back means: read again). */
+    cs__acked_set_clear(&part->restored_set);
+    part->trunc_note = false;
     part->max_fetched = -1;
     part->passed_to = -1;
     part->end_reported = part->high_reported = -1;
@@ -351,7 +356,48 @@ void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, 
         offsets[n] = part->prior_off[i];
         attempts[n++] = part->prior_att[i];
     }
-    cs__meta_encode(meta, cap, clean && part->n_inflight == 0, offsets, attempts, n);
+    clean = clean && part->n_inflight == 0;
+    if (!part->pipe || !part->pipe->cfg.acked_set || *pos < 0) {
+        cs__meta_encode(meta, cap, clean, offsets, attempts, n);
+        return;
+    }
+    /* The acked set: what was settled above the position, so that a next
+     * owner skips it instead of handling it again. O(span) under the lock,
+     * once per commit tick. */
+    uint32_t runs[CS_ACKED_MAX_RUNS];
+    size_t n_runs =
+        cs__acked_collect(part->tracker, &part->restored_set, part->max_fetched, *pos, runs, CS_ACKED_MAX_RUNS);
+    uint64_t wanted = 0, reach;
+    for (size_t i = 0; i < n_runs; i++) wanted += runs[i];
+    cs__meta_encode_set(meta, cap, clean, *pos, offsets, attempts, n, runs, n_runs, &reach);
+    if (reach < wanted) {
+        /* Counted here, logged by the committer (cs__part_take_truncation):
+         * no logging under the partition lock. */
+        atomic_fetch_add_explicit(&part->pipe->metadata_truncated, 1, memory_order_relaxed);
+        part->trunc_note = true;
+        part->trunc_reach = reach;
+        part->trunc_wanted = wanted;
+    }
+}
+
+bool cs__part_take_truncation(cs_part *part, uint64_t *reach, uint64_t *wanted) {
+    pthread_mutex_lock(&part->lock);
+    bool note = part->trunc_note;
+    *reach = part->trunc_reach;
+    *wanted = part->trunc_wanted;
+    part->trunc_note = false;
+    pthread_mutex_unlock(&part->lock);
+    return note;
+}
+
+bool cs__part_set_acked(cs_part *part, int64_t base, const uint32_t *runs, size_t n) {
+    pthread_mutex_lock(&part->lock);
+    /* Only for the epoch's first records: once some were fetched, the set
+     * would be walked out of order. */
+    bool ok = part->max_fetched < 0 && part->pipe && part->pipe->cfg.acked_set && part->tracker;
+    if (ok) ok = cs__acked_set_load(&part->restored_set, base, runs, n);
+    pthread_mutex_unlock(&part->lock);
+    return ok;
 }
 
 bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap) {

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "acked_set.h"
 #include "attempts_meta.h"
 #include "delivery_internal.h"
 #include "partition.h"
@@ -77,6 +78,14 @@ struct cs_part {
     int64_t prior_off[CS_PRIOR_MAX];
     uint32_t prior_att[CS_PRIOR_MAX];
     size_t n_prior, prior_next;
+    /* The acked set restored at assign (verified, cs__part_set_acked):
+     * offsets an earlier owner settled, skipped as they are fetched; kept
+     * in the commits until fetched. Empty when cfg.acked_set is false. */
+    cs_acked_set restored_set;
+    /* The last commit state whose acked set did not fit: how far it reached
+     * and how far it would have (cs__part_take_truncation). */
+    bool trunc_note;
+    uint64_t trunc_reach, trunc_wanted;
     int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
     /* The source's position past offsets that hold no record (a log's
      * transaction markers, after the last record dispatched), reported while

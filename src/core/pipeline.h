@@ -74,6 +74,11 @@ typedef struct cs_pipeline_config {
     /* Transactional, for measurement only: stop the world at each window
      * close (no handler runs while the transaction commits). */
     bool window_barrier;
+    /* Tracked, not Transactional: commits carry the acked set above the
+     * position (attempts_meta.h, cs2) and records an earlier owner settled
+     * are skipped (cs__part_set_acked). False: cs1, everything above the
+     * committed position is read again (the subscription turned it off). */
+    bool acked_set;
     /* Tracked: commits a suspect record's attempt before it runs (sync). */
     int (*precommit)(void *arg, cs_part *part);
     void *precommit_arg;
@@ -243,8 +248,19 @@ void cs__pipeline_count_abort(cs_pipeline *p);
 
 /* ---- Transactional windows (window.c) ---------------------------------------- */
 
-/* Called with part->lock held: the position and attempt metadata to commit. */
+/* Called with part->lock held: the position and attempt metadata to commit
+ * (with the acked set when cfg.acked_set). */
 void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap);
+/* Fetch thread, at assign after cs__part_set_prior: the verified acked set
+ * the group's metadata carries for the committed position `base` (runs as in
+ * attempts_meta.h). Its settled offsets are skipped as they are fetched:
+ * registered in the tracker as delivered and settled, handed to no handler.
+ * False (nothing skipped) when the subscription does not use acked sets, the
+ * partition already fetched records, or out of memory. */
+bool cs__part_set_acked(cs_part *part, int64_t base, const uint32_t *runs, size_t n);
+/* Any thread: true once after a commit state whose acked set did not fit in
+ * the metadata; *reach and *wanted say how far it reached and would have. */
+bool cs__part_take_truncation(cs_part *part, uint64_t *reach, uint64_t *wanted);
 /* Fetch thread, closing a window: the partition's position, its metadata and
  * the outputs a transaction committing that position may carry (those of
  * settled records below it, detached in settlement order; appended to

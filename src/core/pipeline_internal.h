@@ -93,6 +93,9 @@ struct cs_pipeline {
     _Atomic bool crashed;
     _Atomic int64_t drain_deadline_ms; /* 0: none */
     _Atomic uint64_t commits, commit_failures, pauses;
+    /* records skipped as settled by an earlier owner (its acked set), and
+     * commits whose acked set did not fit in the metadata */
+    _Atomic uint64_t skipped_settled, metadata_truncated;
     _Atomic uint64_t transactions, aborts, outputs;
     _Atomic size_t settled; /* Transactional: records settled since the window opened */
     /* Deliveries waiting in the lanes (not yet running), all lanes: the

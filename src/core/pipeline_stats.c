@@ -50,6 +50,8 @@ void cs__pipeline_stats(cs_pipeline *p, cs_broker_sub_counters *out) {
     out->transactions = atomic_load(&p->transactions);
     out->aborts = atomic_load(&p->aborts);
     out->outputs = atomic_load(&p->outputs);
+    out->skipped_settled = atomic_load(&p->skipped_settled);
+    out->metadata_truncated = atomic_load(&p->metadata_truncated);
 }
 
 void cs__pipeline_each_part(cs_pipeline *p, void (*fn)(void *arg, const cs_part_metrics *m), void *arg) {

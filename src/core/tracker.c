@@ -183,3 +183,10 @@ size_t cs_tracker_open_attempts(const cs_tracker *t, int64_t *offsets, uint32_t 
     }
     return n;
 }
+
+void cs_tracker_each(const cs_tracker *t, void (*fn)(void *arg, int64_t offset, bool settled), void *arg) {
+    for (uint64_t seq = t->base_seq; seq != t->next_seq; seq++) {
+        const cs_tracker_entry *e = entry_for_seq(t, seq);
+        fn(arg, e->offset, e->settled);
+    }
+}

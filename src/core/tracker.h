@@ -68,6 +68,11 @@ int cs_tracker_set_attempts(cs_tracker *t, uint64_t seq, uint32_t attempts);
  * returns how many. O(span up to the last such delivery). */
 size_t cs_tracker_open_attempts(const cs_tracker *t, int64_t *offsets, uint32_t *attempts, size_t max);
 
+/* Calls fn(arg, offset, settled) for every entry kept, from the lowest open
+ * delivery to the newest, in offset order (what the acked set in the commit
+ * metadata describes). O(span). */
+void cs_tracker_each(const cs_tracker *t, void (*fn)(void *arg, int64_t offset, bool settled), void *arg);
+
 /* The offset of the lowest open delivery, or -1 if none is open. */
 int64_t cs_tracker_lowest_open(const cs_tracker *t);
 

@@ -24,6 +24,20 @@
 
 /* ---- commits (Tracked) ---------------------------------------------------- */
 
+/* The acked set of the state about to be committed did not all fit in the
+ * metadata (counted where it was encoded): one line now and then says how
+ * far it reaches. */
+static void note_truncation(cs_consumer *c, cs_part *part, int64_t pos) {
+    uint64_t reach, wanted, skipped = 0;
+    if (!cs__part_take_truncation(part, &reach, &wanted)) return;
+    if (cs__ratelimit_allow(&c->truncation_warning, 10000, &skipped))
+        CS_LOG_WARN("acked set truncated to fit the commit metadata: records settled past its reach are read again "
+                    "after a crash subscription=%s topic=%s partition=%d position=%lld reach=%llu wanted=%llu "
+                    "similar_since_last=%llu",
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)pos,
+                    (unsigned long long)reach, (unsigned long long)wanted, (unsigned long long)skipped);
+}
+
 static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafka_topic_partition_list_t *offsets) {
     for (int i = 0; offsets && i < offsets->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &offsets->elems[i];
@@ -187,6 +201,7 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         char meta[CS_META_MAX];
         if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
         if (!cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
+        note_truncation(c, part, pos);
         rd_kafka_topic_partition_t *e =
             rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
         e->offset = pos;

@@ -420,6 +420,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
          * compare with the default where handlers keep running meanwhile.
          * Read here, once per subscription start; workers test the bool. */
         .window_barrier = c->window_barrier,
+        .acked_set = c->tracked && !c->transactional && s->acked_set,
         .precommit = c->transactional ? NULL : cs__commit_precommit, /* plain commits would pass uncommitted outputs */
         .precommit_arg = c,
     };

@@ -191,6 +191,7 @@ struct cs_consumer {
     _Atomic uint64_t commit_ticks;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
+    cs_ratelimit truncation_warning; /* the acked set did not fit in the commit metadata */
     /* Subscribed topics librdkafka reported unavailable (deleted, or not
      * visible to this client), one flag per s->topics[i]: set by the error
      * paths on the fetch thread, cleared when a partition of the topic is

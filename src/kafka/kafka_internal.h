@@ -295,6 +295,7 @@ struct cs_sub {
     char *dead_letter;            /* cs_sub_dead_letter, or NULL */
     cs_ratelimit dead_letter_log; /* the "sent to the dead-letter topic" lines, any thread */
     int max_attempts;
+    bool acked_set; /* cs_sub_acked_set */
     int reply_queue_timeout_ms;
     cs_consumer *consumer;    /* while running */
     cs_sub_stats final_stats; /* counters kept when the consumer closes */

@@ -54,35 +54,84 @@ static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_
     free(ids);
 }
 
-/* Tracked, at assign: the attempt counts the previous owner committed. If it
- * did not leave cleanly (or the group has no position yet), it may have died
- * running one of the first records: those records are "suspect", and each of
- * them has its attempt committed before it runs (see cs__part_set_prior). */
+/* The group of the subscription, for log lines. */
+static const char *group_of(const cs_consumer *c) { return c->sub->group ? c->sub->group : c->sub->k->default_group; }
+
+/* Whether a verified acked set may be used: offsets it says were settled
+ * must exist in the log now. A log truncated below them (an unclean leader
+ * election, a topic deleted and created again) would have new records at
+ * those offsets, and skipping them would lose them. One round trip, only for
+ * partitions with a non-empty set. */
+static bool set_within_log(cs_consumer *c, const rd_kafka_topic_partition_t *e, uint64_t reach) {
+    int64_t low = -1, high = -1;
+    rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &low, &high, 5000);
+    if (err) {
+        CS_LOG_WARN("acked set ignored, the high watermark was not read: records above the position are read again "
+                    "subscription=%s group=%s topic=%s partition=%d error=\"%s\"",
+                    c->sub->name, group_of(c), e->topic, (int)e->partition, rd_kafka_err2str(err));
+        return false;
+    }
+    if (high < e->offset || (uint64_t)(high - e->offset) < reach) {
+        CS_LOG_WARN("committed metadata ignored (acked set beyond the high watermark): records above the position are "
+                    "read again subscription=%s group=%s topic=%s partition=%d committed=%lld reach=%llu high=%lld",
+                    c->sub->name, group_of(c), e->topic, (int)e->partition, (long long)e->offset,
+                    (unsigned long long)reach, (long long)high);
+        return false;
+    }
+    return true;
+}
+
+/* Tracked, at assign: the attempt counts the previous owner committed, and
+ * its acked set (cs_sub_acked_set). If it did not leave cleanly (or the group
+ * has no position yet), it may have died running one of the first records:
+ * those records are "suspect", and each of them has its attempt committed
+ * before it runs (see cs__part_set_prior). Metadata that does not verify is
+ * ignored with one warning: nothing is skipped, attempts count from zero. */
 static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t *l) {
     rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(l);
     rd_kafka_topic_partition_list_t *running = rd_kafka_topic_partition_list_new(l->cnt);
     rd_kafka_resp_err_t err = rd_kafka_committed(c->rk, committed, 10000);
+    bool use_set = c->tracked && !c->transactional && c->sub->acked_set;
+    uint32_t *runs = use_set ? malloc(CS_ACKED_MAX_RUNS * sizeof *runs) : NULL; /* out of memory: no set */
     for (int i = 0; i < committed->cnt; i++) {
         rd_kafka_topic_partition_t *e = &committed->elems[i];
         cs_part *part = cs__consumer_part(c, e->topic, e->partition);
         if (!part) continue;
         int64_t offs[CS_PRIOR_MAX];
         uint32_t atts[CS_PRIOR_MAX];
-        size_t n = 0;
+        cs_meta_read rd = {
+            .offsets = offs, .attempts = atts, .max = CS_PRIOR_MAX, .runs = runs, .max_runs = CS_ACKED_MAX_RUNS};
         bool clean = false;
-        if (!err && !e->err && e->offset >= 0)
-            cs__meta_decode(e->metadata, e->metadata_size, &clean, offs, atts, CS_PRIOR_MAX, &n);
-        else clean = false; /* no position (or not readable): the first records are suspect */
+        if (!err && !e->err && e->offset >= 0) {
+            cs_meta_status st = cs__meta_read(e->metadata, e->metadata_size, e->offset, &rd);
+            clean = rd.clean;
+            if (st == CS_META_FOREIGN || st == CS_META_BAD)
+                CS_LOG_WARN("committed metadata ignored (%s): attempts count from zero and records above the position "
+                            "are read again subscription=%s group=%s topic=%s partition=%d committed=%lld",
+                            rd.why, c->sub->name, group_of(c), e->topic, (int)e->partition, (long long)e->offset);
+        }
+        size_t n = rd.n;
+        bool has_set = runs && rd.has_set && (rd.n_runs == 0 || set_within_log(c, e, rd.reach));
+        if (!has_set) rd.n_runs = 0;
         char meta[CS_META_MAX];
         cs__meta_encode(meta, sizeof meta, clean, offs, atts, n);
         /* Transactional: only transactions commit positions, so there is no
          * running mark and no suspect records (a crash aborts the window). */
         if (c->transactional) clean = true;
         cs__part_set_prior(part, e->offset >= 0 ? e->offset : -1, meta, offs, atts, n, !clean);
+        if (rd.n_runs > 0 && cs__part_set_acked(part, e->offset, runs, rd.n_runs))
+            CS_LOG_INFO("acked set restored: records settled above the position are skipped subscription=%s group=%s "
+                        "topic=%s partition=%d committed=%lld reach=%llu",
+                        c->sub->name, group_of(c), e->topic, (int)e->partition, (long long)e->offset,
+                        (unsigned long long)rd.reach);
         if (!c->transactional && clean && e->offset >= 0 && c->sub->max_attempts > 0) {
             /* This owner now runs the partition: say so at once (c=0), or a
-             * crash before its first commit would look like a clean leave. */
-            cs__meta_encode(meta, sizeof meta, false, offs, atts, n);
+             * crash before its first commit would look like a clean leave.
+             * With the same acked set: this commit replaces the group's. */
+            uint64_t reach;
+            if (use_set)
+                cs__meta_encode_set(meta, sizeof meta, false, e->offset, offs, atts, n, runs, rd.n_runs, &reach);
+            else cs__meta_encode(meta, sizeof meta, false, offs, atts, n);
             rd_kafka_topic_partition_t *r = rd_kafka_topic_partition_list_add(running, e->topic, e->partition);
             r->offset = e->offset;
             r->metadata = strdup(meta);
@@ -119,6 +168,7 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
     }
     rd_kafka_topic_partition_list_destroy(running);
     rd_kafka_topic_partition_list_destroy(committed);
+    free(runs);
 }
 
 static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l, bool cooperative) {

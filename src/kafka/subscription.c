@@ -122,6 +122,7 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->drain_timeout_ms = CS__DEFAULT_DRAIN_TIMEOUT_MS;
     s->handler_time_limit_ms = CS__DEFAULT_HANDLER_TIME_LIMIT_MS;
     s->max_attempts = CS__DEFAULT_MAX_ATTEMPTS;
+    s->acked_set = true;
     k->subs[k->n_subs++] = s;
     return s;
 }
@@ -391,6 +392,13 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
 cs_err cs_sub_max_attempts(cs_sub *s, int n) {
     return set_int(s, "cs_sub_max_attempts", s ? &s->max_attempts : NULL, n, CS__MAX_ATTEMPTS_MIN,
                    CS__MAX_ATTEMPTS_MAX);
+}
+
+cs_err cs_sub_acked_set(cs_sub *s, int on) {
+    cs_err err = sub_configurable(s, "cs_sub_acked_set");
+    if (err) return err;
+    s->acked_set = on != 0;
+    return CS_OK;
 }
 
 cs_err cs_sub_dead_letter(cs_sub *s, const char *topic) {

@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cstream/rdkafka.h>
+
 #include "cstest.h"
 
 enum { MAXREC = 4096 };
@@ -217,6 +219,168 @@ static void crash_reads_every_unsettled_record_again(void **state) {
     stop(app);
     fixture_free(first);
     fixture_free(second);
+}
+
+/* The acked set: one record held open while the others ack; after a crash
+ * the next owner hands out the held record again and none of those acked
+ * above it (they are skipped as settled). With the set off, every record
+ * above the held one is handled again (what Tracked did before the set). */
+static void crash_after_acks_above_an_open_record(bool acked_set) {
+    enum { N = 40, HELD = 5 };
+    char topic[128], group[160];
+    cst_fresh(acked_set ? "tracked-acked-set" : "tracked-no-set", 1, topic, group, sizeof topic);
+    produce(topic, 1, N);
+    fixture *first = fixture_new(1, CS_ACK);
+    first->hold_offset = HELD;
+    cs_app *app = cs_app_new("tracked-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, handle, first);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 4));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_acked_set(s, acked_set));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    seen_n all = {first, N};
+    assert_true(cst_wait(seen_at_least, &all, 30000));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, HELD, 10000));
+    /* Every record but the held one is acked once all were seen (the handler
+     * acks before it returns); the ticks after that commit the set. */
+    cst_wait_commit_ticks(s, 3, 10000);
+    atomic_store(&first->crashing, true);
+    cs_test_app_crash(app);
+    int64_t committed;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_int_equal(committed, HELD);
+
+    fixture *second = fixture_new(1, CS_ACK);
+    app = cs_app_new("tracked-test", "1.0");
+    k = cs_test_kafka_new(cst_cluster);
+    s = cs_kafka_subscribe(k, topic, handle, second);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 4));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_acked_set(s, acked_set));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, N, 60000));
+    assert_int_equal(cst_seen_count(second->seen, 0, HELD), 1); /* open at the crash: handled again */
+    for (int64_t o = 0; o < HELD; o++) assert_int_equal(cst_seen_count(second->seen, 0, o), 0); /* below the position */
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    for (int64_t o = HELD + 1; o < N; o++) assert_int_equal(cst_seen_count(second->seen, 0, o), acked_set ? 0 : 1);
+    assert_int_equal(st.skipped_settled, acked_set ? N - HELD - 1 : 0);
+    stop(app);
+    fixture_free(first);
+    fixture_free(second);
+}
+
+static void crash_skips_what_was_acked_above_an_open_record(void **state) {
+    (void)state;
+    crash_after_acks_above_an_open_record(true);
+}
+
+static void crash_without_acked_set_reads_above_the_open_record_again(void **state) {
+    (void)state;
+    crash_after_acks_above_an_open_record(false);
+}
+
+/* ---- metadata that does not verify: nothing is skipped ------------------------ */
+
+/* The cs2 checksum (src/core/attempts_meta.h): FNV-1a 32 of the text before ";x=". */
+static void seal(char *meta, size_t cap) {
+    uint32_t h = 2166136261u;
+    for (const char *c = meta; *c; c++) h = (h ^ (unsigned char)*c) * 16777619u;
+    size_t len = strlen(meta);
+    snprintf(meta + len, cap - len, ";x=%08x", (unsigned)h);
+}
+
+/* Commits `pos` with `meta` for partition 0 as a member of `group` (a plain
+ * librdkafka consumer that joins, commits and leaves): what another client,
+ * or a damaged commit, leaves for the next cstream owner. */
+static void commit_as_another_client(const char *group, const char *topic, int64_t pos, const char *meta) {
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    const char *kv[][2] = {{"bootstrap.servers", cs_test_cluster_brokers(cst_cluster)},
+                           {"group.id", group},
+                           {"enable.auto.commit", "false"},
+                           {"session.timeout.ms", "6000"},
+                           {"fetch.wait.max.ms", "10"}};
+    for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+        assert_int_equal(rd_kafka_conf_set(conf, kv[i][0], kv[i][1], err, sizeof err), RD_KAFKA_CONF_OK);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
+    assert_non_null(rk);
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *sub = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(sub, topic, RD_KAFKA_PARTITION_UA);
+    assert_int_equal(rd_kafka_subscribe(rk, sub), 0);
+    rd_kafka_topic_partition_list_destroy(sub);
+    bool assigned = false;
+    for (int i = 0; i < 300 && !assigned; i++) { /* the mock's first assignment takes ~3 s */
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (m) rd_kafka_message_destroy(m);
+        rd_kafka_topic_partition_list_t *a = NULL;
+        if (!rd_kafka_assignment(rk, &a) && a) {
+            assigned = a->cnt > 0;
+            rd_kafka_topic_partition_list_destroy(a);
+        }
+    }
+    assert_true(assigned);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, topic, 0);
+    e->offset = pos;
+    e->metadata = strdup(meta);
+    e->metadata_size = strlen(meta);
+    assert_int_equal(rd_kafka_commit(rk, l, 0), 0);
+    rd_kafka_topic_partition_list_destroy(l);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
+/* Position 5 of 20 records, with metadata that claims 6..19 settled; what a
+ * Tracked owner then hands to its handler. */
+static void forged_set(const char *meta, bool valid) {
+    enum { N = 20, POS = 5 };
+    char topic[128], group[160];
+    cst_fresh("tracked-forged", 1, topic, group, sizeof topic);
+    produce(topic, 1, N);
+    commit_as_another_client(group, topic, POS, meta);
+    fixture *f = fixture_new(1, CS_ACK);
+    cs_sub *s;
+    cs_app *app = start(topic, group, f, 4, 0, &s);
+    CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, N, 60000));
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(cst_seen_count(f->seen, 0, POS), 1);
+    for (int64_t o = POS + 1; o < N; o++) assert_int_equal(cst_seen_count(f->seen, 0, o), valid ? 0 : 1);
+    assert_int_equal(st.skipped_settled, valid ? N - POS - 1 : 0);
+    stop(app);
+    fixture_free(f);
+}
+
+static void metadata_that_does_not_verify_skips_nothing(void **state) {
+    (void)state;
+    char meta[256];
+    /* The control: a well-formed set (runs 1 open, 14 settled: varints 01 0e) is honoured. */
+    snprintf(meta, sizeof meta, "cs2;p=5;c=1;a=;s=RAQ4;r=15");
+    seal(meta, sizeof meta);
+    forged_set(meta, true);
+    /* One character changed after sealing: the checksum refuses it. */
+    meta[strlen(meta) - 12] = '6';
+    forged_set(meta, false);
+    /* Sealed, but written for position 4 while the group holds 5. */
+    snprintf(meta, sizeof meta, "cs2;p=4;c=1;a=;s=RAg4;r=16");
+    seal(meta, sizeof meta);
+    forged_set(meta, false);
+    /* Sealed, but reaching past the high watermark (20): 1 open, 100 settled. */
+    snprintf(meta, sizeof meta, "cs2;p=5;c=1;a=;s=RAWQ;r=101");
+    seal(meta, sizeof meta);
+    forged_set(meta, false);
+    /* Not cstream's, and a newer version. */
+    forged_set("{\"consumer\":\"someone else\"}", false);
+    forged_set("cs3;p=5;anything", false);
 }
 
 /* ---- out-of-order settlement with 4 workers over 3 partitions ----------------- */
@@ -465,6 +629,9 @@ int main(void) {
         cmocka_unit_test(retry_comes_back_before_later_records),
         cmocka_unit_test(open_record_holds_the_position),
         cmocka_unit_test(crash_reads_every_unsettled_record_again),
+        cmocka_unit_test(crash_skips_what_was_acked_above_an_open_record),
+        cmocka_unit_test(crash_without_acked_set_reads_above_the_open_record_again),
+        cmocka_unit_test(metadata_that_does_not_verify_skips_nothing),
         cmocka_unit_test(out_of_order_acks_never_pass_an_open_record),
         cmocka_unit_test(max_open_pauses_and_resumes_without_skipping),
         cmocka_unit_test(settle_after_stop_is_stale_and_read_again),

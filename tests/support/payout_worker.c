@@ -17,7 +17,16 @@
  *                               PAYOUT_SESSION_TIMEOUT_MS is not used
  *   PAYOUT_ASSIGN_FILE          "+P" / "-P" lines as partitions are assigned
  *                               and revoked (one write each, O_APPEND)
- *   PAYOUT_LOG_FILE             stderr (cstream's log lines) goes there */
+ *   PAYOUT_LOG_FILE             stderr (cstream's log lines) goes there
+ *   PAYOUT_ACKED_SET            0: cs_sub_acked_set(s, 0), commits without
+ *                               the acked set (the side-by-side measurement)
+ *   PAYOUT_HOLD_EVERY           N > 0: every record whose offset is a multiple
+ *                               of N is held open on its first run, by
+ *                               cs_delivery_retry_after(d, PAYOUT_HOLD_MS,
+ *                               default 20000), before it is handled: the
+ *                               committed position waits while the rest flows
+ *   PAYOUT_COMMIT_INTERVAL_MS   cs_sub_commit_interval_ms (default 100): the
+ *                               commit cadence that sets the duplicate floor */
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -31,10 +40,14 @@
 #include "stop_signals.h"
 
 static int out_fd = -1;
+static long hold_every;     /* PAYOUT_HOLD_EVERY */
+static int hold_ms = 20000; /* PAYOUT_HOLD_MS */
 
 static cs_outcome pay_out(cs_delivery *d, void *user) {
     unsigned *seed = user;
     (void)seed;
+    if (hold_every > 0 && cs_delivery_offset(d) % hold_every == 0 && cs_delivery_attempt(d) == 1)
+        return cs_delivery_retry_after(d, hold_ms);
     /* A little work keeps several payouts in flight at any moment. */
     usleep((useconds_t)(cs_delivery_offset(d) * 7919 % 1500));
     char line[64];
@@ -106,7 +119,14 @@ int main(int argc, char **argv) {
     if (!err) err = cs_sub_commit_mode(s, auto_mode ? CS_COMMIT_AUTO : CS_COMMIT_TRACKED);
     if (!err && auto_mode) err = cs_kafka_config(k, "auto.commit.interval.ms", "100");
     if (!err) err = cs_sub_workers(s, atoi(argv[4]));
-    if (!err) err = cs_sub_commit_interval_ms(s, 100);
+    const char *interval = getenv("PAYOUT_COMMIT_INTERVAL_MS");
+    if (!err) err = cs_sub_commit_interval_ms(s, interval ? atoi(interval) : 100);
+    const char *acked_set = getenv("PAYOUT_ACKED_SET");
+    if (!err && acked_set && !strcmp(acked_set, "0")) err = cs_sub_acked_set(s, 0);
+    const char *hold = getenv("PAYOUT_HOLD_EVERY");
+    if (hold) hold_every = atol(hold);
+    const char *hold_for = getenv("PAYOUT_HOLD_MS");
+    if (hold_for) hold_ms = atoi(hold_for);
     if (!err) err = cs_app_add_kafka(app, k);
     if (!err) err = cs_app_run(app);
     if (err) fprintf(stderr, "payout_worker: %s\n", cs_errmsg());
