@@ -54,7 +54,13 @@ static void seek_readable(cs_consumer *c) {
 
 /* After the bound was seen and recq is empty again. */
 void cs__fetch_wake_fetchers(cs_consumer *c) {
+#if RD_KAFKA_VERSION < 0x020200ff
     seek_readable(c);
+#else
+    /* From 2.2.0 a full partition is fetched again after
+     * fetch.queue.backoff.ms (5 ms, consumer_conf.c) without a seek; the
+     * count still says how often the bound was reached. */
+#endif
     atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
 }
 

@@ -165,6 +165,8 @@ void cs__oauth_refresh(cs_kafka *k, rd_kafka_t *rk, const char *config, const ch
 /* How often librdkafka reports a client's statistics: the lag metric's last
  * stable offsets (consumer_metrics.c) and the numbers above. */
 #define CS_STATS_INTERVAL_MS "1000"
+/* fetch.queue.backoff.ms from librdkafka 2.2.0 on (consumer_conf.c says why). */
+#define CS_FETCH_QUEUE_BACKOFF_MS "5"
 typedef struct cs_broker_stat cs_broker_stat;
 typedef struct cs_client_stats {
     pthread_mutex_t lock;

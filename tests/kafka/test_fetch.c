@@ -77,11 +77,19 @@ static void log_add(evlog *l, event e) {
 enum { MAX_MEMBERS = 4, MAX_PARTS = 64 };
 
 typedef struct continuity {
-    long epochs;   /* assignments that handed out records */
-    long restarts; /* epochs that began below what was already handed out: re-reads after a revoke */
-    long retries;  /* records handed out again after the handler asked for it */
-    long rewinds;  /* re-reads inside an assignment (Transactional aborts) */
+    long epochs;      /* assignments that handed out records */
+    long restarts;    /* epochs that began below what was already handed out: re-reads after a revoke */
+    long retries;     /* records handed out again after the handler asked for it */
+    long rewinds;     /* re-reads inside an assignment (Transactional aborts) */
+    long acked_skips; /* records not handed out again: an earlier owner settled them (the acked set) */
 } continuity;
+
+/* Every offset in [from, to) was handed out already. */
+static bool handed_out_all(const bool *handled, int64_t from, int64_t to) {
+    for (int64_t x = from; x < to; x++)
+        if (!handled[x]) return false;
+    return true;
+}
 
 /* Walks the log. Per (member, partition) assignment: the first record handed
  * out is at or below the first offset nobody was handed yet (no skip across a
@@ -124,6 +132,12 @@ static continuity check_continuity(evlog *l, int parts, const int64_t *ends, boo
             next[m][p] = o + 1;
         } else if (o == next[m][p]) {
             next[m][p]++;
+        } else if (o > next[m][p] && handed_out_all(handled[p], next[m][p], o)) {
+            /* Tracked's acked set (cs_sub_acked_set): records an earlier
+             * owner settled above its committed position are handed to no
+             * handler again; every one of them was handed out before. */
+            r.acked_skips += o - next[m][p];
+            next[m][p] = o + 1;
         } else if (o > next[m][p]) {
             fail_msg("member %d, partition %d: %lld handed out after %lld: %lld..%lld skipped (event %zu of %zu)", m, p,
                      (long long)o, (long long)next[m][p] - 1, (long long)next[m][p], (long long)o - 1, i, l->n);
@@ -149,8 +163,8 @@ static continuity check_continuity(evlog *l, int parts, const int64_t *ends, boo
         for (int m = 0; m < MAX_MEMBERS; m++) free(retry[m][p]);
     }
     printf("continuity: %ld assignments handed out records, %ld restarted below what was handed out, %ld retries, "
-           "%ld rewinds\n",
-           r.epochs, r.restarts, r.retries, r.rewinds);
+           "%ld rewinds, %ld settled by an earlier owner and not handed out again\n",
+           r.epochs, r.restarts, r.retries, r.rewinds, r.acked_skips);
     return r;
 }
 
@@ -844,7 +858,17 @@ static void fetch_buffer_bounds_the_consumer(void **state) {
  * take count (cs_test_sub_taken) equal to the records it was handed holds the
  * last record cstream has, and the next one must still come from librdkafka.
  * 4,500 records keep the topic under the embedded cluster's 5 MiB retention. */
-enum { STALL_RECORDS = 4500, STALL_VALUE_BYTES = 1024, STALL_BUFFER = 1 << 20, STALL_BOUNDS_MIN = 3 };
+enum { STALL_RECORDS = 4500, STALL_VALUE_BYTES = 1024, STALL_BUFFER = 1 << 20 };
+/* How often librdkafka's bound must have been reached for the test to mean
+ * something. From librdkafka 2.2.0 cstream sets fetch.queue.backoff.ms to
+ * 5 ms (consumer_conf.c): the fetchers keep the queue topped up and the
+ * bound is seen about once; with librdkafka's 1000 ms it is seen 5 times
+ * and the handler runs out 4 times (measured on 2.14.2), which fails below. */
+#if RD_KAFKA_VERSION >= 0x020200ff
+enum { STALL_BOUNDS_MIN = 1 };
+#else
+enum { STALL_BOUNDS_MIN = 3 };
+#endif
 
 typedef struct pacer {
     cs_sub *_Atomic s; /* set once the app started; records before it are not checked */
