@@ -123,27 +123,8 @@ static cs_err subscribe(cs_consumer *c);
  * message). Only before the first assignment: nothing is in flight, no
  * partition is open, and /readyz reads no handle while not joined. */
 enum { REJOIN_BACKOFF_FIRST_MS = 250, REJOIN_BACKOFF_MAX_MS = 4000 };
-/* Twice the broker's default session timeout: the 60 s measured after a
- * kill, with room; a broker configured with a longer session needs a
- * supervisor's restart after this. */
-#define REJOIN_BOUND_MS ((int64_t)90000)
-
-bool cs__consumer_rejoin_later(cs_consumer *c) {
-    if (!c->rejoin_conf || atomic_load(&c->joined) || !c->sub->consumer_protocol) return false;
-    int64_t now = cs__now_ms();
-    if (!c->rejoin_first_ms) {
-        c->rejoin_first_ms = now;
-        CS_LOG_WARN("join refused: the group still holds this instance's group.instance.id (UNRELEASED_INSTANCE_ID), "
-                    "most likely for its previous process until the broker's group.consumer.session.timeout.ms "
-                    "expires; creating the consumer again and retrying with backoff, for at most %lld ms, then "
-                    "stopping (another live process with this instance id) subscription=%s group.instance.id=%s",
-                    (long long)REJOIN_BOUND_MS, c->sub->name, c->sub->static_id);
-    }
-    if (now - c->rejoin_first_ms >= REJOIN_BOUND_MS) return false;
-    atomic_fetch_add(&c->rejoins, 1);
-    c->rejoin_wanted = true;
-    return true;
-}
+/* The decision to retry (cs__consumer_rejoin_later, with its bound) is
+ * consumer_errors.c's, where the refusal arrives. */
 
 /* Waits ms, or less if the app stops meanwhile: false then. */
 static bool rejoin_backoff(cs_consumer *c, int ms) {

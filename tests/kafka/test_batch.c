@@ -378,13 +378,16 @@ static void whole_batch_outcome_auto(void **state) {
 
 /* ---- an element nobody settled --------------------------------------------- */
 
-static cs_app *start_forgetful(const char *topic, const char *group, cs_commit_mode mode, plan *pl, cs_sub **out) {
+/* acked_set: cs_sub_acked_set (Tracked; on by default). */
+static cs_app *start_forgetful(const char *topic, const char *group, cs_commit_mode mode, plan *pl, int acked_set,
+                               cs_sub **out) {
     cs_app *app = cs_app_new("batch-unset", "1.0");
     cs_kafka *k = cs_test_kafka_new(cst_cluster);
     cs_sub *s = cs_kafka_subscribe_batch(k, topic, forgetful, 10, pl);
     assert_non_null(s);
     CST_OK(cs_sub_group(s, group));
     CST_OK(cs_sub_commit_mode(s, mode));
+    if (mode == CS_COMMIT_TRACKED) CST_OK(cs_sub_acked_set(s, acked_set));
     CST_OK(cs_sub_commit_interval_ms(s, 20));
     CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
@@ -430,7 +433,7 @@ static void unset_element_tracked_comes_back_alone(void **state) {
     cst_capture cap;
     cst_capture_start(&cap);
     cs_sub *s;
-    cs_app *app = start_forgetful(topic, group, CS_COMMIT_TRACKED, &pl, &s);
+    cs_app *app = start_forgetful(topic, group, CS_COMMIT_TRACKED, &pl, 1, &s);
     feed_one_then_nine(topic, s, bt);
     cs_err committed = cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 30000);
     char *log = cst_capture_stop(&cap);
@@ -466,7 +469,7 @@ static void unset_element_auto_is_unsupported(void **state) {
     cst_capture cap;
     cst_capture_start(&cap);
     cs_sub *s;
-    cs_app *app = start_forgetful(topic, group, CS_COMMIT_AUTO, &pl, &s);
+    cs_app *app = start_forgetful(topic, group, CS_COMMIT_AUTO, &pl, 1, &s);
     cs_err idle = cs_test_app_wait_idle(app, 30000);
     char *log = cst_capture_stop(&cap);
     if (idle) fail_msg("not idle within 30 s: %s\n--- captured:\n%s", cs_errmsg(), log);
@@ -643,7 +646,9 @@ static void acked_behind_retry_read_again_after_crash(void **state) {
     plan pl = plan_of(before);
     pl.delay_offset = 3;
     cs_sub *s;
-    cs_app *app = start_forgetful(topic, group, CS_COMMIT_TRACKED, &pl, &s);
+    /* Without the acked set (cs_sub_acked_set, tests/kafka/test_tracked.c
+     * covers it): every element acked behind the open retry is read again. */
+    cs_app *app = start_forgetful(topic, group, CS_COMMIT_TRACKED, &pl, 0, &s);
     feed_one_then_nine(topic, s, before);
     acked_arg a = {s, 9}; /* 0-2 and 4-9 */
     assert_true(cst_wait(acked_at_least, &a, 30000));
@@ -659,7 +664,7 @@ static void acked_behind_retry_read_again_after_crash(void **state) {
 
     batches *after = batches_new();
     plan pl2 = plan_of(after);
-    app = start_forgetful(topic, group, CS_COMMIT_TRACKED, &pl2, &s);
+    app = start_forgetful(topic, group, CS_COMMIT_TRACKED, &pl2, 0, &s);
     CST_OK(cs_test_wait_committed(cst_cluster, group, topic, 0, 10, 60000));
     CST_OK(cs_app_stop(app));
     int lost = 0, duplicated = 0;
