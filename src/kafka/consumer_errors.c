@@ -166,10 +166,10 @@ void cs__topic_available(cs_consumer *c, const char *topic) {
 
 /* A join refused with UNRELEASED_INSTANCE_ID under the consumer group
  * protocol: whether the fetch thread should create the consumer again and
- * retry (consumer.c, rejoin) rather than stop. */
-/* Twice the broker's default session timeout: the 60 s measured after a
- * kill, with room; a broker configured with a longer session needs a
- * supervisor's restart after this. */
+ * retry (consumer.c, rejoin) rather than stop. The bound is twice the
+ * broker's default session timeout (the 60 s measured after a kill, with
+ * room); a broker configured with a longer session needs a supervisor's
+ * restart after it. */
 #define REJOIN_BOUND_MS ((int64_t)90000)
 
 bool cs__consumer_rejoin_later(cs_consumer *c) {
