@@ -60,7 +60,7 @@ static cs_part *fake_part(void) {
     static cs_part *part;
     if (!part) {
         cs_delivery_pool *spares = cs__delivery_pool_new(0);
-        part = spares ? cs__part_new(NULL, "payouts", 0, 0, &fake_ops, false, spares) : NULL;
+        part = spares ? cs__part_new(NULL, "payouts", 0, &fake_ops, false, spares) : NULL;
         cs__delivery_pool_unref(spares); /* the partition holds its own reference */
         check(part != NULL);
     }
