@@ -229,6 +229,11 @@ static void pattern_picks_up_new_topics(void **state) {
     CST_OK(cs_sub_group(sub, group));
     CST_OK(cs_sub_commit_mode(sub, CS_COMMIT_TRACKED));
     CST_OK(cs_sub_config(sub, "topic.metadata.refresh.interval.ms", REFRESH_MS));
+    /* Once in CI (2.0.2, ctest -j) the rejoin after the new topic never got
+     * an assignment within 30 s; not reproduced in 17 runs under load since.
+     * The group's story goes into this test's output, for the next time. */
+    CST_OK(cs_sub_config(sub, "debug", "cgrp"));
+    cs_log_set_level(CS_LOG_DEBUG);
     CST_OK(cs_app_add_kafka(app, k));
 
     char *doc = NULL;
@@ -253,6 +258,7 @@ static void pattern_picks_up_new_topics(void **state) {
              later);
     assert_true(cst_metric(app, "cstream_records_total", labels) == 3);
     cs_app_destroy(app);
+    cs_log_set_level(CS_LOG_INFO);
     assert_int_equal(atomic_load(&s.handled), 5);
     cst_seen_free(s.by_offset);
 }
