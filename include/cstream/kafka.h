@@ -176,6 +176,37 @@ CS_API cs_err cs_kafka_group_protocol(cs_kafka *k, cs_group_protocol p);
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value);
 
+/** A named set of librdkafka properties chosen for one goal (cs_kafka_profile). */
+typedef enum cs_profile {
+    /** librdkafka's and cstream's defaults: batches formed for throughput
+     * (the producer lingers 5 ms, an idle fetch waits up to 500 ms). */
+    CS_PROFILE_DEFAULT = 0,
+    /** Records handed on as soon as they exist: the producer sends at once
+     * (linger.ms=0), an idle fetch returns after at most 10 ms
+     * (fetch.wait.max.ms=10, fetch.min.bytes=1) and no socket delays a small
+     * request (socket.nagle.disable=true). Costs more requests, so more
+     * broker and client CPU per record at high rates; the figures are in
+     * docs/benchmarks.md, "Latency". Transactional replies are still
+     * visible only when their window commits (cs_sub_commit_interval_ms). */
+    CS_PROFILE_LOW_LATENCY = 1
+} cs_profile;
+
+/** Sets the properties of a profile for every client of this broker
+ * (consumers, the producer and the transactional producers; each gets the
+ * properties that apply to it).
+ *
+ * They sit just above cstream's own defaults: cs_kafka_config,
+ * cs_kafka_producer_config, cs_sub_config and the operator's layers override
+ * any one of them, and `config show` names "profile low-latency" as their
+ * source. Calling it again replaces the profile. Configuring thread, before
+ * cs_app_start.
+ * @param k the broker.
+ * @param p the profile.
+ * @retval CS_OK set.
+ * @retval CS_ERR_ARG k is NULL or p is not a cs_profile.
+ * @retval CS_ERR_STATE the app has started. */
+CS_API cs_err cs_kafka_profile(cs_kafka *k, cs_profile p);
+
 /** An OAUTHBEARER token, as a cs_oauth_token_fn hands it to cstream.
  *
  * The strings are borrowed: cstream copies them into librdkafka before the

@@ -54,7 +54,8 @@ cs_err cs__kafka_show_config(void *impl, cs_app *app, FILE *out) {
     if (err) return err;
     fprintf(out,
             "# %s: each Kafka client's configuration and where each value comes from, lowest first:\n"
-            "#   default (cstream's), code (the service's cs_*_config calls), config file FILE:LINE,\n"
+            "#   default (cstream's), profile NAME (cs_kafka_profile), code (the service's cs_*_config\n"
+            "#   calls), config file FILE:LINE,\n"
             "#   environment VARIABLE, -X KEY; cstream: set by cstream, not configurable.\n"
             "# librdkafka's own defaults apply to every property not listed. Secrets are shown as [redacted],\n"
             "# values read from a file as @FILE.\n",

@@ -112,7 +112,8 @@ static cs_err static_member_id(cs_sub *s, cs_app *app, const char *group) {
 /* ---- the layers: cstream's defaults, the code's, the operator's --------------- */
 
 /* What s's consumer runs with before the keys cstream owns: cstream's
- * defaults, the broker's properties (cs_kafka_config) over them, the
+ * defaults, the broker's profile (cs_kafka_profile) and properties
+ * (cs_kafka_config) over them, the
  * subscription's (cs_sub_config) over those, then the operator's layers
  * (file < environment < -X; each: every client's, consumer., then
  * subscription.<name>.: config_sources.c). The consumer's configuration and
@@ -162,6 +163,7 @@ static cs_err layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *c
      * trip (consumer_metrics.c); config may override the interval. */
     if (!err) err = cs__conf_put(conf, t, who, def, "statistics.interval.ms", CS_STATS_INTERVAL_MS, NULL);
     if (!err && classic) err = cs__conf_apply_traced(conf, who, &s->k->classic_defaults, def, t);
+    if (!err) err = cs__profile_apply(s->k, conf, t, who, false);
     /* group.protocol exists from librdkafka 2.4.0 (a preview) and cstream
      * offers it from 2.12.0; below that the setters refused CONSUMER and
      * CLASSIC is what the library speaks anyway. */

@@ -330,6 +330,8 @@ struct cs_kafka {
     /* cs_kafka_group_protocol, when called. */
     bool group_protocol_set;
     cs_group_protocol group_protocol;
+    /* cs_kafka_profile: its properties sit just above cstream's defaults (profile.c). */
+    cs_profile profile;
     /* Properties cstream sets below everything else only when a consumer
      * runs the classic protocol (cs_test_kafka_new's session timing): the
      * consumer protocol refuses them (consumer_conf.c). */
@@ -376,6 +378,11 @@ cs_err cs__ext_apply(rd_kafka_conf_t *conf, const cs_kafka *k, cs_conf_role role
  * none: its commit mode's default (src/kafka/defaults.h), else what it set. */
 size_t cs__sub_max_open(const cs_sub *s);
 int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
+
+/* profile.c: puts the broker's profile properties that apply to a consumer
+ * (producer false) or a producer into conf, recording them in t (may be NULL)
+ * with the source "profile <name>"; nothing for CS_PROFILE_DEFAULT. */
+cs_err cs__profile_apply(const cs_kafka *k, rd_kafka_conf_t *conf, cs_conf_trace *t, const char *who, bool producer);
 
 /* config.c, for kafka.c's and subscription.c's setters: fails, naming `what`, for
  * a NULL broker (CS_ERR_ARG) or once the app has started (CS_ERR_STATE). */

@@ -182,6 +182,7 @@ cs_err cs__producer_conf_layers(const cs_kafka *k, cs_app *app, rd_kafka_conf_t 
     /* The queue depth and the brokers' round trips of /metrics come from the
      * statistics (client_stats.c); config may override the interval (0: none). */
     if (!err) err = cs__conf_put(conf, t, "producer", "default", "statistics.interval.ms", CS_STATS_INTERVAL_MS, NULL);
+    if (!err) err = cs__profile_apply(k, conf, t, "producer", true);
     if (!err) err = cs__conf_apply_traced(conf, "cs_kafka_config", &k->config, "code cs_kafka_config", t);
     if (!err)
         err = cs__conf_apply_traced(conf, "cs_kafka_producer_config", &k->producer_config,

@@ -112,6 +112,7 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
      * before the coordinator times the transaction out and bumps the epoch,
      * or the abort itself is fenced (fatal in 2.0.2). */
     if (!err) err = cs__conf_set(conf, who, "message.timeout.ms", "10000");
+    if (!err) err = cs__profile_apply(s->k, conf, NULL, who, true);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
     /* The operator's file, environment and -X layers reach it as they reach

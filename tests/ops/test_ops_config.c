@@ -175,6 +175,39 @@ static void precedence_through_the_command_line(void **state) {
     free(out), free(err);
 }
 
+/* cs_kafka_profile: each client gets the profile's properties that apply to
+ * it, named as their source; the code's properties and the operator's beat
+ * them; an unknown profile or a late call is refused. */
+static void low_latency_profile_under_every_layer(void **state) {
+    (void)state;
+    const char *show[] = {OPS_SERVICE, "config", "show", "-X", "consumer.socket.nagle.disable=false", NULL};
+    const char *env[] = {"OPS_PROFILE=low-latency", NULL};
+    char *out, *err;
+    assert_int_equal(run(show, env, NULL, &out, &err), 0);
+    ASSERT_SHOWN(out, PRODUCER, "linger.ms", "0", "profile low-latency");
+    ASSERT_SHOWN(out, PRODUCER, "socket.nagle.disable", "true", "profile low-latency");
+    ASSERT_SHOWN(out, PRODUCER, "fetch.min.bytes", "", ""); /* a consumer's property: not the producer's */
+    ASSERT_SHOWN(out, ORDERS, "fetch.min.bytes", "1", "profile low-latency");
+    ASSERT_SHOWN(out, ORDERS, "linger.ms", "", "");                               /* a producer's: not the consumer's */
+    ASSERT_SHOWN(out, ORDERS, "fetch.wait.max.ms", "10", "code cs_kafka_config"); /* the code beats the profile */
+    ASSERT_SHOWN(out, ORDERS, "socket.nagle.disable", "false", "-X consumer.socket.nagle.disable");
+    free(out), free(err);
+    /* Without the profile none of it is there. */
+    const char *plain[] = {OPS_SERVICE, "config", "show", NULL};
+    assert_int_equal(run(plain, NULL, NULL, &out, &err), 0);
+    ASSERT_SHOWN(out, PRODUCER, "linger.ms", "", "");
+    ASSERT_SHOWN(out, ORDERS, "fetch.min.bytes", "", "");
+    free(out), free(err);
+
+    cs_kafka *k = cs_kafka_new(NULL);
+    assert_non_null(k);
+    assert_int_equal(cs_kafka_profile(k, (cs_profile)7), CS_ERR_ARG);
+    assert_non_null(strstr(cs_errmsg(), "cs_kafka_profile"));
+    assert_int_equal(cs_kafka_profile(NULL, CS_PROFILE_LOW_LATENCY), CS_ERR_ARG);
+    assert_int_equal(cs_kafka_profile(k, CS_PROFILE_DEFAULT), CS_OK);
+    cs_kafka_destroy(k);
+}
+
 static void config_show_masks_secrets(void **state) {
     (void)state;
     char file[256], pw[256], ca[256], text[1024];
@@ -323,6 +356,7 @@ static void sasl_ssl_from_a_file_and_a_secret_file(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(precedence_through_the_command_line),
+        cmocka_unit_test(low_latency_profile_under_every_layer),
         cmocka_unit_test(config_show_masks_secrets),
         cmocka_unit_test(owned_key_as_a_flag_consumes_nothing),
         cmocka_unit_test(sasl_ssl_from_a_file_and_a_secret_file),

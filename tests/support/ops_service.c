@@ -91,6 +91,9 @@ int main(int argc, char **argv) {
     if (!app || !k) return 1;
     cs_err err = cs_app_add_kafka(app, k);
     if (!err) err = cs_kafka_default_group(k, group);
+    /* OPS_PROFILE=low-latency: cs_kafka_profile (tests/ops/test_ops_config.c) */
+    if (!err && getenv("OPS_PROFILE") && !strcmp(getenv("OPS_PROFILE"), "low-latency"))
+        err = cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY);
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_kafka_config(k, "session.timeout.ms", "6000");
     if (!err) err = cs_kafka_topic(k, orders, 2);
