@@ -279,6 +279,20 @@ bench-lanes:
 	python3 bench/run.py --cluster real --shape 1p --shape 6p --shape 48p --records 3000000 \
 	  --target-s $(LANES_TARGET_S) $(foreach c,$(LANES_CONTENDERS),--contender $(c) --contender $(c)@current) \
 	  --out bench/results/lanes.json
+# Latency (docs/benchmarks.md, "Latency"): bench/latency.py on the real broker,
+# every contender interleaved round by round: handler arrival and reply
+# readable, 1 and 6 partitions, 1k/10k/50k records/s, the defaults cell, the
+# sweep to saturation; then the reply path's throughput against a raw
+# consume->produce loop (bench/run.py, 1 and 6 partitions) and the low-latency
+# profile's cost. Writes bench/results/latency.json, reply.json, the tables and
+# docs/latency.png.
+.PHONY: bench-latency
+bench-latency: bench-tools
+	python3 bench/latency.py --sweep --out bench/results/latency.json
+	python3 bench/run.py --cluster real --shape 1p --shape 6p --records 1000000 --no-callgrind \
+	  --contender raw-batch --contender raw-reply --contender cs-reply --contender cs-reply+low-latency \
+	  --contender cs-tracked-1w --contender cs-tracked-1w+low-latency --out bench/results/reply.json
+	bench/peers/.venv/bin/python bench/latency_report.py bench/results/latency.json bench/results/reply.json
 # Decode cost per record of the JSON, Avro and Protobuf codecs, one thread, no
 # broker (docs/benchmarks.md, "Decode cost per codec"); needs only `make build`.
 CODEC_BENCH_ROUNDS  ?= 7

@@ -4,6 +4,7 @@
  *                                             cluster, via cstream/testing.h), creates the topics,
  *                                             prints its bootstrap address, serves until stdin closes
  *   cs_bench create-topic BROKERS TOPIC PARTITIONS   Admin API (cs_test_topic_create)
+ *   cs_bench delete-topic BROKERS TOPIC...           Admin API (cs_test_topic_delete)
  *   cs_bench produce BROKERS TOPIC PARTITIONS N [KEYS]   N records of 512 bytes of JSON, round-robin;
  *                                             with KEYS > 0 keyed "key-<id % KEYS>" and partitioned by
  *                                             key (librdkafka's default partitioner) instead
@@ -11,9 +12,11 @@
  *
  * Contenders: raw-batch (rd_kafka_consume_batch_queue), raw-batch-headers (the same, reading each
  * record's headers: a callgrind baseline, run.py --callgrind only), raw-poll (one rd_kafka_consumer_poll per
- * record), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply (Tracked, a reply per record),
+ * record), raw-reply (raw-batch that produces a reply per record, as cs-reply does, with librdkafka's
+ * producer defaults as cstream's reply producer has them: done when every reply is delivered), cs-auto, cs-tracked-1w, cs-tracked-4w, cs-batch-500, cs-reply (Tracked, a reply per record),
  * cs-txn-reply (Transactional, a reply per record: done when every output is committed) and
  * cs-txn-reply-barrier (the same with stop-the-world window commits, CSTREAM_TXN_BARRIER=1).
+ * Any cs contender with "+low-latency" appended runs under cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY).
  * Scaling contenders (run.py --scaling): cs-sleep-<N>w (Tracked, N workers, lanes by partition) and
  * cs-sleep-key-<N>w (the same, lanes by key); their handler sleeps 1 ms per record, the case where
  * concurrency, not CPU, decides the rate.
@@ -108,11 +111,54 @@ static rd_kafka_conf_t *common_conf(const char *brokers, const char *group, bool
     return conf;
 }
 
-/* headers: also asks librdkafka for each record's headers, as a framework that offers them must
- * (raw-batch-headers: the header parse's cost, measured apart; docs/benchmarks.md finding 3). */
-static int consume_raw(const char *brokers, const char *topic, const char *group, bool batch, bool headers,
-                       double idle_timeout_s) {
+/* raw-reply: the delivery report of each reply; the round ends when all are delivered. */
+static _Atomic uint64_t g_replies_delivered, g_replies_failed;
+static void reply_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
+    (void)rk, (void)opaque;
+    if (m->err) {
+        atomic_fetch_add(&g_replies_failed, 1);
+    } else if (atomic_fetch_add(&g_replies_delivered, 1) + 1 == g_n) {
+        atomic_store(&g_t_last, bench_now());
+        if (g_malloc_count) atomic_store(&g_allocs1, g_malloc_count());
+    }
+}
+
+/* The reply producer of raw-reply: librdkafka's defaults, as cstream's reply producer has them. */
+static rd_kafka_t *reply_producer(const char *brokers) {
     char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof err)) {
+        fprintf(stderr, "reply producer conf: %s\n", err);
+        exit(2);
+    }
+    rd_kafka_conf_set_dr_msg_cb(conf, reply_dr_cb);
+    rd_kafka_t *p = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!p) {
+        fprintf(stderr, "reply producer: %s\n", err);
+        exit(2);
+    }
+    return p;
+}
+
+/* Produces {"id":N} for the record just handled, as cs-reply's handler does. */
+static void raw_reply(rd_kafka_t *p, const char *reply_topic, const rd_kafka_message_t *m) {
+    const char *id = memchr(m->payload, ':', m->len < 32 ? m->len : 32); /* {"id":N,... */
+    unsigned long long n = id ? strtoull(id + 1, NULL, 10) : 0;
+    char reply[64];
+    int len = snprintf(reply, sizeof reply, "{\"id\":%llu}", n);
+    while (rd_kafka_producev(p, RD_KAFKA_V_TOPIC(reply_topic), RD_KAFKA_V_VALUE(reply, (size_t)len),
+                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+        rd_kafka_poll(p, 1);
+}
+
+/* headers: also asks librdkafka for each record's headers, as a framework that offers them must
+ * (raw-batch-headers: the header parse's cost, measured apart; docs/benchmarks.md finding 3).
+ * reply_topic (raw-reply): a consume->produce loop, one reply per record, done once every reply
+ * is delivered. */
+static int consume_raw(const char *brokers, const char *topic, const char *group, bool batch, bool headers,
+                       const char *reply_topic, double idle_timeout_s) {
+    char err[512];
+    rd_kafka_t *producer = reply_topic ? reply_producer(brokers) : NULL;
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, common_conf(brokers, group, true), err, sizeof err);
     if (!rk) {
         fprintf(stderr, "consumer: %s\n", err);
@@ -132,8 +178,9 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
     rd_kafka_message_t **msgs = malloc(sizeof *msgs * MAX_BATCH);
     double last_progress = bench_now();
     uint64_t last_distinct = 0;
-    while (!all_seen()) {
+    while (!all_seen() || (producer && atomic_load(&g_replies_delivered) + atomic_load(&g_replies_failed) < g_n)) {
         ssize_t n;
+        if (producer) rd_kafka_poll(producer, 0);
         if (batch) {
             n = rd_kafka_consume_batch_queue(q, 100, msgs, MAX_BATCH);
         } else {
@@ -148,6 +195,7 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
                     rd_kafka_header_cnt(h) > 1000)
                     atomic_fetch_add(&g_bad, 1); /* uses the answer: the call cannot be optimised away */
                 handle_value(m->payload, m->len);
+                if (producer) raw_reply(producer, reply_topic, m);
                 /* stores m->offset + 1 (next to read) for the auto-commit timer */
                 rd_kafka_offset_store(m->rkt, m->partition, m->offset);
             } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -155,7 +203,7 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
             }
             rd_kafka_message_destroy(m);
         }
-        uint64_t d = atomic_load(&g_distinct);
+        uint64_t d = atomic_load(&g_distinct) + atomic_load(&g_replies_delivered);
         if (d != last_distinct) {
             last_distinct = d;
             last_progress = bench_now();
@@ -166,6 +214,11 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
         }
     }
     free(msgs);
+    if (producer) {
+        rd_kafka_flush(producer, 30000);
+        if (atomic_load(&g_replies_failed)) atomic_fetch_add(&g_bad, atomic_load(&g_replies_failed));
+        rd_kafka_destroy(producer);
+    }
     rd_kafka_queue_destroy(q);
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
@@ -223,13 +276,19 @@ static cs_outcome cs_handle_batch(cs_delivery *const *batch, size_t n, cs_outcom
     return CS_ACK;
 }
 
-static int consume_cstream(const char *contender, const char *brokers, const char *topic, const char *group,
+static int consume_cstream(const char *name, const char *brokers, const char *topic, const char *group,
                            const char *reply_topic, double idle_timeout_s) {
+    /* "<contender>+low-latency": the same under cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY), its cost */
+    char contender[64];
+    snprintf(contender, sizeof contender, "%s", name);
+    char *plus = strstr(contender, "+low-latency");
+    if (plus) *plus = 0;
     cs_log_set_level(CS_LOG_WARN);
     cs_app *app = cs_app_new("cs-bench", "0");
     cs_kafka *k = cs_kafka_new(brokers);
     if (!app || !k || cs_kafka_default_group(k, group) || cs_kafka_config(k, "session.timeout.ms", "6000") ||
-        cs_kafka_config(k, "partition.assignment.strategy", "range")) {
+        cs_kafka_config(k, "partition.assignment.strategy", "range") ||
+        (plus && cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY))) {
         fprintf(stderr, "setup: %s\n", cs_errmsg());
         return 2;
     }
@@ -366,10 +425,14 @@ static int cmd_consume(int argc, char **argv) {
     *(void **)&g_malloc_count = dlsym(RTLD_DEFAULT, "bench_malloc_count");
     double start = bench_now();
     int rc;
-    if (strcmp(contender, "raw-batch") == 0) rc = consume_raw(brokers, topic, group, true, false, idle);
-    else if (strcmp(contender, "raw-batch-headers") == 0) rc = consume_raw(brokers, topic, group, true, true, idle);
-    else if (strcmp(contender, "raw-poll") == 0) rc = consume_raw(brokers, topic, group, false, false, idle);
-    else if (strncmp(contender, "cs-", 3) == 0)
+    if (strcmp(contender, "raw-batch") == 0) rc = consume_raw(brokers, topic, group, true, false, NULL, idle);
+    else if (strcmp(contender, "raw-batch-headers") == 0)
+        rc = consume_raw(brokers, topic, group, true, true, NULL, idle);
+    else if (strcmp(contender, "raw-poll") == 0) rc = consume_raw(brokers, topic, group, false, false, NULL, idle);
+    else if (strcmp(contender, "raw-reply") == 0) {
+        g_wait_acked = true; /* the end is the last reply's delivery */
+        rc = consume_raw(brokers, topic, group, true, false, reply_topic, idle);
+    } else if (strncmp(contender, "cs-", 3) == 0)
         rc = consume_cstream(contender, brokers, topic, group, reply_topic, idle);
     else {
         fprintf(stderr, "unknown contender %s\n", contender);
@@ -470,6 +533,25 @@ static int cmd_create_topic(int argc, char **argv) {
     return 0;
 }
 
+static int cmd_delete_topic(int argc, char **argv) {
+    if (argc < 4) return 2;
+    setenv("CSTREAM_BROKERS", argv[2], 1);
+    cs_test_cluster *c;
+    if (cs_test_cluster_new(&c)) {
+        fprintf(stderr, "delete-topic: %s\n", cs_errmsg());
+        return 2;
+    }
+    int rc = 0;
+    for (int i = 3; i < argc; i++) {
+        if (cs_test_topic_delete(c, argv[i])) {
+            fprintf(stderr, "delete-topic %s: %s\n", argv[i], cs_errmsg());
+            rc = 2;
+        }
+    }
+    cs_test_cluster_destroy(c);
+    return rc;
+}
+
 static int cmd_mock_host(int argc, char **argv) {
     unsetenv("CSTREAM_BROKERS");
     cs_log_set_level(CS_LOG_WARN);
@@ -515,6 +597,7 @@ int main(int argc, char **argv) {
     if (strcmp(argv[1], "consume") == 0) return cmd_consume(argc, argv);
     if (strcmp(argv[1], "produce") == 0) return cmd_produce(argc, argv);
     if (strcmp(argv[1], "create-topic") == 0) return cmd_create_topic(argc, argv);
+    if (strcmp(argv[1], "delete-topic") == 0) return cmd_delete_topic(argc, argv);
     if (strcmp(argv[1], "mock-host") == 0) return cmd_mock_host(argc, argv);
     fprintf(stderr, "unknown command %s\n", argv[1]);
     return 2;

@@ -1,180 +1,379 @@
-/* bench/cs_latency.c — end-to-end latency of a consume-transform-produce
- * service, Tracked vs Transactional, on one cluster in one process:
+/* bench/cs_latency.c — what one record's trip costs, per contender (docs/benchmarks.md, "Latency").
+ * bench/latency.py runs it; two roles, each its own process:
  *
- *   cs_latency MODE BROKERS RATE SECONDS      MODE: tracked | txn | txn-barrier
+ *   cs_latency drive BROKERS IN OUT RATE SECONDS WARM_S arrival|reply
+ *   cs_latency serve CONTENDER BROKERS IN OUT MEASURED tuned|defaults
  *
- * A producer writes RATE records/s for SECONDS to a fresh 6-partition input
- * topic; the service (4 workers) replies to each with the input's timestamp;
- * a read_committed consumer of the output topic measures, per output, now
- * minus the input's timestamp (wall clock, ms; the producer's linger.ms is
- * part of it and the same for every mode). Tracked publishes a reply as soon
- * as its handler acks; Transactional makes it visible when its window commits
- * (every 100 ms), so its latency is about half a window plus the commit.
- * The first second warms up every client and is not sampled. Prints one
- * JSON line: mode, outputs, samples, p50/p90/p99/max ms. BENCH_COMMIT_INTERVAL_MS
- * sets cs_sub_commit_interval_ms (Transactional: the window; default 100). */
+ * drive is the paced producer (and, for the reply shape, the reader). It writes 512-byte records to
+ * IN at RATE records/s, each stamped in a header "ts" with the time it was due (microseconds of
+ * CLOCK_REALTIME, one clock for every process of the machine; stamping the due time rather than
+ * the send time keeps a producer that falls behind from hiding its lag). Until it reads a line on
+ * stdin (bench/latency.py writes one once the contender printed `first`) and for WARM_S seconds
+ * after, the stamps read "w<us>": warm-up, never sampled. Then RATE * SECONDS measured records.
+ * Reply shape: a read_committed consumer of OUT takes each reply's value (the input's stamp) and
+ * samples now - stamp; it prints `first` at the first reply and one JSON line at the end.
+ * Arrival shape: the contender samples; drive prints how far the producer fell behind its pace.
+ *
+ * serve is one contender. Arrival shapes (raw, cs-auto, cs-tracked-1w, cs-tracked-4w) sample
+ * now - stamp where the handler starts; reply shapes (raw-reply, cs-reply, cs-txn-reply-10,
+ * cs-txn-reply-100) reply to every record with its stamp. It prints `first` at the first record
+ * and, after MEASURED measured records, one JSON line, then exits.
+ *
+ * tuned: every client of every contender runs with the same latency-bound properties, librdkafka's
+ * side of them stated in TUNED (what cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY) sets, which the
+ * cs contenders call instead). defaults: each framework as it comes (raw: librdkafka's defaults).
+ * The instruments (drive's producer and reader) always run tuned: they are the same for everyone.
+ * Percentiles are exact (every sample kept and sorted), in microseconds. */
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <librdkafka/rdkafka.h>
 
 #include <cstream.h>
-#include <cstream/testing.h>
 
 #include "bench_common.h"
 
-enum { PARTS = 6, MAX_SAMPLES = 2000000 };
+/* The properties cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY) sets (src/kafka/profile.c), for the raw
+ * contenders and the instruments: every client, then the producer's. */
+static const char *const TUNED[][2] = {
+    {"fetch.wait.max.ms", "10"},
+    {"fetch.min.bytes", "1"},
+    {"socket.nagle.disable", "true"},
+};
+static const char *const TUNED_PRODUCER[][2] = {{"linger.ms", "1"}};
+enum { N_TUNED = sizeof TUNED / sizeof *TUNED, N_TUNED_PRODUCER = sizeof TUNED_PRODUCER / sizeof *TUNED_PRODUCER };
+enum { IDLE_TIMEOUT_S = 30, FIRST_TIMEOUT_S = 120, STAMP_MAX = 32 };
 
-static int64_t wall_ms(void) {
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+static int64_t now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static cs_outcome echo_timestamp(cs_delivery *d, void *user) {
-    (void)user;
-    char v[32];
-    int n = snprintf(v, sizeof v, "%lld", (long long)cs_delivery_timestamp(d));
-    return cs_delivery_reply(d, NULL, 0, v, (size_t)n) == CS_OK ? CS_ACK : CS_RETRY;
+static void sleep_us(int64_t us) {
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
 }
 
-typedef struct measure {
-    const char *brokers, *out;
-    _Atomic bool stop;
-    _Atomic bool ready;            /* the reader reached the end of every partition: it fetches live */
-    _Atomic int64_t warm_until_ms; /* outputs of inputs stamped before this are not samples */
-    _Atomic long outputs;
-    int *samples;
-    _Atomic long n;
-} measure;
+/* ---- samples: every measured latency, sorted at the end ------------------------------------ */
 
-static void *read_outputs(void *arg) {
-    measure *m = arg;
-    char err[512], group[128];
-    snprintf(group, sizeof group, "latency-%d", (int)getpid());
+typedef struct samples {
+    uint32_t *us;
+    long cap;
+    _Atomic long n;          /* measured records seen (may pass cap: those are not kept) */
+    _Atomic int64_t last_us; /* when the last record of any kind arrived */
+    _Atomic bool first;      /* `first` printed */
+} samples;
+
+/* One record arrived carrying stamp (value or header bytes, not terminated). Returns true once the
+ * measured records reached cap. Any thread. */
+static bool sample(samples *s, const void *stamp, size_t len) {
+    int64_t now = now_us();
+    atomic_store(&s->last_us, now);
+    if (!atomic_exchange(&s->first, true)) {
+        printf("first\n");
+        fflush(stdout);
+    }
+    if (!stamp || len == 0 || len >= STAMP_MAX || *(const char *)stamp == 'w') return false;
+    char text[STAMP_MAX];
+    memcpy(text, stamp, len);
+    text[len] = 0;
+    int64_t lat = now - atoll(text);
+    long i = atomic_fetch_add(&s->n, 1);
+    if (i < s->cap) s->us[i] = lat < 0 ? 0 : lat > UINT32_MAX ? UINT32_MAX : (uint32_t)lat;
+    return i + 1 >= s->cap;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Prints the JSON line of a finished contender or reader. */
+static void print_samples(const char *who, samples *s, const char *error) {
+    long n = atomic_load(&s->n) < s->cap ? atomic_load(&s->n) : s->cap;
+    qsort(s->us, (size_t)n, sizeof *s->us, cmp_u32);
+#define PCT(num, den) (n ? (long)s->us[n * (num) / (den) < n ? n * (num) / (den) : n - 1] : -1L)
+    printf("{\"contender\":\"%s\",\"measured\":%ld,\"samples\":%ld,\"p50_us\":%ld,\"p90_us\":%ld,\"p99_us\":%ld,"
+           "\"p999_us\":%ld,\"max_us\":%ld,\"valid\":%s%s%s%s}\n",
+           who, s->cap, n, PCT(1, 2), PCT(9, 10), PCT(99, 100), PCT(999, 1000), n ? (long)s->us[n - 1] : -1L,
+           error ? "false" : "true", error ? ",\"error\":\"" : "", error ? error : "", error ? "\"" : "");
+#undef PCT
+    fflush(stdout);
+}
+
+/* Waits until pred(arg) or the idle rules fail: IDLE_TIMEOUT_S without a record after the first,
+ * FIRST_TIMEOUT_S without any. Returns NULL or the reason. */
+static const char *wait_done(samples *s, bool (*done)(void *), void *arg) {
+    int64_t start = now_us();
+    while (!done(arg)) {
+        int64_t last = atomic_load(&s->last_us), now = now_us();
+        if (!last && now - start > FIRST_TIMEOUT_S * 1000000LL) return "no record arrived";
+        if (last && now - last > IDLE_TIMEOUT_S * 1000000LL) return "records stopped arriving";
+        sleep_us(1000);
+    }
+    return NULL;
+}
+
+static bool measured_all(void *arg) {
+    samples *s = arg;
+    return atomic_load(&s->n) >= s->cap;
+}
+
+/* ---- librdkafka clients ---------------------------------------------------------------------- */
+
+static void set(rd_kafka_conf_t *conf, const char *key, const char *value) {
+    char err[256];
+    if (rd_kafka_conf_set(conf, key, value, err, sizeof err) != RD_KAFKA_CONF_OK) {
+        fprintf(stderr, "%s=%s: %s\n", key, value, err);
+        exit(2);
+    }
+}
+
+static rd_kafka_t *client(rd_kafka_type_t type, const char *brokers, const char *group, bool tuned) {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", m->brokers, err, sizeof err);
-    rd_kafka_conf_set(conf, "group.id", group, err, sizeof err);
-    rd_kafka_conf_set(conf, "isolation.level", "read_committed", err, sizeof err);
-    rd_kafka_conf_set(conf, "fetch.wait.max.ms", "5", err, sizeof err);
-    rd_kafka_conf_set(conf, "enable.partition.eof", "true", err, sizeof err);
+    set(conf, "bootstrap.servers", brokers);
+    for (int i = 0; tuned && i < N_TUNED; i++) set(conf, TUNED[i][0], TUNED[i][1]);
+    for (int i = 0; tuned && type == RD_KAFKA_PRODUCER && i < N_TUNED_PRODUCER; i++)
+        set(conf, TUNED_PRODUCER[i][0], TUNED_PRODUCER[i][1]);
+    if (group) {
+        set(conf, "group.id", group);
+        set(conf, "auto.offset.reset", "earliest");
+    }
+    char err[512];
+    rd_kafka_t *rk = rd_kafka_new(type, conf, err, sizeof err);
+    if (!rk) {
+        fprintf(stderr, "rd_kafka_new: %s\n", err);
+        exit(2);
+    }
+    if (type == RD_KAFKA_CONSUMER) rd_kafka_poll_set_consumer(rk);
+    return rk;
+}
+
+static const void *stamp_of(const rd_kafka_message_t *m, size_t *len) {
+    rd_kafka_headers_t *h = NULL;
+    const void *v = NULL;
+    if (rd_kafka_message_headers(m, &h) || rd_kafka_header_get_last(h, "ts", &v, len)) return NULL;
+    return v;
+}
+
+/* ---- drive: the paced producer and the reply reader ------------------------------------------ */
+
+typedef struct reader {
+    const char *brokers, *out;
+    samples s;
+    _Atomic bool stop;
+} reader;
+
+static void *read_replies(void *arg) {
+    reader *r = arg;
+    char group[64];
+    snprintf(group, sizeof group, "latency-reader-%d", (int)getpid());
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    set(conf, "bootstrap.servers", r->brokers);
+    set(conf, "group.id", group);
+    set(conf, "auto.offset.reset", "earliest");
+    set(conf, "isolation.level", "read_committed");
+    for (int i = 0; i < N_TUNED; i++) set(conf, TUNED[i][0], TUNED[i][1]);
+    char err[512];
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof err);
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(PARTS);
-    for (int p = 0; p < PARTS; p++) rd_kafka_topic_partition_list_add(l, m->out, p)->offset = RD_KAFKA_OFFSET_BEGINNING;
-    rd_kafka_assign(rk, l);
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, r->out, RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
-    int eofs = 0;
-    while (!atomic_load(&m->stop)) {
-        rd_kafka_message_t *msg = rd_kafka_consumer_poll(rk, 50);
-        if (!msg) continue;
-        if (msg->err == RD_KAFKA_RESP_ERR__PARTITION_EOF && ++eofs == PARTS) atomic_store(&m->ready, true);
-        if (!msg->err) {
-            char v[32];
-            snprintf(v, sizeof v, "%.*s", (int)(msg->len < 31 ? msg->len : 31), (const char *)msg->payload);
-            long long stamp = atoll(v);
-            atomic_fetch_add(&m->outputs, 1);
-            if (stamp >= atomic_load(&m->warm_until_ms)) {
-                long i = atomic_fetch_add(&m->n, 1);
-                if (i < MAX_SAMPLES) m->samples[i] = (int)(wall_ms() - stamp);
-            }
-        }
-        rd_kafka_message_destroy(msg);
+    while (!atomic_load(&r->stop)) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 50);
+        if (!m) continue;
+        if (!m->err) sample(&r->s, m->payload, m->len);
+        rd_kafka_message_destroy(m);
     }
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
     return NULL;
 }
 
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+static void *read_go(void *arg) {
+    char line[64];
+    if (fgets(line, sizeof line, stdin)) atomic_store((_Atomic int64_t *)arg, now_us());
+    return NULL;
+}
 
-int main(int argc, char **argv) {
-    if (argc != 5) {
-        fprintf(stderr, "usage: cs_latency tracked|txn|txn-barrier BROKERS RATE SECONDS\n");
+static int drive(int argc, char **argv) {
+    if (argc != 9) {
+        fprintf(stderr, "usage: cs_latency drive BROKERS IN OUT RATE SECONDS WARM_S arrival|reply\n");
         return 2;
     }
-    const char *mode = argv[1], *brokers = argv[2];
-    int rate = atoi(argv[3]), seconds = atoi(argv[4]);
-    bool txn = strncmp(mode, "txn", 3) == 0;
-    if (!strcmp(mode, "txn-barrier")) setenv("CSTREAM_TXN_BARRIER", "1", 1);
-    setenv("CSTREAM_BROKERS", brokers, 1);
+    const char *brokers = argv[2], *in = argv[3];
+    long rate = atol(argv[5]), seconds = atol(argv[6]), warm_s = atol(argv[7]);
+    bool reply = strcmp(argv[8], "reply") == 0;
+    long measured = rate * seconds;
+    reader r = {.brokers = brokers, .out = argv[4], .s = {.cap = measured}};
+    pthread_t reader_thread, go_thread;
+    if (reply) {
+        r.s.us = calloc((size_t)measured, sizeof *r.s.us);
+        pthread_create(&reader_thread, NULL, read_replies, &r);
+    }
+    _Atomic int64_t go_us = 0;
+    pthread_create(&go_thread, NULL, read_go, &go_us);
+    pthread_detach(go_thread);
+    rd_kafka_t *p = client(RD_KAFKA_PRODUCER, brokers, NULL, true);
+    char value[BENCH_VALUE_SIZE + 1], stamp[STAMP_MAX];
+    int64_t t0 = now_us(), behind_max = 0, measure_from = 0;
+    long sent = 0, warm = 0, done = 0;
+    while (done < measured) {
+        int64_t due = t0 + (int64_t)((double)sent * 1e6 / (double)rate), now = now_us();
+        if (now < due) { /* sleep until the next record is due: a spinning producer would take a core */
+            sleep_us(due - now);
+            continue;
+        }
+        if (!measure_from && atomic_load(&go_us)) measure_from = atomic_load(&go_us) + warm_s * 1000000;
+        bool measuring = measure_from && due >= measure_from;
+        if (measuring && now - due > behind_max) behind_max = now - due;
+        int n = snprintf(stamp, sizeof stamp, "%s%lld", measuring ? "" : "w", (long long)due);
+        size_t len = bench_make_value(value, (uint64_t)sent);
+        while (rd_kafka_producev(p, RD_KAFKA_V_TOPIC(in), RD_KAFKA_V_VALUE(value, len),
+                                 RD_KAFKA_V_HEADER("ts", stamp, n), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                 RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+            rd_kafka_poll(p, 1);
+        sent++;
+        if (measuring) done++;
+        else warm++;
+        if (sent % 64 == 0) rd_kafka_poll(p, 0);
+        if (!measure_from && now - t0 > FIRST_TIMEOUT_S * 1000000LL) {
+            fprintf(stderr, "drive: the contender never said `first`\n");
+            return 3;
+        }
+    }
+    rd_kafka_flush(p, 30000);
+    rd_kafka_destroy(p);
+    printf("{\"sent\":%ld,\"warmup\":%ld,\"measured\":%ld,\"rate\":%ld,\"producer_behind_max_us\":%lld}\n", sent, warm,
+           done, rate, (long long)behind_max);
+    fflush(stdout);
+    if (!reply) return 0;
+    const char *error = wait_done(&r.s, measured_all, &r.s);
+    atomic_store(&r.stop, true);
+    pthread_join(reader_thread, NULL);
+    print_samples("reader", &r.s, error);
+    return error ? 3 : 0;
+}
+
+/* ---- serve: the contenders ------------------------------------------------------------------- */
+
+typedef struct serve_ctx {
+    samples s;
+    const char *out;
+} serve_ctx;
+
+static cs_outcome on_arrival(cs_delivery *d, void *user) {
+    serve_ctx *c = user;
+    const void *v = NULL;
+    size_t len = 0;
+    cs_delivery_header_get(d, "ts", &v, &len);
+    sample(&c->s, v, len);
+    return CS_ACK;
+}
+
+static cs_outcome on_reply(cs_delivery *d, void *user) {
+    serve_ctx *c = user;
+    const void *v = NULL;
+    size_t len = 0;
+    cs_delivery_header_get(d, "ts", &v, &len);
+    if (cs_delivery_reply(d, NULL, 0, v, len) != CS_OK) return CS_RETRY;
+    sample(&c->s, v, len);
+    return CS_ACK;
+}
+
+static int serve_raw(serve_ctx *c, const char *brokers, const char *in, bool reply, bool tuned) {
+    char group[64];
+    snprintf(group, sizeof group, "latency-raw-%d", (int)getpid());
+    rd_kafka_t *rk = client(RD_KAFKA_CONSUMER, brokers, group, tuned);
+    rd_kafka_t *p = reply ? client(RD_KAFKA_PRODUCER, brokers, NULL, tuned) : NULL;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, in, RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    const char *error = NULL;
+    int64_t start = now_us();
+    while (!measured_all(&c->s)) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (p) rd_kafka_poll(p, 0);
+        int64_t last = atomic_load(&c->s.last_us), now = now_us();
+        if ((!last && now - start > FIRST_TIMEOUT_S * 1000000LL) || (last && now - last > IDLE_TIMEOUT_S * 1000000LL)) {
+            error = last ? "records stopped arriving" : "no record arrived";
+            if (m) rd_kafka_message_destroy(m);
+            break;
+        }
+        if (!m) continue;
+        if (!m->err) {
+            size_t len = 0;
+            const void *v = stamp_of(m, &len);
+            while (p && rd_kafka_producev(p, RD_KAFKA_V_TOPIC(c->out), RD_KAFKA_V_VALUE((void *)v, len),
+                                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                          RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                rd_kafka_poll(p, 1);
+            sample(&c->s, v, len);
+        }
+        rd_kafka_message_destroy(m);
+    }
+    if (p) {
+        rd_kafka_flush(p, 30000);
+        rd_kafka_destroy(p);
+    }
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    print_samples(reply ? "raw-reply" : "raw", &c->s, error);
+    return error ? 3 : 0;
+}
+
+static int serve_cs(serve_ctx *c, const char *contender, const char *brokers, const char *in, bool tuned) {
+    bool reply = strstr(contender, "reply") != NULL, txn = strncmp(contender, "cs-txn-reply-", 13) == 0;
+    int workers = strcmp(contender, "cs-tracked-1w") == 0 ? 1 : 4;
+    cs_commit_mode mode = !strcmp(contender, "cs-auto") ? CS_COMMIT_AUTO
+                          : txn                         ? CS_COMMIT_TRANSACTIONAL
+                                                        : CS_COMMIT_TRACKED;
+    char group[64];
+    snprintf(group, sizeof group, "latency-%s-%d", contender, (int)getpid());
     cs_log_set_level(CS_LOG_WARN);
-    cs_test_cluster *cluster;
-    char in[128], out[128];
-    snprintf(in, sizeof in, "latency-%s-%d-in", mode, (int)getpid());
-    snprintf(out, sizeof out, "latency-%s-%d-out", mode, (int)getpid());
-    if (cs_test_cluster_new(&cluster) || cs_test_topic_create(cluster, in, PARTS) ||
-        cs_test_topic_create(cluster, out, PARTS)) {
-        fprintf(stderr, "topics: %s\n", cs_errmsg());
-        return 2;
-    }
     cs_app *app = cs_app_new("cs-latency", "0");
     cs_kafka *k = cs_kafka_new(brokers);
-    cs_sub *s = cs_kafka_subscribe(k, in, echo_timestamp, NULL);
-    if (cs_kafka_default_group(k, in) || cs_kafka_config(k, "fetch.wait.max.ms", "5") ||
-        (txn && cs_kafka_instance_id(k, in)) ||
-        cs_sub_commit_mode(s, txn ? CS_COMMIT_TRANSACTIONAL : CS_COMMIT_TRACKED) || cs_sub_workers(s, 4) ||
-        cs_sub_reply(s, out, 5000) ||
-        (getenv("BENCH_COMMIT_INTERVAL_MS") &&
-         cs_sub_commit_interval_ms(s, atoi(getenv("BENCH_COMMIT_INTERVAL_MS")))) ||
-        cs_app_add_kafka(app, k) || cs_app_start(app)) {
-        fprintf(stderr, "service: %s\n", cs_errmsg());
+    cs_sub *s = cs_kafka_subscribe(k, in, reply ? on_reply : on_arrival, c);
+    if (!app || !k || !s || cs_kafka_default_group(k, group) ||
+        (tuned && cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY)) || (txn && cs_kafka_instance_id(k, group)) ||
+        cs_sub_commit_mode(s, mode) || cs_sub_workers(s, workers) || (reply && cs_sub_reply(s, c->out, 5000)) ||
+        (txn && cs_sub_commit_interval_ms(s, atoi(contender + 13))) || cs_app_add_kafka(app, k) || cs_app_start(app)) {
+        fprintf(stderr, "%s: %s\n", contender, cs_errmsg());
         return 2;
     }
-    if (cs_test_app_wait_idle(app, 60000)) { /* joined and assigned before the clock starts */
-        fprintf(stderr, "service never got its partitions: %s\n", cs_errmsg());
-        return 2;
-    }
-    measure m = {.brokers = brokers, .out = out, .samples = calloc(MAX_SAMPLES, sizeof(int))};
-    pthread_t reader;
-    pthread_create(&reader, NULL, read_outputs, &m);
-    while (!atomic_load(&m.ready)) usleep(1000);
-    /* The producer, paced: RATE records per second in 10 ms steps. */
-    char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    rd_kafka_conf_set(conf, "bootstrap.servers", brokers, err, sizeof err);
-    rd_kafka_conf_set(conf, "linger.ms", "1", err, sizeof err);
-    rd_kafka_t *producer = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    rd_kafka_topic_t *in_topic = rd_kafka_topic_new(producer, in, NULL);
-    const struct rd_kafka_metadata *md = NULL; /* leaders known before the clock starts */
-    if (rd_kafka_metadata(producer, 0, in_topic, &md, 10000) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(in_topic);
-    char buf[BENCH_VALUE_SIZE + 1];
-    long total = (long)rate * seconds, sent = 0;
-    double t0 = bench_now();
-    atomic_store(&m.warm_until_ms, wall_ms() + 1000); /* the first second warms up every client */
-    while (sent < total) {
-        long due = (long)((bench_now() - t0) * rate);
-        for (; sent < due && sent < total; sent++) {
-            size_t len = bench_make_value(buf, (uint64_t)sent);
-            while (rd_kafka_producev(producer, RD_KAFKA_V_TOPIC(in), RD_KAFKA_V_VALUE(buf, len),
-                                     RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                     RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
-                rd_kafka_poll(producer, 1);
-        }
-        rd_kafka_poll(producer, 0);
-        usleep(10000);
-    }
-    rd_kafka_flush(producer, 30000);
-    rd_kafka_destroy(producer);
-    double sent_s = bench_now() - t0;
-    for (int waited = 0; atomic_load(&m.outputs) < total && waited < 60000; waited += 10) usleep(10000);
-    atomic_store(&m.stop, true);
-    pthread_join(reader, NULL);
-    cs_app_stop(app);
+    const char *error = wait_done(&c->s, measured_all, &c->s);
+    cs_app_stop(app); /* replies: flushed before it returns */
     cs_app_destroy(app);
-    cs_test_cluster_destroy(cluster);
-    long n = atomic_load(&m.n) < MAX_SAMPLES ? atomic_load(&m.n) : MAX_SAMPLES;
-    qsort(m.samples, (size_t)n, sizeof(int), cmp_int);
-    long outputs = atomic_load(&m.outputs);
-    printf("{\"mode\":\"%s\",\"sent\":%ld,\"outputs\":%ld,\"samples\":%ld,\"rate\":%d,\"p50_ms\":%d,\"p90_ms\":%d,"
-           "\"p99_ms\":%d,"
-           "\"max_ms\":%d,\"seconds\":%.1f}\n",
-           mode, total, outputs, n, rate, n ? m.samples[n / 2] : -1, n ? m.samples[n * 9 / 10] : -1,
-           n ? m.samples[n * 99 / 100] : -1, n ? m.samples[n - 1] : -1, sent_s);
-    free(m.samples);
-    return outputs == total ? 0 : 3;
+    print_samples(contender, &c->s, error);
+    return error ? 3 : 0;
+}
+
+static int serve(int argc, char **argv) {
+    if (argc != 8) {
+        fprintf(stderr, "usage: cs_latency serve CONTENDER BROKERS IN OUT MEASURED tuned|defaults\n");
+        return 2;
+    }
+    const char *contender = argv[2], *brokers = argv[3], *in = argv[4];
+    bool tuned = strcmp(argv[7], "tuned") == 0;
+    serve_ctx c = {.s = {.cap = atol(argv[6])}, .out = argv[5]};
+    c.s.us = calloc((size_t)c.s.cap, sizeof *c.s.us);
+    if (!strcmp(contender, "raw") || !strcmp(contender, "raw-reply"))
+        return serve_raw(&c, brokers, in, strcmp(contender, "raw-reply") == 0, tuned);
+    if (!strncmp(contender, "cs-", 3)) return serve_cs(&c, contender, brokers, in, tuned);
+    fprintf(stderr, "unknown contender %s\n", contender);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "drive")) return drive(argc, argv);
+    if (argc > 1 && !strcmp(argv[1], "serve")) return serve(argc, argv);
+    fprintf(stderr, "usage: cs_latency drive|serve ... (see bench/cs_latency.c)\n");
+    return 2;
 }

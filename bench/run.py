@@ -67,7 +67,7 @@ C_CONTENDERS = ["raw-batch", "raw-poll", "cs-auto", "cs-tracked-1w", "cs-tracked
                 "cs-txn-reply"]
 PEERS = ["ruststream-auto", "ruststream-tracked", "faststream-manual-ack", "faststream-default-ack"]
 # Run only when named with --contender: a measurement switch, not a configuration services use.
-EXTRA_CONTENDERS = ["cs-txn-reply-barrier"]
+EXTRA_CONTENDERS = ["cs-txn-reply-barrier", "raw-reply", "cs-reply+low-latency", "cs-tracked-1w+low-latency"]
 BASELINE = "raw-batch"
 REAL_SHAPES = [("1p", 1), ("6p", 6), ("48p", 48), ("192p", 192)]
 FASTSTREAM_MAX_PARTITIONS = 6  # see main(): more partitions make a FastStream round take minutes

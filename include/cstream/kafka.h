@@ -181,8 +181,10 @@ typedef enum cs_profile {
     /** librdkafka's and cstream's defaults: batches formed for throughput
      * (the producer lingers 5 ms, an idle fetch waits up to 500 ms). */
     CS_PROFILE_DEFAULT = 0,
-    /** Records handed on as soon as they exist: the producer sends at once
-     * (linger.ms=0), an idle fetch returns after at most 10 ms
+    /** Records handed on as soon as they exist: the producer waits 1 ms for
+     * a batch (linger.ms=1; 0 would send a request per record, which a broker
+     * serves more slowly than small batches at a few thousand records a
+     * second), an idle fetch returns after at most 10 ms
      * (fetch.wait.max.ms=10, fetch.min.bytes=1) and no socket delays a small
      * request (socket.nagle.disable=true). Costs more requests, so more
      * broker and client CPU per record at high rates; the figures are in

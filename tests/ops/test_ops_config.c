@@ -184,7 +184,7 @@ static void low_latency_profile_under_every_layer(void **state) {
     const char *env[] = {"OPS_PROFILE=low-latency", NULL};
     char *out, *err;
     assert_int_equal(run(show, env, NULL, &out, &err), 0);
-    ASSERT_SHOWN(out, PRODUCER, "linger.ms", "0", "profile low-latency");
+    ASSERT_SHOWN(out, PRODUCER, "linger.ms", "1", "profile low-latency");
     ASSERT_SHOWN(out, PRODUCER, "socket.nagle.disable", "true", "profile low-latency");
     ASSERT_SHOWN(out, PRODUCER, "fetch.min.bytes", "", ""); /* a consumer's property: not the producer's */
     ASSERT_SHOWN(out, ORDERS, "fetch.min.bytes", "1", "profile low-latency");
