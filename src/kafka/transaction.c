@@ -112,6 +112,14 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
      * before the coordinator times the transaction out and bumps the epoch,
      * or the abort itself is fenced (fatal in 2.0.2). */
     if (!err) err = cs__conf_set(conf, who, "message.timeout.ms", "10000");
+    /* retry.backoff.ms 20 (librdkafka: 100; config may override): a window's
+     * AddOffsetsToTxn sent while the broker still writes the previous
+     * transaction's markers is answered CONCURRENT_TRANSACTIONS and retried
+     * after retry.backoff.ms (librdkafka uses 20 ms for AddPartitionsToTxn
+     * only). At 100 ms that wait was the p99 of every Transactional reply,
+     * about 105 ms at 10 and 100 ms windows alike (docs/benchmarks.md,
+     * "Latency"). */
+    if (!err) err = cs__conf_set(conf, who, "retry.backoff.ms", "20");
     if (!err) err = cs__profile_apply(s->k, conf, NULL, who, true);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
