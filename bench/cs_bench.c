@@ -111,10 +111,14 @@ static rd_kafka_conf_t *common_conf(const char *brokers, const char *group, bool
     return conf;
 }
 
-/* raw-reply: the delivery report of each reply; the round ends when all are delivered. */
+/* raw-reply: the delivery report of each reply; the round ends when the replies of ids 0..N-1
+ * are delivered (a reply's _private carries its id + 1; replies to ids >= N, which the topic
+ * also holds, do not count). */
 static _Atomic uint64_t g_replies_delivered, g_replies_failed;
 static void reply_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) {
     (void)rk, (void)opaque;
+    uint64_t id = (uint64_t)(uintptr_t)m->_private - 1;
+    if (id >= g_n) return;
     if (m->err) {
         atomic_fetch_add(&g_replies_failed, 1);
     } else if (atomic_fetch_add(&g_replies_delivered, 1) + 1 == g_n) {
@@ -147,7 +151,8 @@ static void raw_reply(rd_kafka_t *p, const char *reply_topic, const rd_kafka_mes
     char reply[64];
     int len = snprintf(reply, sizeof reply, "{\"id\":%llu}", n);
     while (rd_kafka_producev(p, RD_KAFKA_V_TOPIC(reply_topic), RD_KAFKA_V_VALUE(reply, (size_t)len),
-                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
+                             RD_KAFKA_V_OPAQUE((void *)(uintptr_t)(n + 1)), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                             RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR__QUEUE_FULL)
         rd_kafka_poll(p, 1);
 }
 
@@ -179,13 +184,17 @@ static int consume_raw(const char *brokers, const char *topic, const char *group
     double last_progress = bench_now();
     uint64_t last_distinct = 0;
     while (!all_seen() || (producer && atomic_load(&g_replies_delivered) + atomic_load(&g_replies_failed) < g_n)) {
-        ssize_t n;
-        if (producer) rd_kafka_poll(producer, 0);
-        if (batch) {
-            n = rd_kafka_consume_batch_queue(q, 100, msgs, MAX_BATCH);
+        ssize_t n = 0;
+        if (producer && all_seen()) {
+            rd_kafka_poll(producer, 10); /* only delivery reports left: serve them as they come */
         } else {
-            msgs[0] = rd_kafka_consumer_poll(rk, 100);
-            n = msgs[0] ? 1 : 0;
+            if (producer) rd_kafka_poll(producer, 0);
+            if (batch) {
+                n = rd_kafka_consume_batch_queue(q, 100, msgs, MAX_BATCH);
+            } else {
+                msgs[0] = rd_kafka_consumer_poll(rk, 100);
+                n = msgs[0] ? 1 : 0;
+            }
         }
         for (ssize_t i = 0; i < n; i++) {
             rd_kafka_message_t *m = msgs[i];

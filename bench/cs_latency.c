@@ -217,7 +217,7 @@ static int drive(int argc, char **argv) {
         r.s.us = calloc((size_t)measured, sizeof *r.s.us);
         pthread_create(&reader_thread, NULL, read_replies, &r);
     }
-    _Atomic int64_t go_us = 0;
+    static _Atomic int64_t go_us; /* written by the detached stdin thread: not on this stack */
     pthread_create(&go_thread, NULL, read_go, &go_us);
     pthread_detach(go_thread);
     rd_kafka_t *p = client(RD_KAFKA_PRODUCER, brokers, NULL, true);

@@ -4,10 +4,11 @@
   python3 bench/latency.py --out bench/results/latency.json          (make bench-latency)
 
 Every round is one contender, one topic shape, one offered load, on fresh topics: the contender
-(`cs_latency serve` or the RustStream peer) joins its group, then `cs_latency drive` writes 512-byte
-records at the offered rate, each stamped with its due time (CLOCK_REALTIME, microseconds; every
+(`cs_latency serve` or the RustStream peer) and `cs_latency drive` start together; drive writes
+512-byte records at the offered rate, each stamped with its due time (CLOCK_REALTIME, microseconds; every
 process runs on this machine and reads the same clock). Until the contender handled its first
-record and for WARM_S seconds after, the stamps mark warm-up (never sampled); then RATE x SECONDS
+record (reply shape: until the reader saw the first reply) and for WARM_S seconds after, the
+stamps mark warm-up (never sampled); then RATE x SECONDS
 measured records, at least 10,000 so that p99.9 rests on 10 samples or more.
 
 Two shapes. Arrival: the handler (the raw loop's poll) samples now - stamp where it starts.
@@ -22,9 +23,9 @@ linger.ms=1: what cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY) sets; the cs conte
 `defaults` runs each framework as it comes.
 
 --sweep raises the load on 6 partitions until each contender saturates (its p50 passes 1 s, or
-it cannot finish), the latency-versus-load curve of docs/benchmarks.png's latency panel.
+it cannot finish): the latency-versus-load curve of docs/latency.png.
 """
-import argparse, json, os, queue, statistics, subprocess, sys, threading, time, uuid
+import argparse, json, os, queue, statistics, subprocess, sys, tempfile, threading, time, uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -74,10 +75,12 @@ def run_round(c, brokers, create, delete, parts, rate, args, settings):
     measured = rate * seconds
     shape = shape_of(c)
     q = queue.Queue()
+    # stderr into files: a pipe nobody reads until the end would block a talkative child
+    serve_err, drive_err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
     serve = subprocess.Popen(contender_cmd(c, brokers, tin, tout, measured, settings), stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)
+                             stderr=serve_err, text=True)
     drive = subprocess.Popen([LAT, "drive", brokers, tin, tout, str(rate), str(seconds), str(args.warm_s), shape],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=drive_err, text=True)
     threads = [threading.Thread(target=pump, args=(serve.stdout, q, "serve"), daemon=True),
                threading.Thread(target=pump, args=(drive.stdout, q, "drive"), daemon=True)]
     for t in threads:
@@ -111,7 +114,9 @@ def run_round(c, brokers, create, delete, parts, rate, args, settings):
     r = {"contender": c, "partitions": parts, "rate": rate, "settings": settings, "seconds": seconds,
          "producer": drive_js[0] if drive_js else None}
     if not result or not result.get("valid"):
-        err = (result or {}).get("error") or (serve.stderr.read()[-400:] + drive.stderr.read()[-400:]).strip()
+        serve_err.seek(0)
+        drive_err.seek(0)
+        err = (result or {}).get("error") or (serve_err.read()[-400:] + drive_err.read()[-400:]).strip()
         if time.time() >= deadline:
             err = f"did not finish within {args.warm_s + 3 * seconds + 60} s: saturated at this load"
         r.update(valid=False, error=err or f"exit {serve.returncode}/{drive.returncode}")
@@ -176,6 +181,8 @@ def main():
     results = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "git_head": subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
                                           text=True).stdout.strip(),
+               "git_dirty_files": subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "src", "include", "bench"],
+                                                 capture_output=True, text=True).stdout.split("\n"),
                "machine": {"nproc": os.cpu_count(), "uname": " ".join(os.uname())},
                "librdkafka": subprocess.run(["pkg-config", "--modversion", "rdkafka"], capture_output=True,
                                             text=True).stdout.strip(),

@@ -27,7 +27,7 @@ static const profile_property low_latency[] = {
     /* The producer waits 1 ms for a batch instead of 5. Not 0: then each
      * record goes in its own request, and at 5,000 replies/s on one partition
      * the broker of bench/latency.py fell behind (reply p50 179 ms with 0,
-     * 2.2 ms with 1). */
+     * 2.2 ms with 1: bench/results/latency-linger-{0,1}.json). */
     {TO_PRODUCERS, "linger.ms", "1"},
     /* A fetch that finds nothing new comes back within 10 ms (500 by default);
      * the broker still answers at once when a record arrives (fetch.min.bytes). */

@@ -116,9 +116,9 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
      * AddOffsetsToTxn sent while the broker still writes the previous
      * transaction's markers is answered CONCURRENT_TRANSACTIONS and retried
      * after retry.backoff.ms (librdkafka uses 20 ms for AddPartitionsToTxn
-     * only). At 100 ms that wait was the p99 of every Transactional reply,
-     * about 105 ms at 10 and 100 ms windows alike (docs/benchmarks.md,
-     * "Latency"). */
+     * only). At 100 ms that wait was the p99 of the Transactional replies
+     * (about 105-110 ms at 10 ms windows under the low-latency profile, 22
+     * ms with 20: docs/benchmarks.md, "Latency"). */
     if (!err) err = cs__conf_set(conf, who, "retry.backoff.ms", "20");
     if (!err) err = cs__profile_apply(s->k, conf, NULL, who, true);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
