@@ -800,7 +800,12 @@ static void leader_kill(bool transactional) {
     broker_cmd("kill", victim);
     not_led_by n = {0, victim};
     wait_for(&r, leader_moved, &n, 60000, "partition 0 gets a new leader");
-    wait_progress(&r, 3 * RATE, 90000, "the service keeps handling with broker down");
+    /* 180 s: librdkafka 2.0.2 can take more than 90 s to find its group
+     * coordinator again after a broker loss (a request stuck on the dead
+     * broker, confluentinc/librdkafka#4970: docs/real-kafka.md); seen once in
+     * CI, the session lost at +6 s and no rejoin for 73 s. The test proves
+     * the guarantees, not librdkafka's recovery time. */
+    wait_progress(&r, 3 * RATE, 180000, "the service keeps handling with broker down");
     broker_cmd("start-broker", victim);
     wait_for(&r, fully_replicated, NULL, 90000, "the restarted broker is back in every ISR");
     event_end(&r, e);
@@ -835,7 +840,7 @@ static void test_coordinator_kill(void **state) {
     if (victim < 1) fail_msg("the group's coordinator is not known");
     event *e = event_begin(&r, "SIGKILL broker %d (the group coordinator), restart it", victim);
     broker_cmd("kill", victim);
-    wait_progress(&r, 3 * RATE, 90000, "the group commits again with its coordinator's broker down");
+    wait_progress(&r, 3 * RATE, 180000, "the group commits again with its coordinator's broker down"); /* as above */
     int now = coordinator_of(&r);
     fprintf(stderr, "%s: coordinator now broker %d\n", r.name, now);
     broker_cmd("start-broker", victim);
