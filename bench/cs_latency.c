@@ -105,22 +105,23 @@ static void print_samples(const char *who, samples *s, const char *error) {
     fflush(stdout);
 }
 
-/* Waits until pred(arg) or the idle rules fail: IDLE_TIMEOUT_S without a record after the first,
- * FIRST_TIMEOUT_S without any. Returns NULL or the reason. */
-static const char *wait_done(samples *s, bool (*done)(void *), void *arg) {
-    int64_t start = now_us();
-    while (!done(arg)) {
-        int64_t last = atomic_load(&s->last_us), now = now_us();
-        if (!last && now - start > FIRST_TIMEOUT_S * 1000000LL) return "no record arrived";
-        if (last && now - last > IDLE_TIMEOUT_S * 1000000LL) return "records stopped arriving";
-        sleep_us(1000);
-    }
+static bool measured_all(const samples *s) { return atomic_load(&s->n) >= s->cap; }
+
+/* The idle rules, counted from `start`: FIRST_TIMEOUT_S without any record, IDLE_TIMEOUT_S
+ * without one after the first. NULL while they hold, else the reason. */
+static const char *idle_error(samples *s, int64_t start) {
+    int64_t last = atomic_load(&s->last_us), now = now_us();
+    if (!last && now - start > FIRST_TIMEOUT_S * 1000000LL) return "no record arrived";
+    if (last && now - last > IDLE_TIMEOUT_S * 1000000LL) return "records stopped arriving";
     return NULL;
 }
 
-static bool measured_all(void *arg) {
-    samples *s = arg;
-    return atomic_load(&s->n) >= s->cap;
+/* Waits until every measured record arrived or the idle rules fail; NULL or the reason. */
+static const char *wait_measured(samples *s) {
+    int64_t start = now_us();
+    const char *error = NULL;
+    while (!measured_all(s) && !(error = idle_error(s, start))) sleep_us(1000);
+    return error;
 }
 
 /* ---- librdkafka clients ---------------------------------------------------------------------- */
@@ -254,7 +255,7 @@ static int drive(int argc, char **argv) {
            done, rate, (long long)behind_max);
     fflush(stdout);
     if (!reply) return 0;
-    const char *error = wait_done(&r.s, measured_all, &r.s);
+    const char *error = wait_measured(&r.s);
     atomic_store(&r.stop, true);
     pthread_join(reader_thread, NULL);
     print_samples("reader", &r.s, error);
@@ -301,9 +302,7 @@ static int serve_raw(serve_ctx *c, const char *brokers, const char *in, bool rep
     while (!measured_all(&c->s)) {
         rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
         if (p) rd_kafka_poll(p, 0);
-        int64_t last = atomic_load(&c->s.last_us), now = now_us();
-        if ((!last && now - start > FIRST_TIMEOUT_S * 1000000LL) || (last && now - last > IDLE_TIMEOUT_S * 1000000LL)) {
-            error = last ? "records stopped arriving" : "no record arrived";
+        if ((error = idle_error(&c->s, start))) {
             if (m) rd_kafka_message_destroy(m);
             break;
         }
@@ -355,7 +354,7 @@ static int serve_cs(serve_ctx *c, const char *name, const char *brokers, const c
         fprintf(stderr, "%s: %s\n", contender, cs_errmsg());
         return 2;
     }
-    const char *error = wait_done(&c->s, measured_all, &c->s);
+    const char *error = wait_measured(&c->s);
     cs_app_stop(app); /* replies: flushed before it returns */
     cs_app_destroy(app);
     print_samples(name, &c->s, error);
