@@ -29,7 +29,8 @@ typedef struct cs_broker_sub_desc {
     int batch;         /* a batch handler */
     int workers;
     int max_attempts;
-    int pattern; /* topics[0] is a regular expression over topic names, not a name */
+    int pattern;                /* topics[0] is a regular expression over topic names, not a name */
+    const char *group_protocol; /* "classic" or "consumer" (KIP-848); NULL: the broker has no groups */
 } cs_broker_sub_desc;
 
 /* A subscription's counters as the core keeps them: the pipeline fills them

@@ -82,8 +82,12 @@ static aa_node *operation(aa_doc *d, aa_node *ops, const char *id, const char *a
     return op;
 }
 
-static void kafka_op_bindings(aa_doc *d, aa_node *op, const char *group, const char *client_id) {
+/* The Kafka binding of an operation; `protocol` (receive operations of a
+ * group) is the group protocol, in an x- field since the binding has none. */
+static void kafka_op_bindings(aa_doc *d, aa_node *op, const char *group, const char *client_id,
+                              const char *protocol) {
     aa_node *k = cs__aa_obj(d, cs__aa_obj(d, op, "bindings"), "kafka");
+    if (protocol) cs__aa_str(d, op, "x-cstream-group-protocol", protocol);
     if (group) {
         aa_node *g = cs__aa_obj(d, k, "groupId");
         cs__aa_str(d, g, "type", "string");
@@ -213,7 +217,7 @@ static cs_err build(cs_app *app, aa_doc *d, aa_node *root) {
                                          : "auto",
                          s.workers, s.workers == 1 ? "" : "s", s.max_attempts ? ", bounded attempts" : "");
                 aa_node *op = operation(d, ops, id, "receive", s.topics[t], msg, summary);
-                kafka_op_bindings(d, op, s.group, name);
+                kafka_op_bindings(d, op, s.group, name, s.group_protocol);
             }
             const char *sent[2] = {s.reply_topic, s.dead_letter};
             const char *what[2] = {"Replies of %s (published when a record is acked).",
@@ -229,7 +233,7 @@ static cs_err build(cs_app *app, aa_doc *d, aa_node *root) {
                 snprintf(id, sizeof id, "send.%s", cid);
                 snprintf(summary, sizeof summary, what[j], s.name);
                 if (!cs__aa_member(ops, id))
-                    kafka_op_bindings(d, operation(d, ops, id, "send", sent[j], smsg, summary), NULL, name);
+                    kafka_op_bindings(d, operation(d, ops, id, "send", sent[j], smsg, summary), NULL, name, NULL);
             }
         }
         /* Declared topics nothing here consumes, replies to or dead-letters to:
@@ -247,7 +251,7 @@ static cs_err build(cs_app *app, aa_doc *d, aa_node *root) {
             if (!cs__aa_member(ops, id))
                 kafka_op_bindings(
                     d, operation(d, ops, id, "send", topic, rmsg, "Declared topic the service publishes to."), NULL,
-                    name);
+                    name, NULL);
         }
     }
     return CS_OK;

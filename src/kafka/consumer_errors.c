@@ -228,6 +228,24 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
                       c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoins), why);
         return;
     }
+    /* A broker that knows ConsumerGroupHeartbeat but does not serve the
+     * consumer protocol (Kafka 3.7-3.9 where it is not enabled, or a 4.x
+     * broker whose group.coordinator.rebalance.protocols leaves it out)
+     * answers UNSUPPORTED_VERSION, which librdkafka makes fatal. A broker
+     * without the API at all is not answered: librdkafka keeps looking for
+     * a coordinator and the consumer never joins (docs/guide.md). */
+    if (c->sub->consumer_protocol &&
+        (orig == RD_KAFKA_RESP_ERR_UNSUPPORTED_VERSION || orig == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) &&
+        strstr(why, "ConsumerGroupHeartbeat")) {
+        cs__app_fatal(c->app,
+                      "%s: the broker refused the consumer group protocol (group.protocol=consumer, KIP-848) for "
+                      "group %s with %s: it needs Kafka 4.0 or later with the consumer protocol in "
+                      "group.coordinator.rebalance.protocols (this client: librdkafka %s, which has it); ask for "
+                      "group.protocol=classic or upgrade the broker; librdkafka: %s",
+                      c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, rd_kafka_err2name(orig),
+                      rd_kafka_version_str(), why);
+        return;
+    }
 #endif
     cs__app_fatal(c->app, "%s: librdkafka fatal error %s: %s", c->who, rd_kafka_err2name(orig), why);
 }

@@ -125,6 +125,14 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     cs__metric_int(m, "cstream_fetch_wakeups_total", "counter",
                    "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
                    (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));
+    if (!c->sub->partitions) {
+        const char *l[] = {"subscription", sub, "group", group ? group : "", "protocol",
+                           c->sub->consumer_protocol ? "consumer" : "classic", NULL};
+        cs__metric_int(m, "cstream_consumer_group_protocol", "gauge",
+                       "1, labelled with the group protocol the consumer joins with: classic, or consumer (KIP-848, "
+                       "group.protocol=consumer).",
+                       l, 1);
+    }
     cs__metric_int(m, "cstream_consumer_rejoins_total", "counter",
                    "Joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol, static member) after which "
                    "the consumer was created again to retry.",

@@ -417,7 +417,8 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
                                 .batch = s->batch_handler != NULL,
                                 .workers = s->workers,
                                 .max_attempts = s->max_attempts,
-                                .pattern = s->pattern};
+                                .pattern = s->pattern,
+                                .group_protocol = s->partitions ? NULL : cs__sub_protocol_name(s, k->app)};
 }
 
 static void kafka_sub_counters(void *impl, size_t i, cs_broker_sub_counters *out) {

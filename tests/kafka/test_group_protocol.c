@@ -39,6 +39,16 @@ static cs_outcome ack(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
+typedef struct run_count {
+    _Atomic int handled;
+} run_count;
+
+static cs_outcome count(cs_delivery *d, void *user) {
+    (void)d;
+    atomic_fetch_add(&((run_count *)user)->handled, 1);
+    return CS_ACK;
+}
+
 /* The floor lane: every way of asking for the consumer protocol is refused,
  * naming the version needed and the one found; nothing falls back quietly. */
 static void consumer_protocol_refused_before_2_12(void **state) {
@@ -126,6 +136,42 @@ static void classic_only_properties_refused(void **state) {
                "group.consumer.heartbeat.interval.ms");
 }
 
+/* A broker that does not serve the consumer protocol answers the member's
+ * ConsumerGroupHeartbeat with UNSUPPORTED_VERSION (pushed on the embedded
+ * cluster here): the app stops with an error that says so, names the group,
+ * the broker's answer, what the broker needs and the librdkafka found, and
+ * commits nothing. Embedded only: the real broker serves it. */
+static void broker_refusing_the_protocol_is_a_clear_stop(void **state) {
+    (void)state;
+    if (!HAS_CONSUMER_PROTOCOL)
+        cst_skip("needs librdkafka >= 2.12.0, built with %d.%d.%d", BUILT_MAJOR, BUILT_MINOR, BUILT_PATCH);
+    if (!cs_test_cluster_is_embedded(cst_cluster)) cst_skip("the real broker serves the consumer protocol");
+    enum { CONSUMER_GROUP_HEARTBEAT = 68, UNSUPPORTED_VERSION = 35 };
+    char topic[128], group[160];
+    cst_fresh("protocol-refused-by-broker", 1, topic, group, sizeof topic);
+    for (int i = 0; i < 10; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "p", 1, NULL));
+    const int refusals[] = {UNSUPPORTED_VERSION};
+    CST_OK(cs_test_cluster_push_request_errors(cst_cluster, CONSUMER_GROUP_HEARTBEAT, 1, refusals));
+    run_count n = {0};
+    cs_app *app = cs_app_new("protocol-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER));
+    cs_sub *s = cs_kafka_subscribe(k, topic, count, &n);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    EXPECT_ERR(CS_ERR_FATAL, cs_app_wait(app), "refused the consumer group protocol", group, "UNSUPPORTED_VERSION",
+               "Kafka 4.0", "group.protocol=classic", rd_kafka_version_str());
+    cs_app_stop(app);
+    cs_app_destroy(app);
+    CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, CONSUMER_GROUP_HEARTBEAT));
+    assert_int_equal(atomic_load(&n.handled), 0);
+    int64_t committed = 0;
+    CST_OK(cs_test_committed(cst_cluster, group, topic, 0, &committed));
+    assert_true(committed < 0); /* nothing committed */
+}
+
 /* ---- a Tracked subscription under each protocol -------------------------------- */
 
 enum { PARTS = 4, RECORDS = 2000 };
@@ -188,6 +234,60 @@ static void tracked_consumes_everything_under_consumer_protocol(void **state) {
            (long long)classic);
 }
 
+/* Operations name the protocol: one app with a subscription under each; the
+ * AsyncAPI document (before start, from the layers), the assignment's log
+ * line and /metrics say which one joined with which. */
+static void operations_name_the_protocol(void **state) {
+    (void)state;
+    if (!HAS_CONSUMER_PROTOCOL)
+        cst_skip("needs librdkafka >= 2.12.0, built with %d.%d.%d", BUILT_MAJOR, BUILT_MINOR, BUILT_PATCH);
+    char topic[2][128], group[2][160];
+    run r[2];
+    cs_app *app = cs_app_new("protocol-ops", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    for (int i = 0; i < 2; i++) {
+        cst_fresh(i ? "protocol-ops-consumer" : "protocol-ops-classic", 1, topic[i], group[i], sizeof topic[i]);
+        CST_OK(cs_test_produce(cst_cluster, topic[i], 0, NULL, 0, "p", 1, NULL));
+        r[i] = (run){.seen = cst_seen_new(1, 1)};
+        cs_sub *s = cs_kafka_subscribe(k, topic[i], track, &r[i]);
+        CST_OK(cs_sub_group(s, group[i]));
+        CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+        if (i) CST_OK(cs_sub_group_protocol(s, CS_GROUP_PROTOCOL_CONSUMER));
+    }
+    CST_OK(cs_app_add_kafka(app, k));
+    char *doc = NULL;
+    CST_OK(cs_app_asyncapi(app, 0, &doc));
+    assert_non_null(strstr(doc, "\"x-cstream-group-protocol\": \"classic\""));
+    assert_non_null(strstr(doc, "\"x-cstream-group-protocol\": \"consumer\""));
+    free(doc);
+    cs_log_set_level(CS_LOG_INFO); /* the assignment's line, whatever CSTREAM_LOG_LEVEL says */
+    cst_capture cap;
+    cst_capture_start(&cap);
+    CST_OK(cs_app_start(app));
+    bool both = cst_wait(first_record, &r[0], 60000) && cst_wait(first_record, &r[1], 60000);
+    char *log = cst_capture_stop(&cap);
+    assert_true(both);
+    for (int i = 0; i < 2; i++) {
+        char needle[1024];
+        snprintf(needle, sizeof needle, "group=%s topic=%s partition=0 protocol=%s", group[i], topic[i],
+                 i ? "consumer" : "classic");
+        if (!strstr(log, needle)) fail_msg("no assignment line with \"%s\" in:\n%s", needle, log);
+    }
+    free(log);
+    char *metrics = NULL;
+    CST_OK(cs_app_metrics(app, &metrics));
+    for (int i = 0; i < 2; i++) {
+        char needle[1024];
+        snprintf(needle, sizeof needle, "cstream_consumer_group_protocol{subscription=\"%s\",group=\"%s\",protocol=\"%s\"} 1",
+                 topic[i], group[i], i ? "consumer" : "classic");
+        if (!strstr(metrics, needle)) fail_msg("/metrics lacks %s", needle);
+    }
+    free(metrics);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    for (int i = 0; i < 2; i++) cst_seen_free(r[i].seen);
+}
+
 /* The broker's assignor named by the passthrough property. */
 static void tracked_with_remote_assignor(void **state) {
     (void)state;
@@ -200,8 +300,10 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(consumer_protocol_refused_before_2_12),
         cmocka_unit_test(classic_only_properties_refused),
+        cmocka_unit_test(broker_refusing_the_protocol_is_a_clear_stop),
         cmocka_unit_test(tracked_consumes_everything_under_consumer_protocol),
         cmocka_unit_test(tracked_with_remote_assignor),
+        cmocka_unit_test(operations_name_the_protocol),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -1,9 +1,12 @@
 /* test_rebalance.c — a second member joins while the first holds records in
- * flight, with eager and with cooperative-sticky assignment. The first member
+ * flight, with eager and with cooperative-sticky assignment, and under the
+ * consumer group protocol (KIP-848: the broker hands partitions over one by
+ * one; librdkafka >= 2.12, skipped below it). The first member
  * stops handing out revoked partitions, waits (bounded) for in-flight
  * settlements, commits what is settled and releases; its late settlements of
  * revoked partitions are stale and never committed, so the new owner reads
  * those records again: 0 lost. */
+#include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,7 +23,7 @@ typedef struct member {
     cs_delivery *held[N];
     int n_held;
     _Atomic bool holding; /* hold every 10th record until the first revoke */
-    _Atomic int assigns, revokes;
+    _Atomic int assigns, revokes, revoked_parts;
 } member;
 
 static cs_outcome handle(cs_delivery *d, void *user) {
@@ -41,10 +44,11 @@ static void on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t
 }
 
 static void on_revoke(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
-    (void)s, (void)topic, (void)parts, (void)n;
+    (void)s, (void)topic, (void)parts;
     member *m = user;
     atomic_store(&m->holding, false);
     atomic_fetch_add(&m->revokes, 1);
+    atomic_fetch_add(&m->revoked_parts, (int)n);
 }
 
 static cs_app *start_member(const char *topic, const char *group, const char *strategy, member *m) {
@@ -56,7 +60,10 @@ static cs_app *start_member(const char *topic, const char *group, const char *st
     CST_OK(cs_sub_workers(s, 2));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_drain_timeout_ms(s, 1000));
-    CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
+    if (!strcmp(strategy, "consumer"))
+        CST_OK(cs_sub_group_protocol(s, CS_GROUP_PROTOCOL_CONSUMER));
+    else
+        CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
     CST_OK(cs_sub_on_assign(s, on_assign, m));
     CST_OK(cs_sub_on_revoke(s, on_revoke, m));
     CST_OK(cs_app_add_kafka(app, k));
@@ -121,7 +128,14 @@ static void second_member_joins(const char *strategy) {
     pthread_mutex_unlock(&a->lock);
     (void)stale;
     printf("strategy %s: held %d, stale %d, settled %d\n", strategy, held_before, n_stale, n_ok);
-    if (!strcmp(strategy, "range")) assert_int_equal(n_stale, held_before); /* eager revokes everything */
+    if (!strcmp(strategy, "range")) {
+        assert_int_equal(n_stale, held_before); /* eager revokes everything */
+    } else {
+        /* Incremental: only what moved to B was revoked; A's records of the
+         * partitions it kept settle and commit as usual. */
+        assert_true(atomic_load(&a->revoked_parts) < PARTS);
+        assert_true(n_ok > 0);
+    }
     assert_true(n_stale > 0);
 
     /* Everything ends committed, and nothing was lost. */
@@ -159,10 +173,20 @@ static void cooperative_rebalance_with_records_in_flight(void **state) {
     second_member_joins("cooperative-sticky");
 }
 
+/* Under the consumer protocol only what moves is revoked: the first member
+ * keeps at least one partition and is never asked to give up everything. */
+static void consumer_protocol_rebalance_with_records_in_flight(void **state) {
+    (void)state;
+    if (RD_KAFKA_VERSION < 0x020c0000)
+        cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
+    second_member_joins("consumer");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eager_rebalance_with_records_in_flight),
         cmocka_unit_test(cooperative_rebalance_with_records_in_flight),
+        cmocka_unit_test(consumer_protocol_rebalance_with_records_in_flight),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
