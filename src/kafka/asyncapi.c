@@ -84,8 +84,7 @@ static aa_node *operation(aa_doc *d, aa_node *ops, const char *id, const char *a
 
 /* The Kafka binding of an operation; `protocol` (receive operations of a
  * group) is the group protocol, in an x- field since the binding has none. */
-static void kafka_op_bindings(aa_doc *d, aa_node *op, const char *group, const char *client_id,
-                              const char *protocol) {
+static void kafka_op_bindings(aa_doc *d, aa_node *op, const char *group, const char *client_id, const char *protocol) {
     aa_node *k = cs__aa_obj(d, cs__aa_obj(d, op, "bindings"), "kafka");
     if (protocol) cs__aa_str(d, op, "x-cstream-group-protocol", protocol);
     if (group) {

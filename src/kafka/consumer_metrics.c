@@ -126,8 +126,13 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                    "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
                    (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));
     if (!c->sub->partitions) {
-        const char *l[] = {"subscription", sub, "group", group ? group : "", "protocol",
-                           c->sub->consumer_protocol ? "consumer" : "classic", NULL};
+        const char *l[] = {"subscription",
+                           sub,
+                           "group",
+                           group ? group : "",
+                           "protocol",
+                           c->sub->consumer_protocol ? "consumer" : "classic",
+                           NULL};
         cs__metric_int(m, "cstream_consumer_group_protocol", "gauge",
                        "1, labelled with the group protocol the consumer joins with: classic, or consumer (KIP-848, "
                        "group.protocol=consumer).",

@@ -146,11 +146,21 @@ static cs_err refuse_live_members(rd_kafka_t *rk, const char *group) {
                          rd_kafka_MemberDescription_client_id(m), rd_kafka_MemberDescription_host(m),
                          inst ? " static=" : "", inst ? inst : "");
             }
+            /* librdkafka >= 2.12 describes consumer-protocol groups with
+             * ConsumerGroupDescribe and says which kind the group is. */
+            const char *kind = "";
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+            if (rd_kafka_ConsumerGroupDescription_type(descs[0]) == RD_KAFKA_CONSUMER_GROUP_TYPE_CONSUMER)
+                kind = " of the consumer group protocol (KIP-848; the session is the broker's "
+                       "group.consumer.session.timeout.ms)";
+            else if (rd_kafka_ConsumerGroupDescription_type(descs[0]) == RD_KAFKA_CONSUMER_GROUP_TYPE_CLASSIC)
+                kind = " of the classic group protocol";
+#endif
             result = cs__fail(CS_ERR_STATE,
-                              "reset-offsets: group %s has %zu live member(s) (state %s: %s%s): stop every instance "
-                              "of the service first. A static member (group.instance.id) that crashed counts as "
-                              "live until its session times out (session.timeout.ms)",
-                              group, members, rd_kafka_consumer_group_state_name(state), who,
+                              "reset-offsets: group %s%s has %zu live member(s) (state %s: %s%s): stop every "
+                              "instance of the service first. A static member (group.instance.id) that crashed "
+                              "counts as live until its session times out (session.timeout.ms)",
+                              group, kind, members, rd_kafka_consumer_group_state_name(state), who,
                               members > MEMBERS_NAMED ? ", ..." : "");
         }
     }

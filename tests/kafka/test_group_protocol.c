@@ -278,8 +278,9 @@ static void operations_name_the_protocol(void **state) {
     CST_OK(cs_app_metrics(app, &metrics));
     for (int i = 0; i < 2; i++) {
         char needle[1024];
-        snprintf(needle, sizeof needle, "cstream_consumer_group_protocol{subscription=\"%s\",group=\"%s\",protocol=\"%s\"} 1",
-                 topic[i], group[i], i ? "consumer" : "classic");
+        snprintf(needle, sizeof needle,
+                 "cstream_consumer_group_protocol{subscription=\"%s\",group=\"%s\",protocol=\"%s\"} 1", topic[i],
+                 group[i], i ? "consumer" : "classic");
         if (!strstr(metrics, needle)) fail_msg("/metrics lacks %s", needle);
     }
     free(metrics);

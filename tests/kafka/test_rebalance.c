@@ -60,10 +60,8 @@ static cs_app *start_member(const char *topic, const char *group, const char *st
     CST_OK(cs_sub_workers(s, 2));
     CST_OK(cs_sub_commit_interval_ms(s, 50));
     CST_OK(cs_sub_drain_timeout_ms(s, 1000));
-    if (!strcmp(strategy, "consumer"))
-        CST_OK(cs_sub_group_protocol(s, CS_GROUP_PROTOCOL_CONSUMER));
-    else
-        CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
+    if (!strcmp(strategy, "consumer")) CST_OK(cs_sub_group_protocol(s, CS_GROUP_PROTOCOL_CONSUMER));
+    else CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
     CST_OK(cs_sub_on_assign(s, on_assign, m));
     CST_OK(cs_sub_on_revoke(s, on_revoke, m));
     CST_OK(cs_app_add_kafka(app, k));

@@ -22,6 +22,8 @@
 #include "cstest.h"
 #include "cstest_child.h"
 
+#include <librdkafka/rdkafka.h>
+
 enum { PER_PARTITION = 10, LATE = 5, TOOL_TIMEOUT_MS = 60000, SERVICE_TIMEOUT_MS = 60000 };
 
 static char prefix[128], orders[160], done[160], group[160], dir[64];
@@ -31,18 +33,25 @@ static char prefix[128], orders[160], done[160], group[160], dir[64];
 /* Starts ops_service with argv[1..] (NULL-terminated), output to files (0644):
  * the environment minus OPS_* and CSTREAM_INSTANCE_ID* (CSTREAM_BROKERS
  * stays), plus OPS_PREFIX; stdin the test's. */
+/* The group protocol the service joins with (ops_service's OPS_GROUP_PROTOCOL). */
+static const char *service_protocol = "classic";
+
 static pid_t spawn_service(const char *const *args, const char *out, const char *err) {
     const char *argv[16] = {OPS_SERVICE};
     size_t n = 1;
     for (; args[n - 1]; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
-    char pfx[200];
+    char pfx[200], protocol[64];
     snprintf(pfx, sizeof pfx, "OPS_PREFIX=%s", prefix);
-    return cst_spawn_io(argv, &(cst_child_io){.drop_env = (const char *const[]){"OPS_", "CSTREAM_INSTANCE_ID", NULL},
-                                              .env = (const char *const[]){pfx, NULL},
-                                              .out = out,
-                                              .err = err,
-                                              .mode = 0644});
+    snprintf(protocol, sizeof protocol, "OPS_GROUP_PROTOCOL=%s", service_protocol);
+    return cst_spawn_io(
+        argv,
+        &(cst_child_io){.drop_env = (const char *const[]){"OPS_", "CSTREAM_INSTANCE_ID", "CSTREAM_LOG_LEVEL", NULL},
+                        /* info: the assignment's line, which a test waits for */
+                        .env = (const char *const[]){pfx, protocol, "CSTREAM_LOG_LEVEL=info", NULL},
+                        .out = out,
+                        .err = err,
+                        .mode = 0644});
 }
 
 /* `ops_service reset-offsets ARGS...`: its status; *out and *err its output (caller frees). */
@@ -284,10 +293,8 @@ static void a_restarted_service_reads_from_the_new_position(void **state) {
 }
 
 /* Refused while the group has a live member, and nothing is committed. */
-static void refused_while_a_member_is_live(void **state) {
-    (void)state;
-    if (!real_or_skip()) return;
-    first_run();
+static void refused_while_live(const char *protocol) {
+    service_protocol = protocol;
     int64_t before0 = committed(0), before1 = committed(1);
     char o[128], e[128];
     snprintf(o, sizeof o, "%s/live.out", dir);
@@ -315,10 +322,32 @@ static void refused_while_a_member_is_live(void **state) {
     assert_int_equal(status, 1);
     expect_line(err, "live member");
     expect_line(err, "session times out");
+    if (!strcmp(protocol, "consumer")) expect_line(err, "consumer group protocol");
     assert_int_equal(committed(0), before0);
     assert_int_equal(committed(1), before1);
     free(out);
     free(err);
+    service_protocol = "classic";
+}
+
+static void refused_while_a_member_is_live(void **state) {
+    (void)state;
+    if (!real_or_skip()) return;
+    first_run();
+    refused_while_live("classic");
+}
+
+/* The same for a group of the consumer protocol (KIP-848), whose members
+ * librdkafka >= 2.12 describes with ConsumerGroupDescribe. Runs last: the
+ * empty classic group becomes a consumer group when its member joins. */
+static void refused_while_a_consumer_protocol_member_is_live(void **state) {
+    (void)state;
+#if RD_KAFKA_VERSION < 0x020c0000
+    cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
+#endif
+    if (!real_or_skip()) return;
+    first_run();
+    refused_while_live("consumer");
 }
 
 /* Removes the outputs' directory, then the cluster. */
@@ -339,6 +368,7 @@ int main(void) {
         cmocka_unit_test(each_reset_kind_moves_the_committed_positions),
         cmocka_unit_test(a_restarted_service_reads_from_the_new_position),
         cmocka_unit_test(refused_while_a_member_is_live),
+        cmocka_unit_test(refused_while_a_consumer_protocol_member_is_live),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

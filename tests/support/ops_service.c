@@ -95,7 +95,11 @@ int main(int argc, char **argv) {
     if (!err && getenv("OPS_PROFILE") && !strcmp(getenv("OPS_PROFILE"), "low-latency"))
         err = cs_kafka_profile(k, CS_PROFILE_LOW_LATENCY);
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
-    if (!err) err = cs_kafka_config(k, "session.timeout.ms", "6000");
+    /* OPS_GROUP_PROTOCOL=consumer: both groups join with the consumer
+     * protocol (KIP-848), whose session is the broker's. */
+    bool consumer_protocol = getenv("OPS_GROUP_PROTOCOL") && !strcmp(getenv("OPS_GROUP_PROTOCOL"), "consumer");
+    if (!err && consumer_protocol) err = cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER);
+    if (!err && !consumer_protocol) err = cs_kafka_config(k, "session.timeout.ms", "6000");
     if (!err) err = cs_kafka_topic(k, orders, 2);
     if (!err) err = cs_kafka_topic(k, done, 2);
     if (!err) err = cs_kafka_topic(k, dlq, 1);
