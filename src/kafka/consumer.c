@@ -118,13 +118,78 @@ static cs_err subscribe(cs_consumer *c);
  * 60 s after the kill). So the fetch thread destroys the dead handle and
  * creates one from the same configuration, with a doubling backoff, until it
  * joins. A second live process with the same instance id holds the id for as
- * long as it runs: that is told apart by time only, the bound below, after
+ * long as it runs: that is told apart by time only, the bound (rejoin_bound:
+ * twice the broker's session timeout), after
  * which the refusal is fatal as before (with the count and the time in the
  * message). Only before the first assignment: nothing is in flight, no
  * partition is open, and /readyz reads no handle while not joined. */
 enum { REJOIN_BACKOFF_FIRST_MS = 250, REJOIN_BACKOFF_MAX_MS = 4000 };
-/* The decision to retry (cs__consumer_rejoin_later, with its bound) is
- * consumer_errors.c's, where the refusal arrives. */
+/* The decision to retry (cs__consumer_rejoin_later) is consumer_errors.c's,
+ * where the refusal arrives; its bound is set here at the first retry. */
+
+/* The bound when the broker's session timeout cannot be read: twice the
+ * broker's default (45 s). */
+#define REJOIN_BOUND_FALLBACK_MS ((int64_t)90000)
+enum { SESSION_READ_TIMEOUT_MS = 5000 };
+
+/* The broker's group.consumer.session.timeout.ms, read with DescribeConfigs
+ * on the first broker the metadata names (it needs DESCRIBE_CONFIGS on the
+ * cluster where ACLs are on); 0 if it cannot be read. A per-group override
+ * (Kafka 4's group configs) is not read: librdkafka has no group resource
+ * for DescribeConfigs. */
+static int64_t broker_consumer_session_ms(rd_kafka_t *rk) {
+    const struct rd_kafka_metadata *md = NULL;
+    if (rd_kafka_metadata(rk, 0, NULL, &md, SESSION_READ_TIMEOUT_MS) || !md || md->broker_cnt < 1) {
+        if (md) rd_kafka_metadata_destroy(md);
+        return 0;
+    }
+    char id[16];
+    snprintf(id, sizeof id, "%d", (int)md->brokers[0].id);
+    rd_kafka_metadata_destroy(md);
+    rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_BROKER, id);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_AdminOptions_t *opts = rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONFIGS);
+    char why[256];
+    rd_kafka_AdminOptions_set_request_timeout(opts, SESSION_READ_TIMEOUT_MS, why, sizeof why);
+    rd_kafka_DescribeConfigs(rk, &res, 1, opts, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, SESSION_READ_TIMEOUT_MS + 1000);
+    const rd_kafka_DescribeConfigs_result_t *r = ev ? rd_kafka_event_DescribeConfigs_result(ev) : NULL;
+    size_t n = 0;
+    const rd_kafka_ConfigResource_t **rs = r ? rd_kafka_DescribeConfigs_result_resources(r, &n) : NULL;
+    int64_t ms = 0;
+    if (n == 1 && !rd_kafka_ConfigResource_error(rs[0])) {
+        size_t m = 0;
+        const rd_kafka_ConfigEntry_t **es = rd_kafka_ConfigResource_configs(rs[0], &m);
+        for (size_t i = 0; i < m; i++) {
+            const char *value = rd_kafka_ConfigEntry_value(es[i]);
+            if (value && !strcmp(rd_kafka_ConfigEntry_name(es[i]), "group.consumer.session.timeout.ms"))
+                ms = strtoll(value, NULL, 10);
+        }
+    }
+    if (ev) rd_kafka_event_destroy(ev);
+    rd_kafka_AdminOptions_destroy(opts);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_ConfigResource_destroy(res);
+    return ms > 0 ? ms : 0;
+}
+
+/* At the first retry: how long to keep retrying, twice the broker's session
+ * timeout (measured on Kafka 4.4.0: the id was free 1.3 session timeouts
+ * after a kill), and the one WARN line that says so. */
+static void rejoin_bound(cs_consumer *c, rd_kafka_t *rk) {
+    int64_t session = broker_consumer_session_ms(rk);
+    c->rejoin_bound_ms = session ? 2 * session : REJOIN_BOUND_FALLBACK_MS;
+    char source[160];
+    if (session)
+        snprintf(source, sizeof source, "twice the broker's group.consumer.session.timeout.ms=%lld",
+                 (long long)session);
+    else snprintf(source, sizeof source, "the broker's session timeout could not be read");
+    CS_LOG_WARN("join refused: the group still holds this instance's group.instance.id (UNRELEASED_INSTANCE_ID), "
+                "most likely for its previous process until the broker's group.consumer.session.timeout.ms "
+                "expires; creating the consumer again and retrying with backoff, for at most %lld ms (%s), then "
+                "stopping (another live process with this instance id) subscription=%s group.instance.id=%s",
+                (long long)c->rejoin_bound_ms, source, c->sub->name, c->sub->static_id);
+}
 
 /* Waits ms, or less if the app stops meanwhile: false then. */
 static bool rejoin_backoff(cs_consumer *c, int ms) {
@@ -158,6 +223,7 @@ static bool rejoin(cs_consumer *c) {
         return false;
     }
     rd_kafka_poll_set_consumer(rk);
+    if (!c->rejoin_bound_ms) rejoin_bound(c, rk);
     rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(rk);
     rd_kafka_queue_t *recq = cs__fetch_recq_new(c, rk);
     if (!recq) {

@@ -166,24 +166,14 @@ void cs__topic_available(cs_consumer *c, const char *topic) {
 
 /* A join refused with UNRELEASED_INSTANCE_ID under the consumer group
  * protocol: whether the fetch thread should create the consumer again and
- * retry (consumer.c, rejoin) rather than stop. The bound is twice the
- * broker's default session timeout (the 60 s measured after a kill, with
- * room); a broker configured with a longer session needs a supervisor's
- * restart after it. */
-#define REJOIN_BOUND_MS ((int64_t)90000)
-
+ * retry (consumer.c, rejoin) rather than stop: until the bound that the
+ * first retry reads from the broker (consumer.c, rejoin_bound) has passed
+ * since the first refusal. */
 bool cs__consumer_rejoin_later(cs_consumer *c) {
     if (!c->rejoin_conf || atomic_load(&c->joined) || !c->sub->consumer_protocol) return false;
     int64_t now = cs__now_ms();
-    if (!c->rejoin_first_ms) {
-        c->rejoin_first_ms = now;
-        CS_LOG_WARN("join refused: the group still holds this instance's group.instance.id (UNRELEASED_INSTANCE_ID), "
-                    "most likely for its previous process until the broker's group.consumer.session.timeout.ms "
-                    "expires; creating the consumer again and retrying with backoff, for at most %lld ms, then "
-                    "stopping (another live process with this instance id) subscription=%s group.instance.id=%s",
-                    (long long)REJOIN_BOUND_MS, c->sub->name, c->sub->static_id);
-    }
-    if (now - c->rejoin_first_ms >= REJOIN_BOUND_MS) return false;
+    if (!c->rejoin_first_ms) c->rejoin_first_ms = now;
+    if (c->rejoin_bound_ms && now - c->rejoin_first_ms >= c->rejoin_bound_ms) return false;
     atomic_fetch_add(&c->rejoins, 1);
     c->rejoin_wanted = true;
     return true;
@@ -223,9 +213,11 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
                       "group.instance.id %s, either this instance's previous process that crashed (the broker "
                       "releases it when group.consumer.session.timeout.ms, 45 s by default, expires: restart "
                       "after that) or another live process with instance id %s (give every running instance its "
-                      "own); this consumer stops and commits nothing (refusals retried before: %llu); librdkafka: %s",
+                      "own); this consumer stops and commits nothing (refusals retried before: %llu, for %lld ms); "
+                      "librdkafka: %s",
                       c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
-                      c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoins), why);
+                      c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoins),
+                      (long long)(c->rejoin_first_ms ? cs__now_ms() - c->rejoin_first_ms : 0), why);
         return;
     }
     /* A broker that knows ConsumerGroupHeartbeat but does not serve the

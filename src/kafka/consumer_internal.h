@@ -162,6 +162,10 @@ struct cs_consumer {
     bool rejoin_wanted;
     int64_t rejoin_first_ms;
     _Atomic uint64_t rejoins;
+    /* How long refusals are retried: set at the first retry from the
+     * broker's group.consumer.session.timeout.ms (consumer.c,
+     * rejoin_bound); 0 before, when the first refusal counts as within it. */
+    int64_t rejoin_bound_ms;
     bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be

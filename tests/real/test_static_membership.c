@@ -279,11 +279,13 @@ static void restart_without_instance_id(void **state) {
 /* ---- the consumer protocol (KIP-848): a restart after a SIGKILL -------------
  * The restarted static member's join is refused with UNRELEASED_INSTANCE_ID
  * (fatal in librdkafka) while the broker still holds the killed member, until
- * group.consumer.session.timeout.ms (45 s by default) expires it. cstream
- * creates the consumer again and retries with backoff (consumer.c, rejoin):
- * the restarted process itself gets in, with one WARN line, and 0 lost. A
+ * group.consumer.session.timeout.ms (45 s by default, 10 s on the broker of
+ * scripts/kafka) expires it. cstream creates the consumer again and retries
+ * with backoff (consumer.c, rejoin): the restarted process itself gets in,
+ * with one WARN line naming the bound it read from the broker, and 0 lost. A
  * second live process with the same id is refused in the end: it holds the
- * id beyond the retry bound (90 s), and the newcomer stops with an ERROR. */
+ * id beyond the retry bound (twice the session timeout), and the newcomer
+ * stops with an ERROR. */
 static void restart_with_instance_id_under_consumer_protocol(void **state) {
     (void)state;
 #if RD_KAFKA_VERSION < 0x020c0000
@@ -322,6 +324,9 @@ static void restart_with_instance_id_under_consumer_protocol(void **state) {
     unlink(r.out);
     unlink(log);
     assert_int_equal(distinct, r.payouts); /* 0 lost */
+    /* The retry bound came from the broker's session timeout. */
+    assert_true(said);
+    assert_non_null(strstr(line, "twice the broker's group.consumer.session.timeout.ms="));
 }
 
 static bool exited(pid_t pid, int *status);
