@@ -204,6 +204,11 @@ void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const cha
     /* Properties given for "all clients" reach consumers and producers alike;
      * librdkafka's notice that a client ignores the other role's keys is expected. */
     if (!strcmp(fac, "CONFWARN") && strstr(buf, "will be ignored by this")) level = 7;
+    /* UNRELEASED_INSTANCE_ID at a static member's join (consumer protocol):
+     * cstream retries on a new handle (consumer.c, rejoin) and says so once,
+     * and once more if it gives up; librdkafka's FATAL line for every refused
+     * try would read as the service failing. */
+    if (!strcmp(fac, "FATAL") && strstr(buf, "instance ID is still used by another member")) level = 7;
     cs_log_level l = level <= 3 ? CS_LOG_ERROR : level == 4 ? CS_LOG_WARN : level <= 6 ? CS_LOG_INFO : CS_LOG_DEBUG;
     if (!cs__log_enabled(l)) return;
     cs__log(l, "librdkafka client=%s facility=%s message=\"%s\"", rk ? rd_kafka_name(rk) : "-", fac, buf);

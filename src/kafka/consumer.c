@@ -300,7 +300,11 @@ static void *fetch_main(void *arg) {
         /* A refused join to retry (above): on a new handle, the loop again. */
         if (!c->rejoin_wanted || atomic_load(&c->stop)) break;
         if (!rejoin(c)) {
-            cs__app_fatal(c->app, "%s: could not rejoin after UNRELEASED_INSTANCE_ID (see the lines above)", c->who);
+            /* A stop asked for during the backoff is a stop like any other:
+             * nothing was assigned, nothing is lost. */
+            if (!atomic_load(&c->stop))
+                cs__app_fatal(c->app, "%s: could not rejoin after UNRELEASED_INSTANCE_ID (see the lines above)",
+                              c->who);
             break;
         }
         fatal = false;
