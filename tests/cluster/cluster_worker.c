@@ -17,7 +17,8 @@
  *
  * usage: cluster_worker tracked|transactional TOPIC OUT_TOPIC GROUP RUNS_FILE ERR_FILE [OPTION...]
  *   static=ID        instance id ID: static membership (cstream derives group.instance.id)
- *   assignor=NAME    partition.assignment.strategy
+ *   assignor=NAME    partition.assignment.strategy; "consumer": the consumer
+ *                    group protocol (KIP-848) instead
  *   commit_ms=N      cs_sub_commit_interval_ms (default 100)
  *   stderr=PATH      append this process's log (cstream's and librdkafka's) to PATH
  * Transactional needs an instance id: static=ID or CSTREAM_INSTANCE_ID. */
@@ -88,7 +89,12 @@ int main(int argc, char **argv) {
     cs_sub *s = cs_kafka_subscribe(k, argv[2], reply, NULL);
     cs_err err = CS_OK;
     int commit_ms = 100;
-    if (!err) err = cs_kafka_config(k, "session.timeout.ms", "6000");
+    /* assignor=consumer: the consumer group protocol (KIP-848), whose
+     * session and assignor are the broker's. */
+    bool consumer_protocol = false;
+    for (int i = 7; i < argc; i++) consumer_protocol |= !strcmp(argv[i], "assignor=consumer");
+    if (!err && consumer_protocol) err = cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER);
+    if (!err && !consumer_protocol) err = cs_kafka_config(k, "session.timeout.ms", "6000");
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     /* What the cluster tests are about: a write counts once two in-sync
      * replicas have it, and retries after a broker loss write nothing twice. */
@@ -100,7 +106,7 @@ int main(int argc, char **argv) {
              * (group.instance.id derived from it, docs/guide.md). */
             err = cs_kafka_instance_id(k, argv[i] + 7);
         } else if (!strncmp(argv[i], "assignor=", 9)) {
-            err = cs_sub_config(s, "partition.assignment.strategy", argv[i] + 9);
+            if (!consumer_protocol) err = cs_sub_config(s, "partition.assignment.strategy", argv[i] + 9);
         } else if (!strncmp(argv[i], "commit_ms=", 10)) {
             commit_ms = atoi(argv[i] + 10);
         } else if (strncmp(argv[i], "stderr=", 7)) {
