@@ -172,19 +172,23 @@ static void cooperative_rebalance_with_records_in_flight(void **state) {
 }
 
 /* Under the consumer protocol only what moves is revoked: the first member
- * keeps at least one partition and is never asked to give up everything. */
+ * keeps at least one partition and is never asked to give up everything.
+ * Only where librdkafka has the protocol (>= 2.12): a skip would report the
+ * whole binary as skipped on the floor lane. */
+#if RD_KAFKA_VERSION >= 0x020c0000
 static void consumer_protocol_rebalance_with_records_in_flight(void **state) {
     (void)state;
-    if (RD_KAFKA_VERSION < 0x020c0000)
-        cst_skip("the consumer group protocol needs librdkafka >= 2.12.0, this build runs %s", rd_kafka_version_str());
     second_member_joins("consumer");
 }
+#endif
 
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eager_rebalance_with_records_in_flight),
         cmocka_unit_test(cooperative_rebalance_with_records_in_flight),
+#if RD_KAFKA_VERSION >= 0x020c0000
         cmocka_unit_test(consumer_protocol_rebalance_with_records_in_flight),
+#endif
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
