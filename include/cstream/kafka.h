@@ -990,8 +990,9 @@ typedef struct cs_sub_stats {
                                      earlier owner settled them (Tracked, cs_sub_acked_set) */
     uint64_t metadata_truncated; /**< commits whose acked set did not fit in the offset metadata (the
                                       records past its reach are read again after a crash) */
-    uint64_t rejoins;            /**< joins refused with UNRELEASED_INSTANCE_ID (consumer group protocol,
-                                     static member) after which the consumer was created again to retry */
+    uint64_t rejoins;            /**< times the consumer was created again to rejoin its group: after a join
+                                     refused with UNRELEASED_INSTANCE_ID (consumer group protocol, static
+                                     member), or a lost group session not back within 60 s */
 } cs_sub_stats;
 /** The subscription's counters now.
  *

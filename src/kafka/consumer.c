@@ -191,6 +191,35 @@ static void rejoin_bound(cs_consumer *c, rd_kafka_t *rk) {
                 (long long)c->rejoin_bound_ms, source, c->sub->name, c->sub->static_id);
 }
 
+/* ---- a group that does not come back --------------------------------------------
+ * librdkafka 2.0.2 can lose its group session after a broker SIGKILL and then
+ * never find the coordinator again (a request stuck on the dead broker,
+ * #4970, fixed in 2.10): the member has no id and no assignment for minutes
+ * (seen in CI: over 3 minutes, while the other brokers served). So when the
+ * session was lost STALL_REJOIN_MS ago and the member still has no member id
+ * (it is not even waiting in a JoinGroup, as in a long rebalance) and holds
+ * no partition, the fetch thread creates the consumer again, as for a
+ * refused static member (rejoin below): nothing is assigned, so nothing is
+ * in flight. */
+enum { STALL_REJOIN_MS = 60000 };
+
+static bool group_stalled(cs_consumer *c, int64_t now) {
+    if (!c->lost_since_ms || now - c->lost_since_ms < STALL_REJOIN_MS || !c->rejoin_conf || c->n_parts) return false;
+    char *id = rd_kafka_memberid(c->rk);
+    bool none = !id || !*id;
+    if (id) rd_kafka_mem_free(c->rk, id);
+    if (!none) {
+        c->lost_since_ms = now; /* in a JoinGroup: progress; look again later */
+        return false;
+    }
+    CS_LOG_WARN("group session lost %lld ms ago and not back (no member id, no partition): librdkafka may be stuck "
+                "looking for the coordinator (2.0.2 can be, #4970); creating the consumer again subscription=%s "
+                "librdkafka=%s",
+                (long long)(now - c->lost_since_ms), c->sub->name, rd_kafka_version_str());
+    c->lost_since_ms = now;
+    return true;
+}
+
 /* Waits ms, or less if the app stops meanwhile: false then. */
 static bool rejoin_backoff(cs_consumer *c, int ms) {
     for (int64_t until = cs__now_ms() + ms; cs__now_ms() < until;) {
@@ -208,11 +237,13 @@ static bool rejoin_backoff(cs_consumer *c, int ms) {
  * takes wake_lock. */
 static bool rejoin(cs_consumer *c) {
     c->rejoin_wanted = false;
+    bool stalled = c->rejoin_stalled; /* a group that did not come back: waited enough already */
+    c->rejoin_stalled = false;
     uint64_t n = atomic_load(&c->rejoins);
     int backoff = REJOIN_BACKOFF_FIRST_MS;
     for (uint64_t i = 1; i < n && backoff < REJOIN_BACKOFF_MAX_MS; i++) backoff *= 2;
     if (backoff > REJOIN_BACKOFF_MAX_MS) backoff = REJOIN_BACKOFF_MAX_MS;
-    if (!rejoin_backoff(c, backoff)) return false;
+    if (!stalled && !rejoin_backoff(c, backoff)) return false;
     rd_kafka_conf_t *conf = rd_kafka_conf_dup(c->rejoin_conf);
     char reason[512];
     rd_kafka_t *rk = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason) : NULL;
@@ -223,7 +254,7 @@ static bool rejoin(cs_consumer *c) {
         return false;
     }
     rd_kafka_poll_set_consumer(rk);
-    if (!c->rejoin_bound_ms) rejoin_bound(c, rk);
+    if (!stalled && !c->rejoin_bound_ms) rejoin_bound(c, rk);
     rd_kafka_queue_t *queue = rd_kafka_queue_get_consumer(rk);
     rd_kafka_queue_t *recq = cs__fetch_recq_new(c, rk);
     if (!recq) {
@@ -279,6 +310,11 @@ static void *fetch_main(void *arg) {
             bool more = c->out_of_memory ? false : cs__fetch_hand_out(c, now);
             size_t taken = c->out_of_memory ? 0 : cs__fetch_take_records(c);
             if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
+            if (group_stalled(c, now)) {
+                atomic_fetch_add(&c->rejoins, 1);
+                c->rejoin_stalled = c->rejoin_wanted = true;
+                break;
+            }
             fatal = c->take_fatal;
             /* Events (rebalances, commit results, errors). The poll waits only when
          * there was nothing to take or hand out; records arriving in the empty
@@ -303,7 +339,9 @@ static void *fetch_main(void *arg) {
             /* A stop asked for during the backoff is a stop like any other:
              * nothing was assigned, nothing is lost. */
             if (!atomic_load(&c->stop))
-                cs__app_fatal(c->app, "%s: could not rejoin after UNRELEASED_INSTANCE_ID (see the lines above)",
+                cs__app_fatal(c->app,
+                              "%s: could not create the consumer again to rejoin its group (see the lines "
+                              "above)",
                               c->who);
             break;
         }
@@ -400,7 +438,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     }
     /* A static member under the consumer protocol may have to create its
      * consumer again (rejoin, above): the same configuration, kept. */
-    if (s->static_id && s->consumer_protocol && !s->partitions) c->rejoin_conf = rd_kafka_conf_dup(conf);
+    if (!s->partitions) c->rejoin_conf = rd_kafka_conf_dup(conf); /* a group member: see rejoin */
     char reason[512];
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!c->rk) {

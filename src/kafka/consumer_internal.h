@@ -166,6 +166,12 @@ struct cs_consumer {
      * broker's group.consumer.session.timeout.ms (consumer.c,
      * rejoin_bound); 0 before, when the first refusal counts as within it. */
     int64_t rejoin_bound_ms;
+    /* When the group session was lost (rebalance.c), 0 while joined: a
+     * session that does not come back makes the fetch thread create the
+     * consumer again (consumer.c, "a group that does not come back"); the
+     * reason of the pending rejoin. Fetch thread only. */
+    int64_t lost_since_ms;
+    bool rejoin_stalled;
     bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be

@@ -272,10 +272,12 @@ static void rebalance(cs_consumer *c, rd_kafka_t *rk, rd_kafka_resp_err_t err, r
         /* Joined, also with nothing assigned (more members than partitions):
          * librdkafka calls this with an empty list then. */
         atomic_store(&c->joined, true);
+        c->lost_since_ms = 0;
         CS_LOG_DEBUG("group joined subscription=%s partitions=%d", c->sub->name, l->cnt);
         return;
     }
     bool lost = rd_kafka_assignment_lost(rk);
+    if (lost) c->lost_since_ms = cs__now_ms();
     /* An eager revoke starts a rebalance (the member has nothing until the
      * next assign); a lost assignment means the member left the group. A
      * cooperative revoke keeps the rest of the assignment: still joined. */
