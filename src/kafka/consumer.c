@@ -196,26 +196,27 @@ static void rejoin_bound(cs_consumer *c, rd_kafka_t *rk) {
  * never find the coordinator again (a request stuck on the dead broker,
  * #4970, fixed in 2.10): the member has no id and no assignment for minutes
  * (seen in CI: over 3 minutes, while the other brokers served). So when the
- * session was lost STALL_REJOIN_MS ago and the member still has no member id
- * (it is not even waiting in a JoinGroup, as in a long rebalance) and holds
- * no partition, the fetch thread creates the consumer again, as for a
+ * session was lost long ago (group_stalled) and the member holds no
+ * partition, the fetch thread creates the consumer again, as for a
  * refused static member (rejoin below): nothing is assigned, so nothing is
  * in flight. */
-enum { STALL_REJOIN_MS = 60000 };
+enum { STALL_REJOIN_MS = 60000, STALL_REJOIN_ANY_MS = 120000 };
 
+/* Without a member id after STALL_REJOIN_MS; with one (a JoinGroup may wait
+ * for slow members, up to their max.poll.interval.ms) only after
+ * STALL_REJOIN_ANY_MS: recreating a member that holds no partition costs
+ * the group one more rebalance, never a record. */
 static bool group_stalled(cs_consumer *c, int64_t now) {
     if (!c->lost_since_ms || now - c->lost_since_ms < STALL_REJOIN_MS || !c->rejoin_conf || c->n_parts) return false;
     char *id = rd_kafka_memberid(c->rk);
     bool none = !id || !*id;
     if (id) rd_kafka_mem_free(c->rk, id);
-    if (!none) {
-        c->lost_since_ms = now; /* in a JoinGroup: progress; look again later */
-        return false;
-    }
-    CS_LOG_WARN("group session lost %lld ms ago and not back (no member id, no partition): librdkafka may be stuck "
-                "looking for the coordinator (2.0.2 can be, #4970); creating the consumer again subscription=%s "
+    if (!none && now - c->lost_since_ms < STALL_REJOIN_ANY_MS) return false;
+    CS_LOG_WARN("group session lost %lld ms ago and not back (%s, no partition): librdkafka may be stuck looking "
+                "for the coordinator (2.0.2 can be, #4970); creating the consumer again subscription=%s "
                 "librdkafka=%s",
-                (long long)(now - c->lost_since_ms), c->sub->name, rd_kafka_version_str());
+                (long long)(now - c->lost_since_ms), none ? "no member id" : "still joining", c->sub->name,
+                rd_kafka_version_str());
     c->lost_since_ms = now;
     return true;
 }

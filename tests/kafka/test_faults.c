@@ -437,6 +437,31 @@ static void brokers_down_past_session_timeout(void **state) {
     service_stop(&s, "brokers down 8 s");
 }
 
+/* An outage that outlasts the watchdog for a lost session (src/kafka/
+ * consumer.c, group_stalled: 60 s without a member id): the fetch thread
+ * creates the consumer again (counted in rejoins), and once the brokers are
+ * back the service carries on: nothing lost. The watchdog is there for
+ * librdkafka 2.0.2 staying stuck after a broker SIGKILL (#4970), which only a
+ * real cluster brings out; here an outage long enough shows that it fires and
+ * that the recreated consumer joins and resumes. */
+static void lost_session_not_back_recreates_the_consumer(void **state) {
+    (void)state;
+    service s;
+    service_init(&s, "faults-stalled", false);
+    warm_up(&s);
+    all_brokers(1);
+    usleep(75 * 1000 * 1000); /* the session (6 s) plus the watchdog (60 s), with room */
+    all_brokers(0);
+    produce(&s, 200);
+    expect_recovered(&s, "brokers down 75 s");
+    cs_sub_stats st;
+    cs_sub_stats_get(s.sub, &st);
+    if (st.rejoins < 1)
+        fail_msg("brokers down 75 s: the consumer was not created again (rejoins %llu)",
+                 (unsigned long long)st.rejoins);
+    service_stop(&s, "brokers down 75 s");
+}
+
 /* The group's coordinator moves to another broker, twice: the member finds
  * the new one by itself, and commits and fetching go on. */
 static void coordinator_moves(void **state) {
@@ -601,6 +626,7 @@ int main(void) {
         cmocka_unit_test(join_group_errors),
         cmocka_unit_test(brokers_down_briefly),
         cmocka_unit_test(brokers_down_past_session_timeout),
+        cmocka_unit_test(lost_session_not_back_recreates_the_consumer),
         cmocka_unit_test(coordinator_moves),
         cmocka_unit_test(leaders_move),
         cmocka_unit_test(slow_brokers),
