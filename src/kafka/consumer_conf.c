@@ -209,13 +209,13 @@ static bool wants_consumer_protocol(cs_sub *s, cs_app *app, const char *who, cs_
 }
 
 const char *cs__sub_protocol_name(cs_sub *s, cs_app *app) {
-    if (s->consumer) return s->consumer_protocol ? "consumer" : "classic";
+    if (s->consumer) return cs__protocol_label(s->consumer_protocol);
     char saved[2048]; /* asked for by a document or a page: leaves the caller's cs_errmsg() as it was */
     snprintf(saved, sizeof saved, "%s", cs_errmsg());
     cs_err err;
     bool consumer = app && wants_consumer_protocol(s, app, s->name, &err);
     cs__fail(CS_OK, "%s", saved);
-    return consumer ? "consumer" : "classic";
+    return cs__protocol_label(consumer);
 }
 
 /* The consumer's layers under the protocol they select: in two passes, since

@@ -131,7 +131,7 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                            "group",
                            group ? group : "",
                            "protocol",
-                           c->sub->consumer_protocol ? "consumer" : "classic",
+                           cs__protocol_label(c->sub->consumer_protocol),
                            NULL};
         cs__metric_int(m, "cstream_consumer_group_protocol", "gauge",
                        "1, labelled with the group protocol the consumer joins with: classic, or consumer (KIP-848, "

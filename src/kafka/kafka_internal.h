@@ -472,6 +472,8 @@ cs_err cs__consumer_conf_layers(cs_sub *s, cs_app *app, const char *who, rd_kafk
 /* "consumer" or "classic": the group protocol s joins with (while running) or
  * would join with (what its layers select; classic when they cannot be read). */
 const char *cs__sub_protocol_name(cs_sub *s, cs_app *app);
+/* How logs, /metrics and the AsyncAPI document name a group protocol. */
+static inline const char *cs__protocol_label(bool consumer) { return consumer ? "consumer" : "classic"; }
 /* producer.c: every property of k's producer but its callbacks, the same way. */
 cs_err cs__producer_conf_layers(const cs_kafka *k, cs_app *app, rd_kafka_conf_t *conf, cs_conf_trace *t);
 /* config_show.c: the broker's show_config op (core/broker.h). */

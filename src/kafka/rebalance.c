@@ -181,7 +181,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
         cs__topic_available(c, l->elems[i].topic);
         CS_LOG_INFO("partition assigned subscription=%s group=%s topic=%s partition=%d protocol=%s", c->sub->name,
                     c->sub->group ? c->sub->group : c->sub->k->default_group, l->elems[i].topic,
-                    (int)l->elems[i].partition, c->sub->consumer_protocol ? "consumer" : "classic");
+                    (int)l->elems[i].partition, cs__protocol_label(c->sub->consumer_protocol));
     }
     if (c->tracked) load_attempts(c, l);
     cs__start_positions_apply(c, l); /* only where the group has no committed offset */

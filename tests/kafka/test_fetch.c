@@ -1236,7 +1236,5 @@ int main(void) {
         cmocka_unit_test(move_back_in_flight_transactional),
         cmocka_unit_test(move_back_in_flight_transactional_lanes_by_key),
     };
-    /* CST_FILTER=<pattern>: run only the matching tests (while developing). */
-    if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER"));
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -464,6 +464,5 @@ int main(void) {
         cmocka_unit_test(topic_recreated_before_the_group_notices),
         cmocka_unit_test(embedded_cluster_refuses),
     };
-    if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER"));
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -491,6 +491,5 @@ int main(void) {
         cmocka_unit_test(rebalances_keep_exactly_once),     cmocka_unit_test(aborted_transaction_is_invisible),
         cmocka_unit_test(refused_output_is_dead_lettered),
     };
-    if (getenv("CST_FILTER")) cmocka_set_test_filter(getenv("CST_FILTER")); /* e.g. CST_FILTER='zombie*' */
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

@@ -8,19 +8,13 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include <cstream.h>
 
+#include "classic_session.h"
 #include "stop_signals.h"
-
-/* Whether the environment asks every group for the consumer protocol. */
-static bool consumer_protocol_asked(void) {
-    const char *p = getenv("CSTREAM_KAFKA_GROUP_PROTOCOL");
-    return p && !strcmp(p, "consumer");
-}
 
 static int out_fd = -1;
 static bool self_kill;
@@ -49,9 +43,7 @@ int main(int argc, char **argv) {
     cs_app *app = cs_app_new("attempts-worker", "1.0");
     cs_kafka *k = cs_kafka_new(NULL);
     cs_sub *s = cs_kafka_subscribe(k, argv[1], handle, NULL);
-    /* The 6 s classic session; under the consumer protocol (the operator's
-     * CSTREAM_KAFKA_GROUP_PROTOCOL=consumer) the session is the broker's. */
-    cs_err err = consumer_protocol_asked() ? CS_OK : cs_kafka_config(k, "session.timeout.ms", "6000");
+    cs_err err = cst_classic_session(k, "6000");
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_sub_group(s, argv[2]);
     if (!err) err = cs_sub_commit_mode(s, CS_COMMIT_TRACKED);

@@ -22,13 +22,8 @@
 
 #include <cstream.h>
 
+#include "classic_session.h"
 #include "stop_signals.h"
-
-/* Whether the environment asks every group for the consumer protocol. */
-static bool consumer_protocol_asked(void) {
-    const char *p = getenv("CSTREAM_KAFKA_GROUP_PROTOCOL");
-    return p && !strcmp(p, "consumer");
-}
 
 enum { MAX_HELD = 4096 };
 
@@ -136,9 +131,7 @@ int main(int argc, char **argv) {
     cs_kafka *k = cs_kafka_new(NULL);
     cs_sub *s = cs_kafka_subscribe(k, argv[1], transform, &seed);
     cs_err err = CS_OK;
-    /* The 6 s classic session; under the consumer protocol (the operator's
-     * CSTREAM_KAFKA_GROUP_PROTOCOL=consumer) the session is the broker's. */
-    if (!err && !consumer_protocol_asked()) err = cs_kafka_config(k, "session.timeout.ms", "6000");
+    if (!err) err = cst_classic_session(k, "6000");
     if (!err) err = cs_kafka_config(k, "fetch.wait.max.ms", "10");
     if (!err) err = cs_kafka_instance_id(k, argv[6]);
     if (!err) err = cs_kafka_topic(k, out_topic, 1); /* declared: cs_delivery_publish may write to it */
