@@ -200,14 +200,27 @@ static void rejoin_bound(cs_consumer *c, rd_kafka_t *rk) {
  * partition, the fetch thread creates the consumer again, as for a
  * refused static member (rejoin below): nothing is assigned, so nothing is
  * in flight. */
-enum { STALL_REJOIN_MS = 60000, STALL_REJOIN_ANY_MS = 120000 };
+enum { STALL_REJOIN_MIN_MS = 20000, STALL_REJOIN_MAX_MS = 60000, STALL_REJOIN_ANY_MS = 120000 };
 
-/* Without a member id after STALL_REJOIN_MS; with one (a JoinGroup may wait
+/* How long a lost session may stay lost: twice the session timeout the
+ * member asked for (classic: a session that came back would have done so by
+ * then), within 20 to 60 s; 60 s under the consumer protocol, whose session
+ * is the broker's. Read once, at start. */
+static int64_t stall_rejoin_ms(const cs_sub *s, rd_kafka_conf_t *conf) {
+    char v[32];
+    size_t n = sizeof v;
+    if (s->consumer_protocol || rd_kafka_conf_get(conf, "session.timeout.ms", v, &n) != RD_KAFKA_CONF_OK)
+        return STALL_REJOIN_MAX_MS;
+    int64_t ms = 2 * strtoll(v, NULL, 10);
+    return ms < STALL_REJOIN_MIN_MS ? STALL_REJOIN_MIN_MS : ms > STALL_REJOIN_MAX_MS ? STALL_REJOIN_MAX_MS : ms;
+}
+
+/* Without a member id after stall_rejoin_ms; with one (a JoinGroup may wait
  * for slow members, up to their max.poll.interval.ms) only after
  * STALL_REJOIN_ANY_MS: recreating a member that holds no partition costs
  * the group one more rebalance, never a record. */
 static bool group_stalled(cs_consumer *c, int64_t now) {
-    if (!c->lost_since_ms || now - c->lost_since_ms < STALL_REJOIN_MS || !c->rejoin_conf || c->n_parts) return false;
+    if (!c->lost_since_ms || now - c->lost_since_ms < c->stall_rejoin_ms || !c->rejoin_conf || c->n_parts) return false;
     char *id = rd_kafka_memberid(c->rk);
     bool none = !id || !*id;
     if (id) rd_kafka_mem_free(c->rk, id);
@@ -311,6 +324,7 @@ static void *fetch_main(void *arg) {
             bool more = c->out_of_memory ? false : cs__fetch_hand_out(c, now);
             size_t taken = c->out_of_memory ? 0 : cs__fetch_take_records(c);
             if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
+            cs__rebalance_check_empty_join(c, now);
             if (group_stalled(c, now)) {
                 atomic_fetch_add(&c->rejoins, 1);
                 c->rejoin_stalled = c->rejoin_wanted = true;
@@ -440,6 +454,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     /* A static member under the consumer protocol may have to create its
      * consumer again (rejoin, above): the same configuration, kept. */
     if (!s->partitions) c->rejoin_conf = rd_kafka_conf_dup(conf); /* a group member: see rejoin */
+    c->stall_rejoin_ms = stall_rejoin_ms(s, conf);
     char reason[512];
     c->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, reason, sizeof reason);
     if (!c->rk) {

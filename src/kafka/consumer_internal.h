@@ -171,6 +171,8 @@ struct cs_consumer {
      * consumer again (consumer.c, "a group that does not come back"); the
      * reason of the pending rejoin. Fetch thread only. */
     int64_t lost_since_ms;
+    int64_t stall_rejoin_ms;    /* how long it may stay lost (consumer.c, stall_rejoin_ms) */
+    int64_t next_join_check_ms; /* rebalance.c, cs__rebalance_check_empty_join */
     bool rejoin_stalled;
     bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
@@ -450,6 +452,10 @@ void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_pa
  * rebalance would (partition state, attempt counts, fetch queues), once, at
  * the start of the fetch thread; the consumer counts as joined after it. */
 void cs__rebalance_assign_fixed(cs_consumer *c);
+/* Under the consumer protocol: counts a member whose assignment is empty
+ * from the start as joined once its member epoch says it is in (no
+ * rebalance callback comes for it). Fetch thread, each pass. */
+void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now);
 
 /* ---- start_position.c ------------------------------------------------------- */
 /* At assign, before librdkafka assigns l: sets the offset of each partition

@@ -141,7 +141,7 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
     cs__metric_int(m, "cstream_consumer_rejoins_total", "counter",
                    "Times the consumer was created again to rejoin its group: after a join refused with "
                    "UNRELEASED_INSTANCE_ID (consumer group protocol, static member), or after a lost group session "
-                   "that did not come back within 60 s.",
+                   "that did not come back within twice the session timeout (20 to 60 s).",
                    labels, (int64_t)atomic_load_explicit(&c->rejoins, memory_order_relaxed));
     cs__metric_int(m, "cstream_seeks_total", "counter",
                    "Partitions moved to another offset by the application (cs_sub_seek, cs_sub_seek_time).", labels,

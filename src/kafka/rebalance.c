@@ -212,6 +212,32 @@ void cs__rebalance_assign_fixed(cs_consumer *c) {
     atomic_store(&c->joined, true);
 }
 
+/* Under the consumer protocol librdkafka calls the rebalance callback only
+ * when the assignment changes (rd_kafka_cgrp_consumer_handle_next_assignment:
+ * "Assignment is the same"), so a member whose assignment is empty from the
+ * start (more members than partitions) gets no call and would never count
+ * as joined: /readyz stayed 503 for it. Its member epoch tells instead:
+ * above 0 once the coordinator has taken it in. Asked at most every 100 ms
+ * while not joined (a request to librdkafka's main thread). */
+enum { EMPTY_JOIN_CHECK_MS = 100 };
+
+void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now) {
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+    if (!c->sub->consumer_protocol || c->sub->partitions || atomic_load(&c->joined) || now < c->next_join_check_ms)
+        return;
+    c->next_join_check_ms = now + EMPTY_JOIN_CHECK_MS;
+    rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(c->rk);
+    int32_t epoch = md ? rd_kafka_consumer_group_metadata_generation_id(md) : -1;
+    if (md) rd_kafka_consumer_group_metadata_destroy(md);
+    if (epoch <= 0 || c->n_parts) return; /* not in yet, or an assign callback is its news */
+    atomic_store(&c->joined, true);
+    c->lost_since_ms = 0;
+    CS_LOG_DEBUG("group joined subscription=%s partitions=0 member_epoch=%d", c->sub->name, (int)epoch);
+#else
+    (void)c, (void)now;
+#endif
+}
+
 /* Stop handing out, wait (bounded) for in-flight settlements, commit what is
  * settled, then release. Idempotent: close runs it again on released parts. */
 static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l, bool lost) {

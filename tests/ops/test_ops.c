@@ -13,6 +13,7 @@
  *   - readiness: two members of groups on one-partition topics (one of them
  *     with nothing assigned) are both ready; /readyz is 503 (still served)
  *     while the stop drains a held handler, and while the embedded broker is down;
+ *     run again under the consumer group protocol (ops.ready.consumer_protocol);
  *   - the payouts example (main = cs_app_main): docs validated, run, publish, metrics;
  *   - /metrics as a whole: `promtool check metrics` (Debian's prometheus
  *     package; fails if promtool is missing) finds no problem, and the series
@@ -270,6 +271,35 @@ static void wait_ready(const child *c, int timeout_ms) {
     }
 }
 
+/* The readiness tests run under either group protocol (tests/CMakeLists.txt,
+ * ops.ready.consumer_protocol and ops.metrics.consumer_protocol: the
+ * service gets OPS_GROUP_PROTOCOL=consumer): /metrics says every group of the service joined under the one
+ * asked for, so a pass is a pass under that protocol. */
+static const char *group_protocol(void) {
+    return getenv("OPS_GROUP_PROTOCOL") ? getenv("OPS_GROUP_PROTOCOL") : "classic";
+}
+
+/* The service's variable for it: children get no OPS_ variable of ours
+ * unless passed (cstest_child.c). */
+static const char *group_protocol_env(void) {
+    static char env[64];
+    snprintf(env, sizeof env, "OPS_GROUP_PROTOCOL=%s", group_protocol());
+    return env;
+}
+
+static void expect_group_protocol(const child *c) {
+    const char *want = group_protocol();
+    const char *other = strcmp(want, "consumer") ? "consumer" : "classic";
+    char want_series[64], other_series[64], *body = NULL;
+    snprintf(want_series, sizeof want_series, "protocol=\"%s\"} 1", want);
+    snprintf(other_series, sizeof other_series, "protocol=\"%s\"}", other);
+    assert_int_equal(http_get(c->port, "/metrics", &body), 200);
+    if (!body || !strstr(body, "cstream_consumer_group_protocol{") || !strstr(body, want_series) ||
+        strstr(body, other_series))
+        fail_msg("want every group under the %s protocol; /metrics:\n%s", want, body ? body : "(none)");
+    free(body);
+}
+
 static int stop_service(child *c) {
     kill(c->pid, SIGTERM);
     return cst_wait_exit(c->pid, 60000);
@@ -299,7 +329,8 @@ static void test_run_http_metrics_json_logs(void **state) {
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
     snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
     /* env beats code: the code's servers are unreachable, CSTREAM_BROKERS is the cluster. */
-    const char *env[] = {env_prefix, env_brokers, "OPS_CODE_BROKERS=127.0.0.1:1", "CSTREAM_LOG_LEVEL=error", NULL};
+    const char *env[] = {env_prefix,           env_brokers, "OPS_CODE_BROKERS=127.0.0.1:1", "CSTREAM_LOG_LEVEL=error",
+                         group_protocol_env(), NULL};
     const char *extra[] = {"--log-format", "json", "--log-level", "info", NULL};
     child c;
     start_service(&c, extra, env);
@@ -310,6 +341,7 @@ static void test_run_http_metrics_json_logs(void **state) {
     free(body);
     assert_int_equal(http_get(c.port, "/nope", NULL), 404);
     wait_ready(&c, 60000);
+    expect_group_protocol(&c);
 
     const char *order =
         "{\"id\":7,\"amount_cents\":1250,\"currency\":\"EUR\",\"lines\":[{\"sku\":\"a\",\"quantity\":2}]}";
@@ -429,12 +461,14 @@ static void test_partitionless_member_ready(void **state) {
     fresh_ops_topics(prefix, sizeof prefix, "opsready", 1);
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
     snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
-    const char *env[] = {env_prefix, env_brokers, "CSTREAM_LOG_LEVEL=debug", NULL};
+    const char *env[] = {env_prefix, env_brokers, "CSTREAM_LOG_LEVEL=debug", group_protocol_env(), NULL};
     child a, b;
     start_service_named(&a, "member-a", NULL, env);
     wait_ready(&a, 60000);
+    expect_group_protocol(&a);
     start_service_named(&b, "member-b", NULL, env);
     wait_ready(&b, 60000);
+    expect_group_protocol(&b);
     /* The second join rebalanced both: wait until both are ready at once. */
     wait_ready(&a, 60000);
     wait_ready(&b, 60000);
@@ -460,10 +494,11 @@ static void test_readyz_not_ready_during_shutdown(void **state) {
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
     snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
     snprintf(env_hold, sizeof env_hold, "OPS_HOLD_FILE=%s", hold);
-    const char *env[] = {env_prefix, env_brokers, env_hold, NULL};
+    const char *env[] = {env_prefix, env_brokers, env_hold, group_protocol_env(), NULL};
     child c;
     start_service(&c, NULL, env);
     wait_ready(&c, 60000);
+    expect_group_protocol(&c);
     CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "hold", 4, NULL));
     long long delivered = -1;
     for (int64_t deadline = cst_now_ms() + 30000; delivered != 1 && cst_now_ms() < deadline; usleep(50 * 1000)) {
@@ -495,10 +530,11 @@ static void test_readyz_ready_while_paused(void **state) {
     snprintf(audit, sizeof audit, "%saudit", prefix);
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
     snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
-    const char *env[] = {env_prefix, env_brokers, NULL};
+    const char *env[] = {env_prefix, env_brokers, group_protocol_env(), NULL};
     child c;
     start_service(&c, NULL, env);
     wait_ready(&c, 60000);
+    expect_group_protocol(&c);
     CST_OK(cs_test_produce(cst_cluster, audit, 0, NULL, 0, "pause", 5, NULL));
     long long paused = -1;
     for (int64_t deadline = cst_now_ms() + 30000; paused != 1 && cst_now_ms() < deadline; usleep(50 * 1000)) {
@@ -524,10 +560,11 @@ static void test_readyz_follows_the_connection(void **state) {
     fresh_ops_topics(prefix, sizeof prefix, "opsdown", 1);
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
     snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
-    const char *env[] = {env_prefix, env_brokers, NULL};
+    const char *env[] = {env_prefix, env_brokers, group_protocol_env(), NULL};
     child c;
     start_service(&c, NULL, env);
     wait_ready(&c, 60000);
+    expect_group_protocol(&c);
     CST_OK(cs_test_cluster_set_down(cst_cluster, 1));
     int status = 200;
     for (int64_t deadline = cst_now_ms() + 30000; status == 200 && cst_now_ms() < deadline; usleep(50 * 1000))
@@ -701,10 +738,12 @@ static void test_metrics_promtool(void **state) {
     snprintf(audit_group, sizeof audit_group, "%saudit-svc", prefix);
     snprintf(env_prefix, sizeof env_prefix, "OPS_PREFIX=%s", prefix);
     snprintf(env_brokers, sizeof env_brokers, "CSTREAM_BROKERS=%s", cs_test_cluster_brokers(cst_cluster));
-    const char *env[] = {env_prefix, env_brokers, NULL}; /* info: the "http listening" line gives the port */
+    const char *env[] = {env_prefix, env_brokers, group_protocol_env(),
+                         NULL}; /* info: the "http listening" line gives the port */
     child c;
     start_service_named(&c, "prom", NULL, env);
     wait_ready(&c, 60000);
+    expect_group_protocol(&c);
 
     for (int i = 0; i < 10; i++) {
         char key[16], value[128];
