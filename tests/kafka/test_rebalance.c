@@ -5,7 +5,14 @@
  * stops handing out revoked partitions, waits (bounded) for in-flight
  * settlements, commits what is settled and releases; its late settlements of
  * revoked partitions are stale and never committed, so the new owner reads
- * those records again: 0 lost. */
+ * those records again: 0 lost.
+ *
+ * Replies across a move: a Tracked member replies to every record while no
+ * reply can be delivered (embedded: every Produce refused; real broker: the
+ * reply topic wants 2 in-sync replicas of its 1), a second member joins and
+ * partitions move. Nothing is committed while the replies are stuck, also by
+ * the revoke; once they get out every position reaches the end, the new
+ * owner handled the records that moved, and every record has a reply. */
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -185,12 +192,204 @@ static void consumer_protocol_rebalance_with_records_in_flight(void **state) {
 }
 #endif
 
+/* ---- replies gate their source across a move ----------------------------------- */
+
+enum { REPLY_N = 40, NOT_ENOUGH_REPLICAS = 19, REFUSALS = 2000 };
+
+typedef struct replier {
+    cst_seen *seen;
+    _Atomic int assigns, revokes;
+} replier;
+
+static cs_outcome reply_handle(cs_delivery *d, void *user) {
+    replier *r = user;
+    cst_seen_add(r->seen, cs_delivery_partition(d), cs_delivery_offset(d));
+    char v[64];
+    int n = snprintf(v, sizeof v, "%d@%lld", (int)cs_delivery_partition(d), (long long)cs_delivery_offset(d));
+    cs_delivery_reply(d, NULL, 0, v, (size_t)n);
+    return CS_ACK;
+}
+
+static void reply_on_assign(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)s, (void)topic, (void)parts, (void)n;
+    atomic_fetch_add(&((replier *)user)->assigns, 1);
+}
+
+static void reply_on_revoke(cs_sub *s, const char *topic, const int32_t *parts, size_t n, void *user) {
+    (void)s, (void)topic, (void)parts, (void)n;
+    atomic_fetch_add(&((replier *)user)->revokes, 1);
+}
+
+static cs_app *start_replier(const char *topic, const char *group, const char *done, const char *strategy, replier *r) {
+    cs_app *app = cs_app_new("rebalance-replies", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    CST_OK(cs_kafka_flush_timeout_ms(k, 300));
+    cs_sub *s = cs_kafka_subscribe(k, topic, reply_handle, r);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_sub_workers(s, 2));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_sub_drain_timeout_ms(s, 1000));
+    CST_OK(cs_sub_reply(s, done, 5000));
+    if (!strcmp(strategy, "consumer")) CST_OK(cs_sub_group_protocol(s, CS_GROUP_PROTOCOL_CONSUMER));
+    else CST_OK(cs_sub_config(s, "partition.assignment.strategy", strategy));
+    CST_OK(cs_sub_on_assign(s, reply_on_assign, r));
+    CST_OK(cs_sub_on_revoke(s, reply_on_revoke, r));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    return app;
+}
+
+/* An admin request on the real broker; fails the test on an error. */
+static void admin_wait(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *what) {
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (!ev) fail_msg("%s: no answer in 30 s", what);
+    if (rd_kafka_event_error(ev)) fail_msg("%s: %s", what, rd_kafka_event_error_string(ev));
+    const rd_kafka_topic_result_t **tr = NULL;
+    const rd_kafka_ConfigResource_t **cr = NULL;
+    size_t n = 0;
+    if (rd_kafka_event_CreateTopics_result(ev))
+        tr = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
+    else cr = rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev), &n);
+    for (size_t i = 0; i < n; i++) {
+        if (tr && rd_kafka_topic_result_error(tr[i]))
+            fail_msg("%s: %s", what, rd_kafka_topic_result_error_string(tr[i]));
+        if (cr && rd_kafka_ConfigResource_error(cr[i]))
+            fail_msg("%s: %s", what, rd_kafka_ConfigResource_error_string(cr[i]));
+    }
+    rd_kafka_event_destroy(ev);
+    (void)rk;
+}
+
+/* Replies that cannot get out, and their release. Embedded: every Produce
+ * is refused with a retriable error, so the replies wait in the producer
+ * and their sources stay open. Real broker: the reply topic takes records
+ * of at most 1 byte (max.message.bytes) until it is altered back, so every
+ * reply is refused (MESSAGE_TOO_LARGE, not retriable) and its source comes
+ * back as a retry, again and again. (min.insync.replicas above the
+ * replication factor refuses nothing on Kafka 4: tried.) */
+static void reply_topic_blocked(const char *done, bool blocked) {
+    if (cs_test_cluster_is_embedded(cst_cluster)) {
+        if (!blocked) {
+            CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, 0));
+            return;
+        }
+        CST_OK(cs_test_topic_create(cst_cluster, done, 1));
+        static int refusals[REFUSALS];
+        for (int i = 0; i < REFUSALS; i++) refusals[i] = NOT_ENOUGH_REPLICAS;
+        CST_OK(cs_test_cluster_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
+        return;
+    }
+    char err[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    if (rd_kafka_conf_set(conf, "bootstrap.servers", cs_test_cluster_brokers(cst_cluster), err, sizeof err))
+        fail_msg("admin: %s", err);
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+    if (!rk) fail_msg("admin: %s", err);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    const char *max_bytes = blocked ? "1" : "1048588";
+    if (blocked) {
+        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(done, 1, 1, err, sizeof err);
+        if (!nt) fail_msg("topic %s: %s", done, err);
+        rd_kafka_NewTopic_set_config(nt, "max.message.bytes", max_bytes);
+        rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
+        admin_wait(rk, q, "create the reply topic");
+        rd_kafka_NewTopic_destroy(nt);
+    } else {
+        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, done);
+        rd_kafka_ConfigResource_set_config(res, "max.message.bytes", max_bytes);
+        rd_kafka_AlterConfigs(rk, &res, 1, NULL, q);
+        admin_wait(rk, q, "release the reply topic");
+        rd_kafka_ConfigResource_destroy(res);
+    }
+    rd_kafka_queue_destroy(q);
+    rd_kafka_destroy(rk);
+}
+
+static bool replier_saw_all(void *arg) { return cst_seen_distinct(((replier *)arg)->seen) >= REPLY_N; }
+static bool replier_assigned(void *arg) { return atomic_load(&((replier *)arg)->assigns) > 0; }
+
+static int reply_counts[PARTS][REPLY_N];
+static void count_reply(const void *value, size_t len, void *arg) {
+    (void)arg;
+    char v[64];
+    snprintf(v, sizeof v, "%.*s", (int)len, (const char *)value);
+    int p = -1;
+    long long o = -1;
+    if (sscanf(v, "%d@%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < REPLY_N / PARTS) reply_counts[p][o]++;
+}
+
+static void replies_gate_their_source_across_a_move(const char *strategy) {
+    char topic[128], group[160], done[160];
+    cst_fresh("rebalance-replies", PARTS, topic, group, sizeof topic);
+    snprintf(done, sizeof done, "%s.done", topic);
+    if (cs_test_cluster_is_embedded(cst_cluster)) /* a failed run before may have left its refusals */
+        CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, 0));
+    for (int p = 0; p < PARTS; p++)
+        for (int i = 0; i < REPLY_N / PARTS; i++)
+            CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "payout", 6, NULL));
+    reply_topic_blocked(done, true);
+    replier a = {.seen = cst_seen_new(PARTS, REPLY_N)}, b = {.seen = cst_seen_new(PARTS, REPLY_N)};
+    cs_app *app_a = start_replier(topic, group, done, strategy, &a);
+    assert_true(cst_wait(replier_saw_all, &a, 60000)); /* handled and acked, no reply out */
+
+    cs_app *app_b = start_replier(topic, group, done, strategy, &b);
+    assert_true(cst_wait(replier_assigned, &b, 60000)); /* A has released what B got */
+    assert_true(atomic_load(&a.revokes) > 0);
+    /* The move is over: A's revoke committed nothing whose reply is out. */
+    for (int p = 0; p < PARTS; p++) {
+        int64_t committed;
+        CST_OK(cs_test_committed(cst_cluster, group, topic, p, &committed));
+        if (committed > 0)
+            fail_msg("%s: %s/%d committed at %lld while no reply had got out", strategy, topic, p,
+                     (long long)committed);
+    }
+
+    reply_topic_blocked(done, false);
+    for (int p = 0; p < PARTS; p++)
+        CST_OK(cs_test_wait_committed(cst_cluster, group, topic, p, REPLY_N / PARTS, 60000));
+    int moved = 0;
+    for (int p = 0; p < PARTS; p++)
+        for (int o = 0; o < REPLY_N / PARTS; o++) moved += cst_seen_count(b.seen, p, o) > 0;
+    CST_OK(cs_app_stop(app_b));
+    cs_app_destroy(app_b);
+    CST_OK(cs_app_stop(app_a));
+    cs_app_destroy(app_a);
+    memset(reply_counts, 0, sizeof reply_counts);
+    long read = cst_read_committed(done, 1, count_reply, NULL, 60000);
+    int missing = 0;
+    for (int p = 0; p < PARTS; p++)
+        for (int o = 0; o < REPLY_N / PARTS; o++) missing += reply_counts[p][o] == 0;
+    printf("strategy %s: replies read %ld, records the new owner handled %d, without a reply %d\n", strategy, read,
+           moved, missing);
+    assert_true(moved > 0);       /* the records that moved were read again by their new owner */
+    assert_int_equal(missing, 0); /* and every record has its reply */
+    cst_seen_free(a.seen);
+    cst_seen_free(b.seen);
+}
+
+static void replies_across_an_eager_move(void **state) {
+    (void)state;
+    replies_gate_their_source_across_a_move("range");
+}
+
+#if RD_KAFKA_VERSION >= 0x020c0000
+static void replies_across_a_consumer_protocol_move(void **state) {
+    (void)state;
+    replies_gate_their_source_across_a_move("consumer");
+}
+#endif
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(eager_rebalance_with_records_in_flight),
         cmocka_unit_test(cooperative_rebalance_with_records_in_flight),
 #if RD_KAFKA_VERSION >= 0x020c0000
         cmocka_unit_test(consumer_protocol_rebalance_with_records_in_flight),
+#endif
+        cmocka_unit_test(replies_across_an_eager_move),
+#if RD_KAFKA_VERSION >= 0x020c0000
+        cmocka_unit_test(replies_across_a_consumer_protocol_move),
 #endif
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
