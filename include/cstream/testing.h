@@ -113,6 +113,17 @@ CS_API cs_err cs_test_cluster_new_embedded(int brokers, cs_test_cluster **out);
  * @retval CS_ERR_ARG api_key out of range, or errors NULL with n > 0.
  * @retval CS_ERR_NOMEM out of memory. */
 CS_API cs_err cs_test_cluster_push_request_errors(cs_test_cluster *c, int api_key, size_t n, const int *errors);
+/** Takes Kafka API `api_key` out of what the brokers offer (their ApiVersions
+ * answer no longer lists it), as a broker too old for it would; for the rest
+ * of the cluster's life. E.g. 68 (ConsumerGroupHeartbeat): brokers before
+ * the consumer group protocol.
+ * @param c the cluster.
+ * @param api_key the Kafka API key, 0 to 32767.
+ * @retval CS_OK withdrawn.
+ * @retval CS_ERR_UNSUPPORTED not the embedded cluster.
+ * @retval CS_ERR_ARG api_key out of range.
+ * @retval CS_ERR_KAFKA the embedded cluster does not know that API. */
+CS_API cs_err cs_test_cluster_withdraw_api(cs_test_cluster *c, int api_key);
 /** Forgets the errors still pushed for api_key.
  * @param c the cluster.
  * @param api_key the Kafka API key.

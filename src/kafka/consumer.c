@@ -396,6 +396,7 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
 static void consumer_free(cs_consumer *c) { consumer_free_flags(c, 0); }
 
 static cs_err subscribe(cs_consumer *c) {
+    c->joining_since_ms = cs__now_ms();
     cs_sub *s = c->sub;
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
     for (size_t i = 0; i < s->n_topics; i++)

@@ -173,6 +173,8 @@ struct cs_consumer {
     int64_t lost_since_ms;
     int64_t stall_rejoin_ms;    /* how long it may stay lost (consumer.c, stall_rejoin_ms) */
     int64_t next_join_check_ms; /* rebalance.c, cs__rebalance_check_empty_join */
+    int64_t joining_since_ms;   /* the subscribe or the lost session a join is awaited since */
+    bool join_warned;           /* the consumer-protocol "not joined" WARN, once per wait */
     bool rejoin_stalled;
     bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app

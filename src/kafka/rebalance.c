@@ -219,7 +219,28 @@ void cs__rebalance_assign_fixed(cs_consumer *c) {
  * as joined: /readyz stayed 503 for it. Its member epoch tells instead:
  * above 0 once the coordinator has taken it in. Asked at most every 100 ms
  * while not joined (a request to librdkafka's main thread). */
-enum { EMPTY_JOIN_CHECK_MS = 100 };
+enum { EMPTY_JOIN_CHECK_MS = 100, JOIN_WARN_MS = 30000 };
+
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+/* A broker that does not offer the consumer protocol at all (before Kafka
+ * 3.7, or group.coordinator.rebalance.protocols without "consumer") never
+ * lets the member in, and librdkafka says so only at debug level ("marking
+ * the coordinator dead: ConsumerGroupHeartbeatRequest not supported by
+ * broker") while it retries for ever. A broker that answers the request
+ * with UNSUPPORTED_VERSION is a clear stop (consumer_errors.c). So, once
+ * per wait: a WARN naming the likely cause and the way out, when the member
+ * is still out after JOIN_WARN_MS with brokers reachable. */
+static void warn_not_joined(cs_consumer *c, int64_t now) {
+    if (c->join_warned || now - c->joining_since_ms < JOIN_WARN_MS || atomic_load(&c->brokers_down)) return;
+    c->join_warned = true;
+    CS_LOG_WARN("group %s has not let this member in %lld s after it asked to join under group.protocol=consumer "
+                "(KIP-848): brokers before Kafka 4.0 may not offer that protocol (librdkafka then retries "
+                "silently); check the brokers' group.coordinator.rebalance.protocols, or set "
+                "group.protocol=classic subscription=%s librdkafka=%s",
+                c->sub->group ? c->sub->group : c->sub->k->default_group,
+                (long long)((now - c->joining_since_ms) / 1000), c->sub->name, rd_kafka_version_str());
+}
+#endif
 
 void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now) {
 #if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
@@ -229,6 +250,7 @@ void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now) {
     rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(c->rk);
     int32_t epoch = md ? rd_kafka_consumer_group_metadata_generation_id(md) : -1;
     if (md) rd_kafka_consumer_group_metadata_destroy(md);
+    if (epoch <= 0) warn_not_joined(c, now);
     if (epoch <= 0 || c->n_parts) return; /* not in yet, or an assign callback is its news */
     atomic_store(&c->joined, true);
     c->lost_since_ms = 0;
@@ -303,7 +325,10 @@ static void rebalance(cs_consumer *c, rd_kafka_t *rk, rd_kafka_resp_err_t err, r
         return;
     }
     bool lost = rd_kafka_assignment_lost(rk);
-    if (lost) c->lost_since_ms = cs__now_ms();
+    if (lost) {
+        c->lost_since_ms = c->joining_since_ms = cs__now_ms();
+        c->join_warned = false;
+    }
     /* An eager revoke starts a rebalance (the member has nothing until the
      * next assign); a lost assignment means the member left the group. A
      * cooperative revoke keeps the rest of the assignment: still joined. */

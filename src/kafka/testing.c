@@ -168,6 +168,17 @@ static cs_err mock_result(rd_kafka_resp_err_t e, const char *what, const char *t
     return CS_OK;
 }
 
+cs_err cs_test_cluster_withdraw_api(cs_test_cluster *c, int api_key) {
+    rd_kafka_mock_cluster_t *mc = NULL;
+    cs_err err = mock_of(c, "cs_test_cluster_withdraw_api", &mc);
+    if (err) return err;
+    if (api_key < 0 || api_key > INT16_MAX)
+        return cs__fail(CS_ERR_ARG, "cs_test_cluster_withdraw_api: api key %d", api_key);
+    char id[16];
+    snprintf(id, sizeof id, "api key %d", api_key);
+    return mock_result(rd_kafka_mock_set_apiversion(mc, (int16_t)api_key, -1, -1), "cs_test_cluster_withdraw_api", id);
+}
+
 cs_err cs_test_broker_push_request_errors(cs_test_cluster *c, int broker, int api_key, size_t n, const int *errors) {
     rd_kafka_mock_cluster_t *mc = NULL;
     cs_err err = mock_of(c, "cs_test_broker_push_request_errors", &mc);

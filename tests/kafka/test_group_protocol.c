@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cstest.h"
 
@@ -172,6 +173,65 @@ static void broker_refusing_the_protocol_is_a_clear_stop(void **state) {
     assert_true(committed < 0); /* nothing committed */
 }
 
+/* A broker that does not offer the protocol at all (before Kafka 3.7, or
+ * without "consumer" in group.coordinator.rebalance.protocols: ApiVersions
+ * lists no ConsumerGroupHeartbeat, withdrawn here on an embedded cluster of
+ * its own). librdkafka retries for ever and says so only at debug level, so
+ * cstream names the likely cause in one WARN after 30 s, with the way out;
+ * nothing is handled or committed meanwhile. Embedded only, like the one
+ * above. */
+static void broker_without_the_protocol_is_named(void **state) {
+    (void)state;
+    if (!HAS_CONSUMER_PROTOCOL)
+        cst_skip("needs librdkafka >= 2.12.0, built with %d.%d.%d", BUILT_MAJOR, BUILT_MINOR, BUILT_PATCH);
+    if (!cs_test_cluster_is_embedded(cst_cluster)) cst_skip("the real broker serves the consumer protocol");
+    enum { CONSUMER_GROUP_HEARTBEAT = 68 };
+    cs_test_cluster *old = NULL;
+    CST_OK(cs_test_cluster_new_embedded(1, &old));
+    CST_OK(cs_test_cluster_withdraw_api(old, CONSUMER_GROUP_HEARTBEAT));
+    char topic[128], group[160];
+    cst_fresh("protocol-not-offered", 1, topic, group, sizeof topic);
+    CST_OK(cs_test_topic_create(old, topic, 1));
+    CST_OK(cs_test_produce(old, topic, 0, NULL, 0, "p", 1, NULL));
+    run_count n = {0};
+    cs_app *app = cs_app_new("protocol-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(old);
+    CST_OK(cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER));
+    cs_sub *s = cs_kafka_subscribe(k, topic, count, &n);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_app_add_kafka(app, k));
+    cs_log_set_level(CS_LOG_WARN);
+    cst_capture cap;
+    cst_capture_start(&cap);
+    CST_OK(cs_app_start(app));
+    char *log = NULL;
+    for (int64_t deadline = cst_now_ms() + 45000;; nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL)) {
+        free(log);
+        log = cst_slurp(cap.path); /* so far */
+        if (strstr(log, "has not let this member in") || cst_now_ms() > deadline) break;
+    }
+    free(log);
+    log = cst_capture_stop(&cap);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    const char *needles[] = {"has not let this member in",
+                             group,
+                             "group.protocol=consumer",
+                             "Kafka 4.0",
+                             "group.coordinator.rebalance.protocols",
+                             "group.protocol=classic",
+                             NULL};
+    for (size_t i = 0; needles[i]; i++)
+        if (!strstr(log, needles[i])) fail_msg("no \"%s\" in the log within 45 s:\n%s", needles[i], log);
+    free(log);
+    assert_int_equal(atomic_load(&n.handled), 0);
+    int64_t committed = 0;
+    CST_OK(cs_test_committed(old, group, topic, 0, &committed));
+    assert_true(committed < 0);
+    cs_test_cluster_destroy(old);
+}
+
 /* ---- a Tracked subscription under each protocol -------------------------------- */
 
 enum { PARTS = 4, RECORDS = 2000 };
@@ -302,6 +362,7 @@ int main(void) {
         cmocka_unit_test(consumer_protocol_refused_before_2_12),
         cmocka_unit_test(classic_only_properties_refused),
         cmocka_unit_test(broker_refusing_the_protocol_is_a_clear_stop),
+        cmocka_unit_test(broker_without_the_protocol_is_named),
         cmocka_unit_test(tracked_consumes_everything_under_consumer_protocol),
         cmocka_unit_test(tracked_with_remote_assignor),
         cmocka_unit_test(operations_name_the_protocol),
