@@ -238,6 +238,7 @@ format: format-deps
 	clang-format-14 -i $(FORMAT_FILES)
 format-check: format-deps
 	clang-format-14 --dry-run --Werror $(FORMAT_FILES)
+	@scripts/check-commit-subjects
 
 # The library, headers and cstream.pc under $(PREFIX) (default /usr/local;
 # `make install PREFIX=DIR`). cstream.pc is written for the prefix of the
