@@ -225,6 +225,7 @@ fuzz: fuzz-build
 # command) fails it, after doxygen has listed them all. Needs no build.
 CSTREAM_VERSION := $(shell sed -n 's/^\#define CSTREAM_VERSION "\(.*\)"/\1/p' include/cstream.h)
 docs: docs-deps
+	@scripts/check-architecture
 	@mkdir -p $(BUILD)/docs
 	CS_DOCS_DIR=$(BUILD)/docs CS_DOCS_VERSION=$(CSTREAM_VERSION) doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/api/index.html"
