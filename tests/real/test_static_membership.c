@@ -215,7 +215,8 @@ static void restart_rounds(const char *label, bool with_instance, int rounds) {
     char instance[200];
     snprintf(instance, sizeof instance, "%s-instance", r.topic);
     /* CS_GROUP_PROTOCOL=consumer runs the rounds under KIP-848 (the session
-     * is then the broker's group.consumer.session.timeout.ms, also 45 s). */
+     * is then the broker's group.consumer.session.timeout.ms: Kafka's 45 s,
+     * 10 s on the broker of scripts/kafka). */
     child_env e = {
         .instance = with_instance ? instance : NULL, .session = "default", .protocol = getenv("CS_GROUP_PROTOCOL")};
     double secs[MAX_ROUNDS];
@@ -241,9 +242,11 @@ static void restart_rounds(const char *label, bool with_instance, int rounds) {
     finish(&r, child);
     size_t runs;
     size_t distinct = handled(&r, &runs);
-    printf("\nrestart %s: %d payouts, %d partitions, 2 workers, session.timeout.ms librdkafka's default (45 s), "
-           "%d SIGKILLs (seed %u)\n",
-           label, r.payouts, PARTS, rounds, r.seed);
+    bool consumer = e.protocol && !strcmp(e.protocol, "consumer");
+    printf("\nrestart %s: %d payouts, %d partitions, 2 workers, %s, %d SIGKILLs (seed %u)\n", label, r.payouts, PARTS,
+           consumer ? "consumer group protocol, the broker's group.consumer.session.timeout.ms"
+                    : "classic protocol, session.timeout.ms librdkafka's default (45 s)",
+           rounds, r.seed);
     printf("| round | restart to first payout handled (s) |\n|---|---|\n");
     for (int k = 0; k < rounds; k++) printf("| %d | %.2f |\n", k + 1, secs[k]);
     if (rounds) printf("median %.2f s\n", median(secs, rounds));
