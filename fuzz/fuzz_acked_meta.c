@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attempts_meta.h"
+#include "core/attempts_meta.h"
 
 #define MAX_ENTRIES 64
 

@@ -1,7 +1,7 @@
 /* fuzz_config.c — configuration that comes from outside the code: client
  * properties (cs__conf_check and the property lists, src/kafka/config.c, as
  * cs_kafka_config and friends use them) and the command line of cs_app_main
- * (cs__cli_parse and cs__cli_partition, src/core/cli.c), neither of which
+ * (cs__cli_parse and cs__cli_partition, src/ops/cli.c), neither of which
  * needs a running app.
  *
  * Input byte 0 picks the mode:
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
-#include "kafka_internal.h"
-#include "log.h"
+#include "ops/cli.h"
+#include "kafka/kafka_internal.h"
+#include "base/log.h"
 
 #define MAX_ARGS 24
 

@@ -2,8 +2,8 @@
  * reading them through the source interface (cs_delivery_header_count,
  * cs_delivery_header, cs_delivery_header_get in src/core/delivery.c), building
  * a dead-letter record's headers from them plus the provenance headers
- * (cs__dead_letter_headers, src/kafka/dead_letter.c), and turning those into
- * librdkafka headers for the producer (cs__headers_new, src/kafka/producer.c).
+ * (cs__dead_letter_headers, src/kafka/producer/dead_letter.c), and turning those into
+ * librdkafka headers for the producer (cs__headers_new, src/kafka/producer/producer.c).
  *
  * The input describes a record's headers: per header one flags byte (bit 0:
  * null value; bit 1: the source fails to read this header, like a broken
@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "delivery_internal.h"
-#include "kafka_internal.h"
-#include "partition.h"
+#include "core/delivery_internal.h"
+#include "kafka/kafka_internal.h"
+#include "core/partition.h"
 
 #define MAX_HEADERS 64
 

@@ -6,14 +6,14 @@
  * Locks on the same level never nest in each other. A lock without a level
  * is a leaf that nests in nothing of cstream's and takes nothing.
  *
- *   1  ops_state.lock          src/core/cli.c          cs_app_main's "the app runs" flag against the
+ *   1  ops_state.lock          src/ops/cli.c          cs_app_main's "the app runs" flag against the
  *                                                      HTTP routes (/metrics, /readyz) that read the
  *                                                      subscriptions
  *   2  cs_sub.stats_lock       src/kafka/kafka_internal.h  the subscription's consumer pointer and its
  *                                                      final counters, for readers (cs_sub_stats_get,
  *                                                      /metrics, cs_sub_rdkafka_consumer)
- *   3  cs_consumer.commit_lock src/kafka/committer.c   the order in which commits are enqueued
- *   3  cs_consumer.ctl_lock    src/kafka/fetch_control.c  the application's seek and pause requests
+ *   3  cs_consumer.commit_lock src/kafka/consumer/committer.c   the order in which commits are enqueued
+ *   3  cs_consumer.ctl_lock    src/kafka/consumer/fetch_control.c  the application's seek and pause requests
  *                                                      waiting for the fetch thread (taken under
  *                                                      stats_lock by the caller)
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry
@@ -25,7 +25,7 @@
  *   6  cs_store.wake_mx        src/core/store.c        the store's wake hook against the consumer's
  *                                                      end (a record released under its partition
  *                                                      lock); only wake_lock is taken under it
- *   7  cs_consumer.wake_lock   src/kafka/fetch_parts.c wake-ups against the fetch thread's end; also
+ *   7  cs_consumer.wake_lock   src/kafka/consumer/fetch_parts.c wake-ups against the fetch thread's end; also
  *                                                      taken under a librdkafka queue lock
  *                                                      (on_records, fetch_take.c)
  *   -  cs_app.lock             src/core/app.c          stop request, fatal reason
@@ -34,11 +34,11 @@
  *   -  cs_kafka.producer_lock  src/kafka/kafka_internal.h  (a rwlock) the producer pointer; its read
  *                                                      side is held while a record is queued, and
  *                                                      takes cs_producer.lock to wait for space
- *   -  cs_producer.lock        src/kafka/producer.c    the "space" condition
- *   -  outgoing.lock           src/kafka/producer.c    one blocking publish's completion
- *   -  cs_ctl_req.mx           src/kafka/fetch_control.c  one seek or pause request's completion
- *   -  destroyer.lock          src/kafka/consumer.c    a consumer destroy that may hang
- *   -  cs_test_cluster.lock    src/kafka/testing.c     the test API's producer (tests only)
+ *   -  cs_producer.lock        src/kafka/producer/producer.c    the "space" condition
+ *   -  outgoing.lock           src/kafka/producer/producer.c    one blocking publish's completion
+ *   -  cs_ctl_req.mx           src/kafka/consumer/fetch_control.c  one seek or pause request's completion
+ *   -  destroyer.lock          src/kafka/consumer/consumer.c    a consumer destroy that may hang
+ *   -  cs_test_cluster.lock    src/kafka/testing/testing.c     the test API's producer (tests only)
  *   -  cs__schema_cache.lock   src/schema/schema_cache.h  a registry client's schema cache (never held
  *                                                      across the HTTP request of a miss)
  *   -  regcodec.lock           src/schema/registry_codec.c  a registry-backed codec's prepared writer

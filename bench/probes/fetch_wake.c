@@ -5,7 +5,7 @@
  *
  * bound:  4 partitions, queued.min.messages=1000, nothing consumed for 1.5 s. Records queued in
  *         librdkafka: (a) every partition queue forwarded to ONE app queue, (b) every partition
- *         queue on its own (forwarded to NULL, as src/kafka/consumer.c does today).
+ *         queue on its own (forwarded to NULL, as src/kafka/consumer/consumer.c does today).
  * stall:  1 partition, its queue forwarded to one app queue, queued.min.messages=1000. Cycles of:
  *         wait until the queue is at the bound (the broker thread stops fetching), drain it to
  *         empty with rd_kafka_consume_callback_queue, then measure the time to the next record;

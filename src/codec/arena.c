@@ -8,7 +8,7 @@
  * Threads: an arena belongs to the one call that declared its buffer.
  * Must never: hand out a block that is not aligned for any type, or free a
  * pointer it did not allocate. */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "avro_internal.h"
+#include "base/error.h"
+#include "codec/avro_internal.h"
 
 #define CS_AVRO_WHY_MAX 512 /* bytes of a schema's error message kept */
 

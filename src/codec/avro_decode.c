@@ -15,13 +15,13 @@
  * failure that is freed and the struct zeroed. Threads: pure function, any
  * thread. Must never: let a value the table does not describe reach the
  * struct (range, UTF-8, NUL in a string, a fixed of another size). */
-#include "avro_read.h"
+#include "codec/avro_read.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "codec_internal.h"
+#include "base/error.h"
+#include "codec/codec_internal.h"
 
 #define SEEN_WORDS ((CS_TYPE_MAX_FIELDS + 63) / 64)
 #define DECIMAL_MAX_BYTES 8 /* an int64_t's two's complement */

@@ -6,13 +6,13 @@
  * Owns nothing: it writes into the caller's struct like the decoder, and a
  * failure is unwound by cs_avro_decode. Threads: any. Must never: write a
  * default that does not fit the member (range, length, symbol). */
-#include "avro_read.h"
+#include "codec/avro_read.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "codec_internal.h"
+#include "base/error.h"
+#include "codec/codec_internal.h"
 
 static cs_err no_fit(decoder *d, const char *what) {
     return cs__avro_unresolvable(d, "the reader schema's default is not %s", what);

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "avro_internal.h"
-#include "codec_internal.h"
+#include "base/error.h"
+#include "codec/avro_internal.h"
+#include "codec/codec_internal.h"
 
 #define PATH_SHOWN 256
 #define VARINT_MAX_BYTES 10

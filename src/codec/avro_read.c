@@ -5,15 +5,15 @@
  * Owns nothing beyond one decoder's cursor. Threads: any (one decoder per
  * call). Must never: read past the end, trust a length or count from the
  * payload, or recurse deeper than CS__AVRO_MAX_DEPTH. */
-#include "avro_read.h"
+#include "codec/avro_read.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "codec_internal.h"
+#include "base/error.h"
+#include "codec/codec_internal.h"
 
 #define VARINT_MAX_BYTES 10 /* 64 bits, 7 per byte */
 #define PATH_SHOWN 256

@@ -5,7 +5,7 @@
 #ifndef CS_AVRO_READ_H
 #define CS_AVRO_READ_H
 
-#include "avro_internal.h"
+#include "codec/avro_internal.h"
 
 typedef struct path_step {
     const char *name; /* a field, or NULL for an item */

@@ -9,7 +9,7 @@
  * Threads: making and destroying, the caller's thread; using, any thread.
  * Must never: accept a schema avro-c refuses, or recurse deeper than
  * CS__AVRO_MAX_DEPTH. */
-#include "avro_internal.h"
+#include "codec/avro_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@
 
 #include <avro.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 #define NAMES_MAX 1024 /* named types one schema may define */
 #define FULL_NAME_MAX 512

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "avro_internal.h"
-#include "codec_internal.h"
+#include "base/error.h"
+#include "codec/avro_internal.h"
+#include "codec/codec_internal.h"
 
 #define BUF_MIN 256
 #define NAMES_MAX 256 /* named types one table may define */

@@ -4,7 +4,7 @@
  *
  * Owns nothing: the JSON codec is a constant table of functions.
  * Threads: any thread. */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 static cs_err json_decode(const cs_codec *c, const cs_type *type, const void *data, size_t len, void *out) {
     (void)c;

@@ -12,7 +12,7 @@
  * CS_JSON_MAX_DEPTH levels, counted in the callbacks), or let a value the
  * table does not describe reach the struct (wrong type, out of range, invalid
  * UTF-8, embedded NUL, too long for a char array, too many items). */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,7 +21,7 @@
 
 #include <yajl/yajl_parse.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 #define SEEN_WORDS ((CS_TYPE_MAX_FIELDS + 63) / 64)
 #define KEY_SHOWN 64    /* bytes of an unknown key kept for messages */

@@ -10,7 +10,7 @@
  * would refuse (invalid UTF-8, NaN, infinity, more items than max_items,
  * nesting deeper than CS_JSON_MAX_DEPTH), or leave a half-written buffer
  * behind on failure. */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -20,7 +20,7 @@
 
 #include <yajl/yajl_gen.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 #define PATH_SHOWN 256
 

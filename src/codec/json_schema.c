@@ -10,7 +10,7 @@
  *
  * Threads: pure function, any thread. Owns the generator and, until it is
  * handed over, the text. */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +18,7 @@
 
 #include <yajl/yajl_gen.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 #define MAX_DEFS 64
 

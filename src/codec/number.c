@@ -7,7 +7,7 @@
  * setlocale(LC_ALL, "") in a comma-decimal locale still reads and writes "0.5".
  *
  * Threads: pure functions, any thread; the "C" locale object is created once. */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <locale.h>
 #include <math.h>

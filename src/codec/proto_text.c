@@ -6,11 +6,11 @@
  * full name and the nesting are bounded (the text may be a stranger's).
  *
  * Owns nothing; pure functions. Any thread. */
-#include "proto_text.h"
+#include "codec/proto_text.h"
 
 #include <string.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 static bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9') || c == '.'; }

@@ -3,7 +3,7 @@
  * declarations, shared by the registry's Protobuf format
  * (src/schema/proto_index.c: message indexes, imports), the codec's schema
  * format (protobuf_codec.c) and the AsyncAPI document
- * (src/kafka/asyncapi_proto.c: the declaration to mark @RootNode).
+ * (src/kafka/asyncapi/asyncapi_proto.c: the declaration to mark @RootNode).
  *
  * The text may come from the registry (any producer may have registered it),
  * so nothing in it is trusted: every read stops at the NUL, names and nesting

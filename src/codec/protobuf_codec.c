@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 #include "cstream/protobuf.h"
-#include "proto_text.h"
-#include "protobuf_internal.h"
+#include "codec/proto_text.h"
+#include "codec/protobuf_internal.h"
 
 #define CS_PROTOBUF_NAME "protobuf"
 #define CS_PROTOBUF_CONTENT_TYPE "application/x-protobuf"

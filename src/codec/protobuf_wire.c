@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "protobuf_internal.h"
+#include "codec/protobuf_internal.h"
 
 #define VARINT_MAX_BYTES 10 /* a 64-bit varint takes at most 10 bytes of 7 bits */
 #define PATH_MAX_LEN 256    /* longest field path kept */

@@ -6,12 +6,12 @@
  *
  * Threads: pure functions, any thread. Must never: trust a table it has not
  * checked (a wrong offset or size would write outside the caller's struct). */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 size_t cs__codec_kind_size(cs_kind kind) {
     switch (kind) {

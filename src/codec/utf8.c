@@ -7,7 +7,7 @@
  *
  * Threads: pure function, any thread. Runs per string on the hot path: ASCII
  * is checked eight bytes at a time. */
-#include "codec_internal.h"
+#include "codec/codec_internal.h"
 
 #include <string.h>
 

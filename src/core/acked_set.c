@@ -1,7 +1,7 @@
 /* acked_set.c — the acked set of a partition (acked_set.h): collected from
  * the tracker at a commit, restored and walked in fetch order after an
  * assignment. Callers hold the partition's lock. */
-#include "acked_set.h"
+#include "core/acked_set.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tracker.h"
+#include "core/tracker.h"
 
 typedef struct cs_acked_set {
     int64_t base;   /* the offset runs[0] starts at: the position it was committed with */

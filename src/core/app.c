@@ -12,9 +12,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "broker.h"
-#include "error.h"
-#include "log.h"
+#include "core/broker.h"
+#include "base/error.h"
+#include "base/log.h"
 
 /* cs_app_run looks at the stop request at least this often while it waits
  * for a signal (a stop requested from another thread ends the wait no later). */

@@ -1,7 +1,7 @@
 /* attempts_meta.c — encodes and parses the attempt counts kept in committed
  * offset metadata (format in attempts_meta.h). Input comes from the cluster,
  * so the parser trusts nothing: bounded, no allocation, rejects anything off. */
-#include "attempts_meta.h"
+#include "core/attempts_meta.h"
 
 #include <inttypes.h>
 #include <stdio.h>

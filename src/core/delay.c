@@ -6,7 +6,7 @@
  * the stopping thread empties it. Lock: delay_lock (lock order level 6, a
  * leaf): the timer releases it before it takes a lane lock. */
 #define _POSIX_C_SOURCE 200809L
-#include "pipeline_internal.h"
+#include "core/pipeline_internal.h"
 
 #include <pthread.h>
 

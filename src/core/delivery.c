@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "delivery_internal.h"
-#include "error.h"
-#include "partition_internal.h"
-#include "pipeline_internal.h"
+#include "core/delivery_internal.h"
+#include "base/error.h"
+#include "core/partition_internal.h"
+#include "core/pipeline_internal.h"
 
 /* Bytes of a codec's message kept when a typed output adds its topic. */
 #define ENCODE_WHY_MAX 1024

@@ -11,9 +11,9 @@
 
 #include "cstream/codec.h"
 #include "cstream/delivery.h"
-#include "output.h"
-#include "partition.h"
-#include "trace.h"
+#include "core/output.h"
+#include "core/partition.h"
+#include "core/trace.h"
 
 struct cs_delivery {
     /* record, filled by the source; key/value/headers borrowed from msg */

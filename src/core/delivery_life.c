@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "delivery_internal.h"
-#include "error.h"
-#include "partition_internal.h"
-#include "pipeline_internal.h"
+#include "core/delivery_internal.h"
+#include "base/error.h"
+#include "core/partition_internal.h"
+#include "core/pipeline_internal.h"
 
 const char *cs__inherited_traceparent(const cs_record *r) {
     const char *tp = r->parent && r->parent->traceparent[0] ? r->parent->traceparent : NULL;

@@ -1,11 +1,11 @@
 /* delivery_pool.c — freed deliveries kept for reuse (delivery_pool.h). */
-#include "delivery_pool.h"
+#include "core/delivery_pool.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "delivery_internal.h"
+#include "core/delivery_internal.h"
 
 struct cs_delivery_pool {
     _Atomic size_t refs;

@@ -9,12 +9,12 @@
  * run of records; the count of waiting deliveries is an atomic, and the
  * source's wake hook is called with no lane lock held. */
 #define _POSIX_C_SOURCE 200809L
-#include "partition_internal.h"
-#include "pipeline_internal.h"
+#include "core/partition_internal.h"
+#include "core/pipeline_internal.h"
 
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 
 /* ---- lane queue ---------------------------------------------------------- */
 

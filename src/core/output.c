@@ -1,11 +1,11 @@
 /* output.c — copies of handler outputs (see output.h). */
-#include "output.h"
+#include "core/output.h"
 
 #include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace.h"
+#include "core/trace.h"
 
 /* Appends n bytes of src at *at; returns where they went (NULL for NULL src). */
 static const void *put(char **at, const void *src, size_t n) {

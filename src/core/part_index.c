@@ -1,7 +1,7 @@
 /* part_index.c — the pipeline's partitions by (topic, partition)
  * (part_index.h): open addressing with linear probing, kept at most half
  * full so that a probe ends after about two slots. */
-#include "part_index.h"
+#include "core/part_index.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -10,13 +10,13 @@
  * here but the reference counting, the fixed fields, the atomics and the
  * lane placement (the fetch thread's alone) takes part->lock
  * (partition_internal.h) and calls out to nothing while it holds it. */
-#include "partition_internal.h"
+#include "core/partition_internal.h"
 
-#include "clock.h"
-#include "delivery_internal.h"
-#include "output.h"
-#include "pipeline_internal.h"
-#include "store.h"
+#include "base/clock.h"
+#include "core/delivery_internal.h"
+#include "core/output.h"
+#include "core/pipeline_internal.h"
+#include "core/store.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -19,8 +19,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "delivery_pool.h"
-#include "source.h"
+#include "core/delivery_pool.h"
+#include "core/source.h"
 
 /* Attempt counts kept per partition from the committed metadata. */
 #define CS_PRIOR_MAX 64

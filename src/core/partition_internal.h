@@ -19,11 +19,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "acked_set.h"
-#include "attempts_meta.h"
-#include "delivery_internal.h"
-#include "partition.h"
-#include "tracker.h"
+#include "core/acked_set.h"
+#include "core/attempts_meta.h"
+#include "core/delivery_internal.h"
+#include "core/partition.h"
+#include "core/tracker.h"
 
 struct cs_part {
     char *topic;

@@ -8,7 +8,7 @@
  * thread drains or crashes and destroys. The stop joins threads with no lock
  * held. */
 #define _POSIX_C_SOURCE 200809L
-#include "pipeline_internal.h"
+#include "core/pipeline_internal.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 /* Deliveries a lane may have waiting before the source stops handing out:
  * a few milliseconds of work at full speed, enough to keep a worker busy

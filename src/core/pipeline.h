@@ -17,12 +17,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "broker.h"
+#include "core/broker.h"
 #include "cstream/delivery.h"
-#include "delivery_internal.h"
-#include "metrics.h"
-#include "output.h"
-#include "partition.h"
+#include "core/delivery_internal.h"
+#include "ops/metrics.h"
+#include "core/output.h"
+#include "core/partition.h"
 
 typedef struct cs_pipeline_config {
     const char *name;      /* for log lines: the subscription's topics */

@@ -24,10 +24,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "heap.h"
-#include "log.h"
-#include "part_index.h"
-#include "pipeline.h"
+#include "base/heap.h"
+#include "base/log.h"
+#include "core/part_index.h"
+#include "core/pipeline.h"
 
 typedef struct lane {
     pthread_mutex_t lock; /* lock order: level 6, after the partition's (a retry to the head); a leaf */

@@ -6,7 +6,7 @@
  * thread, workers and settling threads. Locks: parts_lock, then each
  * partition's lock, never held across a callback that blocks. */
 #define _POSIX_C_SOURCE 200809L
-#include "pipeline_internal.h"
+#include "core/pipeline_internal.h"
 
 #include <string.h>
 

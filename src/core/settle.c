@@ -9,15 +9,15 @@
  * change; a retry takes the lane or delay lock under it (lock_order.h). A
  * reply or dead letter is published with no lock held. */
 #define _POSIX_C_SOURCE 200809L
-#include "partition_internal.h"
-#include "pipeline_internal.h"
+#include "core/partition_internal.h"
+#include "core/pipeline_internal.h"
 
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
     uint64_t skipped = 0;

@@ -1,6 +1,6 @@
 /* store.c — see store.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "store.h"
+#include "core/store.h"
 
 #include <stdlib.h>
 #include <string.h>

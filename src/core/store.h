@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "source.h"
+#include "core/source.h"
 
 typedef struct cs_store cs_store;
 typedef struct cs_chunk cs_chunk;

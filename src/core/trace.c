@@ -1,5 +1,5 @@
 /* trace.c — the traceparent check (see trace.h). Reads only its arguments. */
-#include "trace.h"
+#include "core/trace.h"
 
 static bool lower_hex(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 

@@ -18,7 +18,7 @@
  * at the tail of the ring. Entries above it may already be settled; they are
  * dropped once everything below them is settled.
  */
-#include "tracker.h"
+#include "core/tracker.h"
 
 #include <assert.h>
 #include <stdlib.h>

@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
-#include "partition_internal.h"
-#include "pipeline.h"
+#include "base/log.h"
+#include "core/partition_internal.h"
+#include "core/pipeline.h"
 
 bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output ***outputs_tail,
                      size_t *n_outputs) {

@@ -8,16 +8,16 @@
  * handler runs: admission takes the partition lock before it, the time-limit
  * watch takes run_lock (a leaf) around it. */
 #define _POSIX_C_SOURCE 200809L
-#include "partition_internal.h"
-#include "pipeline_internal.h"
+#include "core/partition_internal.h"
+#include "core/pipeline_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "error.h"
-#include "log.h"
+#include "base/error.h"
+#include "base/log.h"
 
 static void pass_gate(cs_pipeline *p);
 static void leave_gate(cs_pipeline *p);

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kafka_internal.h"
+#include "kafka/kafka_internal.h"
 
 struct cs_broker_stat {
     char name[256]; /* nodename, host:port */

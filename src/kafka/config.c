@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/broker.h"
-#include "../core/error.h"
-#include "../core/log.h"
-#include "kafka_internal.h"
+#include "core/broker.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "kafka/kafka_internal.h"
 
 cs_err cs__kvlist_set(cs_kvlist *l, const char *key, const char *value) {
     for (size_t i = 0; i < l->n; i++) {

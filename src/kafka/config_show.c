@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "kafka/kafka_internal.h"
 
 /* Keys in name order: easier to scan and to compare between two runs. */
 static int by_key(const void *a, const void *b, const cs_kvlist *l) {

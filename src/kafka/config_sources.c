@@ -22,9 +22,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../core/error.h"
-#include "../core/log.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "kafka/kafka_internal.h"
 
 extern char **environ;
 

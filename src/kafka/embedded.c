@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "kafka/kafka_internal.h"
 
 /* Kafka's Metadata request (API key 3) carries AllowAutoTopicCreation from
  * version 4 on. The mock cluster of librdkafka 2.0.2 serves versions 0..2

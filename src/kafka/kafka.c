@@ -10,14 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/broker.h"
-#include "../core/delivery_internal.h"
-#include "../core/error.h"
-#include "../core/log.h"
+#include "core/broker.h"
+#include "core/delivery_internal.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "cstream.h"
 #include "cstream/rdkafka.h"
-#include "defaults.h"
-#include "kafka_internal.h"
+#include "kafka/defaults.h"
+#include "kafka/kafka_internal.h"
 
 static const cs_broker_ops kafka_broker_ops;
 

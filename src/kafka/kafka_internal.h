@@ -14,9 +14,9 @@
 
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
-#include "../core/broker.h"
-#include "../core/log.h"
-#include "../core/metrics.h"
+#include "core/broker.h"
+#include "base/log.h"
+#include "ops/metrics.h"
 
 /* An ordered list of librdkafka properties (later settings of a key win). */
 typedef struct cs_kvlist {
@@ -196,7 +196,7 @@ typedef struct cs_publish_wait cs_publish_wait;
 cs_err cs__publish_start(cs_producer *p, const cs_record *r, cs_publish_wait **out);
 cs_err cs__publish_finish(cs_publish_wait *w, const char *topic, cs_published *out);
 cs_err cs__producer_publish_async(cs_producer *p, const cs_record *r, cs_publish_fn fn, void *opaque);
-/* Headers of a dead-letter record (src/kafka/dead_letter.c): d's readable,
+/* Headers of a dead-letter record (src/kafka/producer/dead_letter.c): d's readable,
  * named headers in order, then the CS_DLQ_HEADERS provenance headers. h has
  * room for cap >= cs_delivery_header_count(d) + CS_DLQ_HEADERS entries; their
  * names and values point into d, group, reason and *nums, which must outlive h.
@@ -424,7 +424,7 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason);
 
 /* Transactional: the dead-letter output of d, and whether a handler may
  * publish to `topic` (pipeline hooks; arg: the cs_sub). */
-#include "../core/output.h"
+#include "core/output.h"
 cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason);
 bool cs__kafka_output_topic_ok(void *arg, const char *topic);
 

@@ -9,8 +9,8 @@
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 
-#include "../core/error.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "kafka/kafka_internal.h"
 
 /* librdkafka's version integer is 0xMMmmrrpp (pp 0xff for a release). */
 static void version_text(int v, char *buf, size_t cap) {

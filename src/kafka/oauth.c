@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "../core/log.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "kafka/kafka_internal.h"
 
 cs_err cs_kafka_oauthbearer_token_cb(cs_kafka *k, cs_oauth_token_fn fn, void *user) {
     if (!k) return cs__fail(CS_ERR_ARG, "cs_kafka_oauthbearer_token_cb: k is NULL");

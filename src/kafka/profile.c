@@ -11,8 +11,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
 
-#include "../core/error.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "kafka/kafka_internal.h"
 
 typedef enum applies_to { TO_EVERY_CLIENT, TO_CONSUMERS, TO_PRODUCERS } applies_to;
 

@@ -1,5 +1,5 @@
 /* reset.c — the broker's side of the operators' `reset-offsets` command
- * (src/core/cli_reset.c asks through cs_broker_ops.reset_offsets): finds the
+ * (src/ops/cli_reset.c asks through cs_broker_ops.reset_offsets): finds the
  * group and its partitions, refuses while the group has live members, plans
  * each partition's new position from the cluster's watermarks, timestamp
  * index or committed position, and with `execute` commits the plan.
@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/attempts_meta.h"
-#include "../core/error.h"
-#include "kafka_internal.h"
+#include "core/attempts_meta.h"
+#include "base/error.h"
+#include "kafka/kafka_internal.h"
 
 /* Each cluster round trip: describe, metadata, committed, watermarks, times, commit. */
 enum { RESET_TIMEOUT_MS = 10000 };

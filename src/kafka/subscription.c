@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "../core/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "cstream/rdkafka.h"
-#include "defaults.h"
-#include "kafka_internal.h"
+#include "kafka/defaults.h"
+#include "kafka/kafka_internal.h"
 
 void cs__sub_free(cs_sub *s) {
     if (s->k) pthread_mutex_destroy(&s->stats_lock); /* initialised once the sub was filled in */

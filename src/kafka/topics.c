@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "../core/log.h"
-#include "kafka_internal.h"
+#include "base/error.h"
+#include "base/log.h"
+#include "kafka/kafka_internal.h"
 
 static cs_err check_names(const struct rd_kafka_metadata *md, const char *who, char *const *topics, size_t n) {
     for (size_t i = 0; i < n; i++) {

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "registry_codec.h"
-#include "../codec/avro_internal.h"
+#include "base/error.h"
+#include "schema/registry_codec.h"
+#include "codec/avro_internal.h"
 
 /* Types one codec derives a schema for (one in practice). */
 #define CS_AVRO_REG_MAX_TYPES 16

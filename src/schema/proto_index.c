@@ -7,13 +7,13 @@
  * at the NUL, names and nesting are bounded.
  *
  * Owns nothing; pure functions. Any thread. */
-#include "proto_index.h"
+#include "schema/proto_index.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "wire.h"
+#include "base/error.h"
+#include "schema/wire.h"
 
 _Static_assert(CS_PROTO_MSG_DEPTH_MAX <= CS_WIRE_MAX_MSG_INDEXES,
                "the .proto walk follows no more nested messages than the wire format has indexes for");

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../codec/proto_text.h"
+#include "codec/proto_text.h"
 #include "cstream/error.h"
 
 /* The index path of the message named `full_name` in `text` (idx: room for

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 #include "cstream/protobuf.h"
-#include "proto_index.h"
-#include "registry_codec.h"
-#include "wire.h"
+#include "schema/proto_index.h"
+#include "schema/registry_codec.h"
+#include "schema/wire.h"
 
 /* The message indexes of a path CS_WIRE_MAX_MSG_INDEXES deep, plus the count. */
 #define PB_REG_INDEX_BYTES ((CS_WIRE_MAX_MSG_INDEXES + 1) * CS_WIRE_VARINT_MAX)

@@ -25,8 +25,8 @@
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_tree.h>
 
-#include "../core/error.h"
-#include "registry_internal.h"
+#include "base/error.h"
+#include "schema/registry_internal.h"
 
 /* A registry on the same network answers in milliseconds; these bound how
  * long a worker waits on a dead one before the record is retried later. */

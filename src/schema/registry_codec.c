@@ -24,10 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
-#include "registry_codec.h"
-#include "registry_internal.h"
-#include "wire.h"
+#include "base/error.h"
+#include "schema/registry_codec.h"
+#include "schema/registry_internal.h"
+#include "schema/wire.h"
 
 /* Writer schemas one codec keeps prepared: a subject has a handful of
  * versions; past this bound a schema is prepared per record (slow, correct). */

@@ -15,8 +15,8 @@
 
 #include "cstream/codec.h"
 #include "cstream/registry.h"
-#include "registry_internal.h"
-#include "schema_cache.h"
+#include "schema/registry_internal.h"
+#include "schema/schema_cache.h"
 
 /* What a format provides. Every function may run on any thread at once. */
 typedef struct cs__reg_format {

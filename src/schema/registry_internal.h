@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "cstream/registry.h"
-#include "schema_cache.h"
+#include "schema/schema_cache.h"
 
 typedef enum cs__reg_status {
     CS__REG_OK = 0,

@@ -13,12 +13,12 @@
  * Must never: free a schema a caller still holds (reference counts), grow
  * past its capacity, or block on anything but its own lock.
  */
-#include "schema_cache.h"
+#include "schema/schema_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/error.h"
+#include "base/error.h"
 
 /* Buckets per capacity slot: chains stay short (load factor <= 1/2) without
  * rehashing, at 16 bytes of pointers per cached schema. */

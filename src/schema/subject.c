@@ -6,8 +6,8 @@
  */
 #include <stdio.h>
 
-#include "../core/error.h"
-#include "registry_internal.h"
+#include "base/error.h"
+#include "schema/registry_internal.h"
 
 static const char *strategy_name(cs__subject_strategy s) {
     switch (s) {

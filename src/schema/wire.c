@@ -7,9 +7,9 @@
  * Must never: read past `len` (the bytes come from a record anybody may have
  * produced), accept a varint longer than a 32-bit value needs, or allocate.
  */
-#include "wire.h"
+#include "schema/wire.h"
 
-#include "../core/error.h"
+#include "base/error.h"
 
 void cs__wire_write_header(uint8_t out[CS_WIRE_HEADER_LEN], int32_t id) {
     uint32_t u = (uint32_t)id;

@@ -968,7 +968,7 @@ static void wait_settled(run *r, const char *what) {
  * record inside the rebalance, the longest gap of a moved partition, EDGE_MS
  * in from its ends. (Not that its own longest gap is shorter: librdkafka
  * pauses the whole assignment while the rebalance callback runs, and
- * cstream's (src/kafka/rebalance.c) loads attempts, drains and commits there,
+ * cstream's (src/kafka/consumer/rebalance.c) loads attempts, drains and commits there,
  * so a kept partition pauses too, up to about a second, and a fast clean
  * rebalance can be shorter than that pause.) A stop-the-world (eager)
  * rebalance stops every partition of a member at its revoke and starts them

@@ -20,7 +20,7 @@
 
 #define LINE "record sent to the dead-letter topic"
 #define STAGED "record staged for the dead-letter topic in the window's transaction"
-/* src/kafka/dead_letter.c's interval between two such lines. */
+/* src/kafka/producer/dead_letter.c's interval between two such lines. */
 #define LOG_INTERVAL_MS 2000
 
 typedef struct wrapped {

@@ -579,7 +579,7 @@ static bool topic_gauge_is(void *arg) {
  * deletes it on the real broker): the topic is reported unavailable, its
  * partitions go, and when it answers again they come back and every record is
  * handled and committed. The stop is bounded although librdkafka 2.0.2 may not
- * finish destroying the consumer (src/kafka/consumer.c, destroy_handle). */
+ * finish destroying the consumer (src/kafka/consumer/consumer.c, destroy_handle). */
 static void topic_reported_deleted(void **state) {
     (void)state;
     service s;

@@ -847,7 +847,7 @@ static void fetch_buffer_bounds_the_consumer(void **state) {
 /* The stall: in librdkafka 2.0.2 a broker thread whose partitions all reached
  * the pre-fetch bound drops them from its fetch list and sleeps until its 1 s
  * serve period ends; nothing wakes it when the queue drains
- * (src/kafka/fetch_wake.c, docs/benchmarks.md). cstream's wake-up seek ends
+ * (src/kafka/consumer/fetch_wake.c, docs/benchmarks.md). cstream's wake-up seek ends
  * that sleep once the queue drained. Without it the paced handler below runs
  * out of records at every bound: the fetch buffer (1 MiB) and a fetch
  * response behind it (~1 MiB) hold about 1,900 records of 1 KiB, 0.5-0.6 s of

@@ -18,7 +18,7 @@
  *   consumed and committed; the topic recreated is consumed again (from its
  *   start); the graceful stop completes in bounded time, although
  *   librdkafka 2.0.2 cannot destroy a consumer once a topic it read was
- *   deleted (src/kafka/consumer.c, destroy_handle).
+ *   deleted (src/kafka/consumer/consumer.c, destroy_handle).
  *
  * Waits are for conditions with bounded timeouts; nothing asserts on a sleep. */
 #define _POSIX_C_SOURCE 200809L

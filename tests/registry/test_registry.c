@@ -41,7 +41,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/schema/registry_internal.h"
+#include "schema/registry_internal.h"
 #include "cstest_registry.h"
 
 static char run_id[64];

@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "source.h"
+#include "core/source.h"
 
 static void fake_release(void *msg) { (void)msg; }
 static size_t fake_header_count(void *msg) {

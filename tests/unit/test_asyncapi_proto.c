@@ -1,4 +1,4 @@
-/* test_asyncapi_proto.c — src/kafka/asyncapi_proto.c alone: finding a
+/* test_asyncapi_proto.c — src/kafka/asyncapi/asyncapi_proto.c alone: finding a
  * message's declaration in a .proto text by its full name (package, nested
  * messages, blocks that are not messages, comments and strings that look like
  * declarations, a field named "message") and marking it @RootNode for
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "asyncapi_proto.h"
+#include "kafka/asyncapi/asyncapi_proto.h"
 
 static const char NESTED[] = "syntax = \"proto3\";\n"
                              "package shop.v1; // message Decoy {\n"

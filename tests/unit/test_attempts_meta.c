@@ -15,9 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "acked_set.h"
-#include "attempts_meta.h"
-#include "tracker.h"
+#include "core/acked_set.h"
+#include "core/attempts_meta.h"
+#include "core/tracker.h"
 
 #define CS_PRIOR_MAX_TEST 64
 

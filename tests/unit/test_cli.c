@@ -1,6 +1,6 @@
-/* test_cli.c — the command line of cs_app_main (src/core/cli.c) without
+/* test_cli.c — the command line of cs_app_main (src/ops/cli.c) without
  * running an app: the parser, the --partition number, and reset-offsets'
- * flags, times and numbers (src/core/cli_reset.c; the command itself runs on
+ * flags, times and numbers (src/ops/cli_reset.c; the command itself runs on
  * the real broker, tests/real/test_reset_offsets.c). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli.h"
+#include "ops/cli.h"
 
 static cs_app *app;
 

@@ -1,5 +1,5 @@
 /* test_clock.c — relative waits are measured on the monotonic clock, through
- * the injectable clock source (src/core/clock.h), never by stepping the
+ * the injectable clock source (src/base/clock.h), never by stepping the
  * machine's clock:
  *   - a deadline is the monotonic reading plus the delay, whatever the
  *     realtime reading says (a fully fake source);
@@ -28,9 +28,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "clock.h"
-#include "delivery_internal.h"
-#include "pipeline.h"
+#include "base/clock.h"
+#include "core/delivery_internal.h"
+#include "core/pipeline.h"
 
 #include "fake_source.h"
 

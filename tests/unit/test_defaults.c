@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "defaults.h"
-#include "kafka_internal.h"
+#include "kafka/defaults.h"
+#include "kafka/kafka_internal.h"
 
 #define NAME_OF(x) #x
 #define NAME(x) NAME_OF(x) /* the macro's expansion as text: CS_START_EARLIEST */

@@ -1,5 +1,5 @@
 /* test_dlq_headers.c — the dead-letter record's headers
- * (cs__dead_letter_headers, src/kafka/dead_letter.c) from a record whose
+ * (cs__dead_letter_headers, src/kafka/producer/dead_letter.c) from a record whose
  * headers come from a fake source: originals in order, then the provenance
  * headers; a header the source cannot read, or one without a name, is left
  * out instead of reaching librdkafka with a NULL name. */
@@ -10,9 +10,9 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "delivery_internal.h"
-#include "kafka_internal.h"
-#include "partition.h"
+#include "core/delivery_internal.h"
+#include "kafka/kafka_internal.h"
+#include "core/partition.h"
 
 typedef struct fake {
     const char *name[4];

@@ -1,4 +1,4 @@
-/* test_heap.c — the min-heap of src/core/heap.c (the delay heap's data
+/* test_heap.c — the min-heap of src/base/heap.c (the delay heap's data
  * structure): unit cases, a failed growth that leaves the heap unchanged, and
  * a randomised run against a sorted-array model.
  *
@@ -17,7 +17,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "heap.h"
+#include "base/heap.h"
 
 static uint64_t test_seed;
 

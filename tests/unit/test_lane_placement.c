@@ -18,9 +18,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "clock.h"
-#include "delivery_internal.h"
-#include "pipeline.h"
+#include "base/clock.h"
+#include "core/delivery_internal.h"
+#include "core/pipeline.h"
 
 #include "fake_source.h"
 

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/kafka/kafka_internal.h"
+#include "kafka/kafka_internal.h"
 #include "cstream/error.h"
 
 #define V(major, minor, rev)                                                                                           \

@@ -9,7 +9,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "log.h"
+#include "base/log.h"
 
 static void check(const char *body, const char *want) {
     char out[1024];

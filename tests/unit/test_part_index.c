@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "part_index.h"
+#include "core/part_index.h"
 
 static uint64_t test_seed;
 

@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/schema/proto_index.h"
+#include "schema/proto_index.h"
 #include "cstream/error.h"
 
 static const char SHOP[] = "// message Fake { } in a comment takes no index\n"

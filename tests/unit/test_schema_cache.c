@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "../../src/schema/schema_cache.h"
+#include "schema/schema_cache.h"
 
 static cs__schema *mk(int32_t id) {
     char text[32];

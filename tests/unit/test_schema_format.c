@@ -19,8 +19,8 @@
 
 #include <cmocka.h>
 
-#include "../../src/schema/registry_internal.h"
-#include "../../src/schema/wire.h"
+#include "schema/registry_internal.h"
+#include "schema/wire.h"
 
 static void header_is_magic_and_big_endian_id(void **state) {
     (void)state;

@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "delivery_internal.h"
-#include "log.h"
-#include "pipeline.h"
+#include "core/delivery_internal.h"
+#include "base/log.h"
+#include "core/pipeline.h"
 
 #include "fake_source.h"
 

@@ -7,7 +7,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "trace.h"
+#include "core/trace.h"
 
 #define VALID "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 

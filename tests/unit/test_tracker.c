@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "tracker.h"
+#include "core/tracker.h"
 
 static uint64_t test_seed;
 

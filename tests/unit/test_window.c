@@ -19,9 +19,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "attempts_meta.h"
-#include "log.h"
-#include "pipeline.h"
+#include "core/attempts_meta.h"
+#include "base/log.h"
+#include "core/pipeline.h"
 
 #include "fake_source.h"
 

@@ -1,0 +1,376 @@
+/* committer.c — Tracked's commits (timer, revoke, close, suspect records),
+ * librdkafka's own commits under Auto, and Transactional windows. Fetch
+ * thread, or the closing thread after it exited; precommit on any thread. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/attempts_meta.h"
+#include "core/broker.h"
+#include "base/error.h"
+#include "kafka/consumer/consumer_internal.h"
+
+/* A suspect record's commit waits this long for its result before it counts
+ * as failed. */
+#define RESULT_TIMEOUT_MS 10000
+/* A window that aborts again and again waits at most this long before the
+ * next try: long enough not to spin on a broken broker, short enough to
+ * notice it recovered. */
+#define ABORT_BACKOFF_MAX_MS 5000
+
+/* ---- commits (Tracked) ---------------------------------------------------- */
+
+/* The acked set of the state about to be committed did not all fit in the
+ * metadata (counted where it was encoded): one line now and then says how
+ * far it reaches. */
+static void note_truncation(cs_consumer *c, cs_part *part, int64_t pos) {
+    uint64_t reach, wanted, skipped = 0;
+    if (!cs__part_take_truncation(part, &reach, &wanted)) return;
+    if (cs__ratelimit_allow(&c->truncation_warning, 10000, &skipped))
+        CS_LOG_WARN("acked set truncated to fit the commit metadata: records settled past its reach are read again "
+                    "after a crash subscription=%s topic=%s partition=%d position=%lld reach=%llu wanted=%llu "
+                    "similar_since_last=%llu",
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)pos,
+                    (unsigned long long)reach, (unsigned long long)wanted, (unsigned long long)skipped);
+}
+
+static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafka_topic_partition_list_t *offsets) {
+    for (int i = 0; offsets && i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &offsets->elems[i];
+        rd_kafka_resp_err_t perr = err ? err : e->err;
+        cs_part *part = cs__consumer_part(c, e->topic, e->partition);
+        char meta[CS_META_MAX];
+        snprintf(meta, sizeof meta, "%.*s", e->metadata ? (int)e->metadata_size : 0,
+                 e->metadata ? (const char *)e->metadata : "");
+        if (part) cs__part_commit_done(part, e->offset, meta, perr == RD_KAFKA_RESP_ERR_NO_ERROR);
+        CS_LOG_DEBUG("commit result subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"", c->sub->name,
+                     e->topic, (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr));
+        uint64_t skipped = 0;
+        /* After a fatal error (fenced) nothing is retried: the app stops. */
+        bool fatal = rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR;
+        if (perr && cs__ratelimit_allow(&c->commit_warning, 2000, &skipped))
+            CS_LOG_WARN("commit failed, %s subscription=%s topic=%s partition=%d "
+                        "offset=%lld error=\"%s\" similar_since_last=%llu",
+                        fatal ? "not retried (fatal error)" : "retried on the next tick", c->sub->name, e->topic,
+                        (int)e->partition, (long long)e->offset, rd_kafka_err2str(perr), (unsigned long long)skipped);
+    }
+    if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+}
+
+/* Results of cstream's explicit commits (Tracked). */
+static void on_commit_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                             void *opaque) {
+    (void)rk;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return; /* nothing to commit */
+    commit_result(opaque, err, offsets);
+}
+
+/* Results of the timer's commits: once answered, the tick is complete. */
+static void on_tick_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                           void *opaque) {
+    on_commit_result(rk, err, offsets, opaque);
+    atomic_fetch_add_explicit(&((cs_consumer *)opaque)->commit_ticks, 1, memory_order_relaxed);
+}
+
+/* librdkafka's own commits (Auto). */
+void cs__commit_on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
+                                 void *opaque) {
+    (void)rk;
+    cs_consumer *c = opaque;
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET || c->tracked) return;
+    if (offsets && offsets->cnt) cs__pipeline_count_commit(c->pipe, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    /* The committed position of each partition, for /metrics: under Auto,
+     * cstream learns it only from librdkafka's report of its own commits.
+     * Served on the fetch thread (or the closing one after it exited), as
+     * cs__consumer_part requires. */
+    for (int i = 0; !err && offsets && i < offsets->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &offsets->elems[i];
+        cs_part *part = e->err || e->offset < 0 ? NULL : cs__consumer_part(c, e->topic, e->partition);
+        if (part) cs__part_commit_done(part, e->offset, NULL, true);
+    }
+    if (err) CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
+}
+
+static void close_window(cs_consumer *c, bool final);
+
+/* A synchronous commit in two steps, so that commit_lock is never held while
+ * the coordinator answers: cs__commit_enqueue (under commit_lock: the order the
+ * states were taken is the order they reach the wire) puts the commit on a
+ * queue of its own, and cs__commit_await (after the lock is released) waits for
+ * its result as long as the commit takes, as rd_kafka_commit does. Returns
+ * the queue; *err is set if librdkafka refused the commit (the queue is then
+ * destroyed and NULL returned). */
+rd_kafka_queue_t *cs__commit_enqueue(cs_consumer *c, rd_kafka_topic_partition_list_t *l, rd_kafka_resp_err_t *err) {
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
+    *err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL); /* no callback: the result comes as an event */
+    if (!*err) return q;
+    rd_kafka_queue_destroy(q);
+    return NULL;
+}
+
+/* Waits for the result on q and destroys q; with `record`, hands it to
+ * commit_result like on_commit_result. Returns the request's error, else the
+ * first partition's. */
+rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool record) {
+    rd_kafka_event_t *ev;
+    while (!(ev = rd_kafka_queue_poll(q, 1000))) {} /* as long as it takes: every commit gets a result */
+    rd_kafka_resp_err_t err = rd_kafka_event_error(ev);
+    const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
+    if (record && err != RD_KAFKA_RESP_ERR__NO_OFFSET) commit_result(c, err, res);
+    if (!err && res && res->cnt) err = res->elems[0].err;
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    return err;
+}
+
+/* ---- transaction markers ------------------------------------------------------
+ * librdkafka never hands out a transaction's control record (its commit or
+ * abort marker, after the transaction's records in each partition it wrote):
+ * serving it only moves librdkafka's own position (rd_kafka_position, the
+ * offset after the last record or marker served). A log written in
+ * transactions ends with a marker, so a position taken from the last record
+ * handled stops on that marker, one short of the log's end, for good: the
+ * group's lag never reaches 0 (issue #30, tests/real/test_lag.c).
+ *
+ * Where the fetch thread kept everything librdkafka served of a partition
+ * (not paused, shedding, withheld or moving back: take_cb drops records
+ * there) and nothing of it waits in its backlog, the offsets from `next` (the
+ * one after the last record taken) up to librdkafka's position were served
+ * and not taken: markers (aborted records are skipped before they are
+ * served). The partition may then commit up to that position once nothing of
+ * it is open (cs__part_pass_to). A seek makes librdkafka forget its position
+ * until it serves again, so a stale one is never read. Fetch thread (or the
+ * closing thread after it exited): no take runs meanwhile. */
+static void pass_markers(cs_consumer *c) {
+    /* After an out-of-memory or fatal stop inside a take, librdkafka's
+     * position may already count a record take_cb could not store: it is
+     * no marker, and must be read again. */
+    if (!c->tracked || c->n_parts == 0 || c->out_of_memory || c->take_fatal) return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)c->n_parts);
+    size_t *which = malloc(c->n_parts * sizeof *which);
+    if (!which) { /* out of memory: the position stays on the marker until the next commit */
+        rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (fp->paused || fp->shed || fp->withheld || fp->back_to >= 0 || fp->backlog > 0 ||
+            cs__fetch_app_paused(c, fp) || cs__part_log_unknown(fp->part))
+            continue;
+        which[l->cnt] = i;
+        rd_kafka_topic_partition_list_add(l, fp->topic, fp->partition);
+    }
+    if (l->cnt > 0 && rd_kafka_position(c->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+        for (int j = 0; j < l->cnt; j++) {
+            const rd_kafka_topic_partition_t *e = &l->elems[j];
+            const fetch_part *fp = &c->parts[which[j]];
+            /* A negative offset: nothing served since the assignment or the last seek. */
+            if (e->err || e->offset < 0 || (fp->next >= 0 && e->offset <= fp->next)) continue;
+            cs__part_pass_to(fp->part, e->offset);
+        }
+    }
+    free(which);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
+    if (c->transactional) {
+        close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
+        if (!sync) atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed);
+        return;
+    }
+    if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
+    pass_markers(c);
+    /* Taking the states and enqueueing them is one step under commit_lock
+     * (lock order: commit_lock, then partition), so that commits reach the
+     * wire in the order their states were taken. */
+    pthread_mutex_lock(&c->commit_lock);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(8);
+    rd_kafka_topic_partition_list_t *all = NULL;
+    if (!only) {
+        rd_kafka_assignment(c->rk, &all);
+        only = all;
+    }
+    for (int i = 0; only && i < only->cnt; i++) {
+        cs_part *part = cs__consumer_part(c, only->elems[i].topic, only->elems[i].partition);
+        int64_t pos;
+        char meta[CS_META_MAX];
+        if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
+        if (!cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
+        note_truncation(c, part, pos);
+        rd_kafka_topic_partition_t *e =
+            rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
+        e->offset = pos;
+        cs__fetch_mark_epoch(c, part, e);
+        e->metadata = strdup(meta); /* freed with the list */
+        /* Out of memory: committed without attempt counts; the position still moves. */
+        e->metadata_size = e->metadata ? strlen(meta) : 0;
+    }
+    if (all) rd_kafka_topic_partition_list_destroy(all);
+    rd_kafka_queue_t *result_q = NULL;
+    if (l->cnt > 0 && sync) {
+        /* Its result is awaited once commit_lock is released (cs__commit_await). */
+        rd_kafka_resp_err_t err;
+        result_q = cs__commit_enqueue(c, l, &err);
+        if (err) commit_result(c, err, l);
+    } else if (l->cnt > 0) {
+        /* The result comes to on_tick_result through the fetch loop's poll. */
+        rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_tick_result, c);
+        if (err) {
+            commit_result(c, err, l);
+            atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed);
+        }
+    } else if (!sync) {
+        atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed); /* nothing to send: complete */
+    }
+    pthread_mutex_unlock(&c->commit_lock);
+    if (result_q) cs__commit_await(c, result_q, true);
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* ---- windows (Transactional) ---------------------------------------------- */
+
+/* Aborts one partition's window: its records are read again from the last
+ * committed position. A seek that fails would skip records, so it stops the app. */
+static void rewind_partition(cs_consumer *c, cs_part *part) {
+    int64_t seek = cs__window_rewind(c->pipe, part);
+    if (seek < 0) return;
+    char why[256];
+    if (cs__fetch_reposition(c, part, seek, why, sizeof why))
+        cs__app_fatal(c->app, "%s: window of %s/%d aborted but the seek back to offset %lld failed: %s", c->who,
+                      cs__part_topic(part), (int)cs__part_number(part), (long long)seek, why);
+    else
+        CS_LOG_INFO("window aborted, partition read again from its committed position subscription=%s topic=%s "
+                    "partition=%d offset=%lld",
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)seek);
+}
+
+void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t attempt) {
+    cs_consumer *c = arg;
+    if (c->n_failed < sizeof c->failed / sizeof c->failed[0])
+        c->failed[c->n_failed++] = (struct failed_output){part, offset, attempt};
+}
+
+/* Closes the window: one transaction with, for every assigned partition, its
+ * position and the outputs of the settled records below it (window.c says why
+ * only those). Outputs of later records stay for a later window. If the
+ * transaction aborts, its partitions are read again from their committed
+ * positions. `final` (revoke, close): no stall check, the window ends here.
+ * Fetch thread (or the closing thread after it exited). */
+static void close_window(cs_consumer *c, bool final) {
+    if (!c->txn || cs__txn_dead(c->txn) || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
+    cs__pipeline_take_settled(c->pipe);
+    pass_markers(c);
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(assigned->cnt > 0 ? assigned->cnt : 1);
+    cs_output *outputs = NULL, **tail = &outputs;
+    size_t n_outputs = 0;
+    cs__pipeline_close_gate(c->pipe); /* only with the measurement switch CSTREAM_TXN_BARRIER */
+    for (int i = 0; i < assigned->cnt; i++) {
+        cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
+        int64_t pos;
+        char meta[CS_META_MAX];
+        if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
+        if (!cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
+        rd_kafka_topic_partition_t *e =
+            rd_kafka_topic_partition_list_add(offsets, cs__part_topic(part), cs__part_number(part));
+        e->offset = pos;
+        cs__fetch_mark_epoch(c, part, e);
+        e->metadata = strdup(meta); /* freed with the list */
+        /* Out of memory: committed without attempt counts; the position still moves. */
+        e->metadata_size = e->metadata ? strlen(meta) : 0;
+    }
+    c->n_failed = 0;
+    if (offsets->cnt > 0) {
+        int64_t began = cs__now_ms();
+        cs_txn_result r = cs__txn_commit(c->txn, outputs, offsets, c->rk);
+        CS_LOG_DEBUG("transaction %s subscription=%s partitions=%d outputs=%zu ms=%lld",
+                     r == CS_TXN_COMMITTED ? "committed"
+                     : r == CS_TXN_ABORTED ? "aborted"
+                                           : "failed",
+                     c->sub->name, offsets->cnt, n_outputs, (long long)(cs__now_ms() - began));
+        for (int i = 0; i < offsets->cnt; i++) {
+            rd_kafka_topic_partition_t *e = &offsets->elems[i];
+            cs_part *part = cs__consumer_part(c, e->topic, e->partition);
+            if (!part) continue;
+            if (r == CS_TXN_COMMITTED) cs__part_commit_done(part, e->offset, e->metadata, true);
+            else if (r == CS_TXN_ABORTED) rewind_partition(c, part);
+        }
+        /* A source whose output failed comes back with that run counted. */
+        for (size_t i = 0; r == CS_TXN_ABORTED && i < c->n_failed; i++)
+            cs__window_output_failed(c->failed[i].part, c->failed[i].offset, c->failed[i].attempt);
+        if (r == CS_TXN_COMMITTED) {
+            cs__pipeline_count_transaction(c->pipe, n_outputs);
+            c->abort_backoff_ms = 0;
+        }
+        if (r == CS_TXN_ABORTED) {
+            cs__pipeline_count_abort(c->pipe);
+            c->abort_backoff_ms = c->abort_backoff_ms ? c->abort_backoff_ms * 2 : c->interval_ms;
+            if (c->abort_backoff_ms > ABORT_BACKOFF_MAX_MS) c->abort_backoff_ms = ABORT_BACKOFF_MAX_MS;
+        }
+        cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
+    }
+    cs__pipeline_open_gate(c->pipe);
+    cs__output_free_all(outputs);
+    rd_kafka_topic_partition_list_destroy(offsets);
+    if (!final && !cs__txn_dead(c->txn)) {
+        int64_t now = cs__now_ms();
+        for (int i = 0; i < assigned->cnt; i++) {
+            cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
+            if (!part || !cs__window_stalled(part, now, c->sub->stall_timeout_ms)) continue;
+            CS_LOG_WARN("window aborted: a retried record held it past the stall timeout subscription=%s topic=%s "
+                        "partition=%d stall_timeout_ms=%d",
+                        c->sub->name, cs__part_topic(part), (int)cs__part_number(part), c->sub->stall_timeout_ms);
+            cs__pipeline_count_abort(c->pipe);
+            rewind_partition(c, part);
+        }
+    }
+    rd_kafka_topic_partition_list_destroy(assigned);
+}
+
+/* The pipeline's hook for suspect records: commits `pos` with `meta` before
+ * the record runs. Serialised with the timer's commits (commit_lock), so that
+ * a position never goes backwards on the wire. Any thread. */
+int cs__commit_precommit(void *arg, cs_part *part) {
+    cs_consumer *c = arg;
+    int64_t pos;
+    char meta[CS_META_MAX];
+    /* The state is taken under commit_lock, so that no older state can be
+     * enqueued after this one (and this one after no newer one). */
+    pthread_mutex_lock(&c->commit_lock);
+    if (cs__part_log_unknown(part) || !cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
+        pthread_mutex_unlock(&c->commit_lock);
+        return 0;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
+    e->offset = pos;
+    e->metadata = strdup(meta);
+    /* Out of memory: committed without attempt counts; the position still moves. */
+    e->metadata_size = e->metadata ? strlen(meta) : 0;
+    rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
+    rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
+    pthread_mutex_unlock(&c->commit_lock);
+    if (!err) {
+        rd_kafka_event_t *ev = rd_kafka_queue_poll(q, RESULT_TIMEOUT_MS);
+        if (!ev) err = RD_KAFKA_RESP_ERR__TIMED_OUT;
+        else {
+            err = rd_kafka_event_error(ev);
+            const rd_kafka_topic_partition_list_t *res = rd_kafka_event_topic_partition_list(ev);
+            if (!err && res && res->cnt) err = res->elems[0].err;
+            rd_kafka_event_destroy(ev);
+        }
+    }
+    rd_kafka_queue_destroy(q);
+    cs__part_commit_done(part, pos, meta, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        CS_LOG_WARN("attempt not committed before its run subscription=%s topic=%s partition=%d error=\"%s\"",
+                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), rd_kafka_err2str(err));
+    return err ? -1 : 0;
+}

@@ -1,0 +1,192 @@
+/* fetch_parts.c — the fetch path's partitions: one fetch_part per assigned
+ * partition (its index in c->parts kept in the partition, for O(1) lookups),
+ * opened at assign (its queue forwarded to recq), its backlog of
+ * records taken and not yet handed out, its pause in librdkafka, forgotten at
+ * revoke, all closed before the handle is destroyed; and waking the fetch
+ * thread's poll. The lowest file of the consumer: it calls no other file of
+ * it. The fetch thread, or the closing thread after the fetch thread exited;
+ * cs__fetch_yield and cs__fetch_wake from any thread (they never block). */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/broker.h"
+#include "base/error.h"
+#include "kafka/consumer/consumer_internal.h"
+
+/* ---- helpers -------------------------------------------------------------- */
+
+cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition) {
+    return cs__pipeline_part(c->pipe, topic, partition, &cs__stored_ops);
+}
+
+/* Cuts the fetch thread's wait in the poll short, while it runs. */
+void cs__fetch_yield(cs_consumer *c) {
+    pthread_mutex_lock(&c->wake_lock);
+    if (!atomic_load(&c->stop)) rd_kafka_queue_yield(c->queue);
+    pthread_mutex_unlock(&c->wake_lock);
+}
+
+void cs__fetch_wake(void *arg) {
+    cs_consumer *c = arg;
+    atomic_store(&c->resume_wanted, true);
+    cs__fetch_yield(c);
+}
+
+fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
+    /* The partition carries its index in c->parts: no search (a scan here ran
+     * once per partition on every commit tick and revoke, O(P^2)). */
+    long slot = cs__part_source_slot(part);
+    if (slot < 0 || (size_t)slot >= c->n_parts || c->parts[slot].part != part) return NULL;
+    return &c->parts[slot];
+}
+
+static void drop_backlog(fetch_part *fp);
+
+/* Forwards the partition's queue to recq. librdkafka 2.0.2 clears the
+ * forward when it stops fetching the partition (rd_kafka_toppar_fetch_stop)
+ * and, because the forward was the application's, does not set it again at
+ * the next fetch start: every assignment forwards it again. */
+static bool forward_to_recq(cs_consumer *c, const cs_part *part) {
+    rd_kafka_queue_t *q = rd_kafka_queue_get_partition(c->rk, cs__part_topic(part), cs__part_number(part));
+    if (!q) return false;
+    rd_kafka_queue_forward(q, c->recq);
+    rd_kafka_queue_destroy(q);
+    return true;
+}
+
+/* At assign, before librdkafka starts fetching the partition: its records go
+ * to recq from now on. */
+bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (fp) { /* still known from before (its revoke did not forget it): a new epoch starts empty */
+        cs__fetch_resume_paused(c, fp);
+        drop_backlog(fp);
+        fp->next = -1;
+        fp->shed = false; /* a new fetch position: nothing was dropped of it */
+        fp->withheld = false;
+        fp->back_to = -1; /* a new assignment reads from the group's position */
+        fp->leader_epoch = -1;
+        fp->refetch_at_ms = 0;
+        fp->progress_ms = cs__now_ms();
+        c->pauses_dirty = true; /* whether it is paused by the application: fetch_control.c */
+        return forward_to_recq(c, part);
+    }
+    if (c->n_parts == c->cap_parts) {
+        size_t cap = c->cap_parts ? c->cap_parts * 2 : 8;
+        fetch_part *grown = realloc(c->parts, cap * sizeof *grown);
+        if (!grown) return false;
+        c->parts = grown;
+        c->cap_parts = cap;
+    }
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, cs__part_topic(part), NULL);
+    if (!rkt || !forward_to_recq(c, part)) {
+        if (rkt) rd_kafka_topic_destroy(rkt);
+        return false;
+    }
+    cs__part_set_source_slot(part, (long)c->n_parts);
+    c->parts[c->n_parts++] = (fetch_part){.part = part,
+                                          .topic = cs__part_topic(part),
+                                          .partition = cs__part_number(part),
+                                          .rkt = rkt,
+                                          .next = -1,
+                                          .back_to = -1,
+                                          .leader_epoch = -1,
+                                          .progress_ms = cs__now_ms()};
+    c->pauses_dirty = true;
+    return true;
+}
+
+void cs__fetch_mark_epoch(cs_consumer *c, const cs_part *part, rd_kafka_topic_partition_t *e) {
+#if CS_RDKAFKA_HAS_EPOCHS
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (fp && fp->leader_epoch >= 0) rd_kafka_topic_partition_set_leader_epoch(e, fp->leader_epoch);
+#else
+    (void)c, (void)part, (void)e;
+#endif
+}
+
+static void drop_backlog(fetch_part *fp) {
+    for (cs_stored *r = fp->head, *next; r; r = next) {
+        next = r->next;
+        cs__stored_release(r);
+    }
+    fp->head = fp->tail = NULL;
+    fp->backlog = fp->backlog_bytes = 0;
+}
+
+/* A partition cstream paused (stuck) is resumed before it goes: an APP pause
+ * survives reassignment in librdkafka 2.0.2. */
+void cs__fetch_set_paused(cs_consumer *c, fetch_part *fp, bool paused) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, fp->topic, fp->partition);
+    if (paused) rd_kafka_pause_partitions(c->rk, l);
+    else rd_kafka_resume_partitions(c->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    fp->paused = paused;
+}
+
+void cs__fetch_resume_paused(cs_consumer *c, fetch_part *fp) {
+    if (fp->paused) cs__fetch_set_paused(c, fp, false);
+}
+
+static void remove_part(cs_consumer *c, fetch_part *fp) {
+    drop_backlog(fp);
+    cs__store_close_chunk(&fp->open);
+    if (fp->rkt) rd_kafka_topic_destroy(fp->rkt);
+    cs__part_set_source_slot(fp->part, -1);
+    /* The last entry fills the hole, and its partition learns its new index. */
+    *fp = c->parts[--c->n_parts];
+    if (fp != &c->parts[c->n_parts]) cs__part_set_source_slot(fp->part, (long)(fp - c->parts));
+    c->last_part = 0;
+}
+
+void cs__fetch_forget_part(cs_consumer *c, cs_part *part) {
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (!fp) return;
+    cs__fetch_resume_paused(c, fp);
+    remove_part(c, fp);
+}
+
+/* Before the handle is destroyed: librdkafka must get its queue and topic
+ * handles back. Records still held by pending deliveries keep the store. */
+void cs__fetch_close_all(cs_consumer *c) {
+    while (c->n_parts) remove_part(c, &c->parts[c->n_parts - 1]);
+    free(c->parts);
+    c->parts = NULL;
+    c->cap_parts = 0;
+    if (c->recq) {
+        rd_kafka_queue_cb_event_enable(c->recq, NULL, NULL); /* waits out a callback in progress */
+        rd_kafka_queue_destroy(c->recq);
+        c->recq = NULL;
+    }
+    if (c->store) c->final_peak = cs__store_peak(c->store);
+    cs__store_release(c->store);
+    c->store = NULL;
+}
+
+void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset) {
+    fetch_part *fp = cs__fetch_part_of(c, part);
+    if (!fp) return;
+    drop_backlog(fp);
+    fp->next = offset;
+}
+
+void cs__fetch_mark_old_log(cs_consumer *c, const char *topic) {
+    for (size_t i = 0; i < c->n_parts; i++) {
+        fetch_part *fp = &c->parts[i];
+        if (strcmp(fp->topic, topic)) continue;
+        for (cs_stored *r = fp->head; r; r = r->next) r->old_log = true;
+    }
+    c->old_log_until = c->taken_total + (uint64_t)rd_kafka_queue_length(c->recq);
+    /* Inside a take, the rest of its records are out of recq: stop the take
+     * (they go back to recq's head) and count again after it. */
+    if (c->in_take) {
+        c->old_log_pending = true;
+        rd_kafka_yield(c->rk);
+    }
+}
