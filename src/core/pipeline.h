@@ -20,7 +20,7 @@
 #include "core/broker.h"
 #include "cstream/delivery.h"
 #include "core/delivery_internal.h"
-#include "ops/metrics.h"
+#include "base/metrics.h"
 #include "core/output.h"
 #include "core/partition.h"
 

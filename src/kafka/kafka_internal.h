@@ -16,7 +16,7 @@
 #include "cstream/publish.h"
 #include "core/broker.h"
 #include "base/log.h"
-#include "ops/metrics.h"
+#include "base/metrics.h"
 
 /* An ordered list of librdkafka properties (later settings of a key win). */
 typedef struct cs_kvlist {

@@ -13,11 +13,11 @@ objdir=$build/CMakeFiles/cstream_objects.dir/src
 # HEADER FILE (src/-relative, no extension): allowed besides the rule.
 allowed='
 main.h ops/cli
-main.h ops/metrics
+main.h ops/app_metrics
 rdkafka.h kafka/subscription
 '
 # main.h is the operations surface: the command line (and the AsyncAPI
-# document it prints) in cli.c, the Prometheus text in metrics.c; a main.c
+# document it prints) in cli.c, cs_app_metrics in app_metrics.c; a main.c
 # would only forward to them. rdkafka.h is the escape hatch to librdkafka's
 # handles: cs_sub_rdkafka_consumer reads the consumer under the subscription's
 # stats_lock, which subscription.c owns.

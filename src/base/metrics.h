@@ -4,13 +4,13 @@
  * (a handler run, a delivery report) with no lock; each writer owns its
  * histogram (a lane, a publish kind), and the reader adds them up.
  *
- * The collector (cs_metrics): brokers add samples while cs_app_metrics runs
- * (on the HTTP thread); it groups them by family, so that every family's
+ * The collector (cs_metrics): brokers add samples while cs_app_metrics
+ * (ops/app_metrics.c) runs (on the HTTP thread); it groups them by family, so that every family's
  * HELP and TYPE come once with all its series, and adds up samples with the
  * same name and labels (two brokers of one app). Collecting must only read
  * atomics or take short locks: never a call that waits on the network. */
-#ifndef CS_CORE_METRICS_H
-#define CS_CORE_METRICS_H
+#ifndef CS_BASE_METRICS_H
+#define CS_BASE_METRICS_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -45,5 +45,10 @@ void cs__metric_double(cs_metrics *m, const char *family, const char *type, cons
                        double value);
 void cs__metric_histogram(cs_metrics *m, const char *family, const char *help, const char *const *labels,
                           const cs_histogram_snap *h);
+/* An empty collector (NULL: out of memory). */
+cs_metrics *cs__metrics_new(void);
+/* The text of everything collected, in the Prometheus format (the caller
+ * frees it), and m freed; NULL if memory ran out on the way. */
+char *cs__metrics_render_free(cs_metrics *m);
 
 #endif
