@@ -32,7 +32,6 @@ void cs__histogram_read(const cs_histogram *h, cs_histogram_snap *acc) {
     acc->sum_ns += atomic_load_explicit(&((cs_histogram *)h)->sum_ns, memory_order_relaxed);
 }
 
-
 typedef struct buf {
     char *p;
     size_t n, cap;
@@ -206,7 +205,6 @@ static void metrics_free(cs_metrics *m) {
     free(m->s);
     free(m->fam);
 }
-
 
 cs_metrics *cs__metrics_new(void) { return calloc(1, sizeof(cs_metrics)); }
 

@@ -1,7 +1,7 @@
 /* cli_reset.c — the operators' `reset-offsets` command of cs_app_main (the
  * arguments are parsed in cli.c): turns the options into a cs_broker_reset,
  * asks the app's broker for the plan through its reset_offsets operation
- * (the core knows no Kafka; src/kafka/reset.c answers), and prints it as
+ * (the core knows no Kafka; src/kafka/broker/reset.c answers), and prints it as
  * "TOPIC PARTITION CURRENT -> NEW". A dry run unless --execute.
  *
  * Runs on the thread of cs_app_main, with the app never started: the

@@ -1,5 +1,5 @@
 /* test_stop_locks.c — a graceful stop holds no lock across the consumer's
- * close (src/kafka/kafka.c, stop_everything). The close blocks on the group,
+ * close (src/kafka/broker/kafka.c, stop_everything). The close blocks on the group,
  * and its revoke callback runs the service's on_revoke hook on the stopping
  * thread, so a lock held across it
  *   - deadlocks a revoke hook that reads the subscription's counters

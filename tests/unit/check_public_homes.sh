@@ -14,7 +14,7 @@ objdir=$build/CMakeFiles/cstream_objects.dir/src
 allowed='
 main.h ops/cli
 main.h ops/app_metrics
-rdkafka.h kafka/subscription
+rdkafka.h kafka/broker/subscription
 '
 # main.h is the operations surface: the command line (and the AsyncAPI
 # document it prints) in cli.c, cs_app_metrics in app_metrics.c; a main.c
