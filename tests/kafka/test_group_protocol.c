@@ -137,6 +137,19 @@ static void classic_only_properties_refused(void **state) {
                "group.consumer.heartbeat.interval.ms");
 }
 
+/* A Tracked app of one subscription on `topic` in `group` under the consumer
+ * protocol, counting its records in *n; not started. */
+static cs_app *consumer_protocol_app(cs_test_cluster *cluster, const char *topic, const char *group, run_count *n) {
+    cs_app *app = cs_app_new("protocol-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cluster);
+    CST_OK(cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER));
+    cs_sub *s = cs_kafka_subscribe(k, topic, count, n);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
+    CST_OK(cs_app_add_kafka(app, k));
+    return app;
+}
+
 /* A broker that does not serve the consumer protocol answers the member's
  * ConsumerGroupHeartbeat with UNSUPPORTED_VERSION (pushed on the embedded
  * cluster here): the app stops with an error that says so, names the group,
@@ -154,13 +167,7 @@ static void broker_refusing_the_protocol_is_a_clear_stop(void **state) {
     const int refusals[] = {UNSUPPORTED_VERSION};
     CST_OK(cs_test_cluster_push_request_errors(cst_cluster, CONSUMER_GROUP_HEARTBEAT, 1, refusals));
     run_count n = {0};
-    cs_app *app = cs_app_new("protocol-test", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    CST_OK(cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER));
-    cs_sub *s = cs_kafka_subscribe(k, topic, count, &n);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_app_add_kafka(app, k));
+    cs_app *app = consumer_protocol_app(cst_cluster, topic, group, &n);
     CST_OK(cs_app_start(app));
     EXPECT_ERR(CS_ERR_FATAL, cs_app_wait(app), "refused the consumer group protocol", group, "UNSUPPORTED_VERSION",
                "Kafka 4.0", "group.protocol=classic", rd_kafka_version_str());
@@ -194,13 +201,7 @@ static void broker_without_the_protocol_is_named(void **state) {
     CST_OK(cs_test_topic_create(old, topic, 1));
     CST_OK(cs_test_produce(old, topic, 0, NULL, 0, "p", 1, NULL));
     run_count n = {0};
-    cs_app *app = cs_app_new("protocol-test", "1.0");
-    cs_kafka *k = cs_test_kafka_new(old);
-    CST_OK(cs_kafka_group_protocol(k, CS_GROUP_PROTOCOL_CONSUMER));
-    cs_sub *s = cs_kafka_subscribe(k, topic, count, &n);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit_mode(s, CS_COMMIT_TRACKED));
-    CST_OK(cs_app_add_kafka(app, k));
+    cs_app *app = consumer_protocol_app(old, topic, group, &n);
     cs_log_set_level(CS_LOG_WARN);
     cst_capture cap;
     cst_capture_start(&cap);
