@@ -9,7 +9,7 @@
  *
  * Replies across a move: a Tracked member replies to every record while no
  * reply can be delivered (embedded: every Produce refused; real broker: the
- * reply topic wants 2 in-sync replicas of its 1), a second member joins and
+ * reply topic takes no record, max.message.bytes=1), a second member joins and
  * partitions move. Nothing is committed while the replies are stuck, also by
  * the revoke; once they get out every position reaches the end, the new
  * owner handled the records that moved, and every record has a reply. */

@@ -205,11 +205,14 @@ enum { STALL_REJOIN_MIN_MS = 20000, STALL_REJOIN_MAX_MS = 60000, STALL_REJOIN_AN
 /* How long a lost session may stay lost: twice the session timeout the
  * member asked for (classic: a session that came back would have done so by
  * then), within 20 to 60 s; 60 s under the consumer protocol, whose session
- * is the broker's. Read once, at start. */
+ * is the broker's, and for a static member, which gets no member id until
+ * its JoinGroup completes (that can wait for slow members). Read once, at
+ * start. */
 static int64_t stall_rejoin_ms(const cs_sub *s, rd_kafka_conf_t *conf) {
     char v[32];
     size_t n = sizeof v;
-    if (s->consumer_protocol || rd_kafka_conf_get(conf, "session.timeout.ms", v, &n) != RD_KAFKA_CONF_OK)
+    if (s->consumer_protocol || s->static_id ||
+        rd_kafka_conf_get(conf, "session.timeout.ms", v, &n) != RD_KAFKA_CONF_OK)
         return STALL_REJOIN_MAX_MS;
     int64_t ms = 2 * strtoll(v, NULL, 10);
     return ms < STALL_REJOIN_MIN_MS ? STALL_REJOIN_MIN_MS : ms > STALL_REJOIN_MAX_MS ? STALL_REJOIN_MAX_MS : ms;
@@ -397,6 +400,7 @@ static void consumer_free(cs_consumer *c) { consumer_free_flags(c, 0); }
 
 static cs_err subscribe(cs_consumer *c) {
     c->joining_since_ms = cs__now_ms();
+    c->join_warned = false;
     cs_sub *s = c->sub;
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
     for (size_t i = 0; i < s->n_topics; i++)

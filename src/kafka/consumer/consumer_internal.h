@@ -171,10 +171,16 @@ struct cs_consumer {
      * consumer again (consumer.c, "a group that does not come back"); the
      * reason of the pending rejoin. Fetch thread only. */
     int64_t lost_since_ms;
-    int64_t stall_rejoin_ms;    /* how long it may stay lost (consumer.c, stall_rejoin_ms) */
-    int64_t next_join_check_ms; /* rebalance.c, cs__rebalance_check_empty_join */
-    int64_t joining_since_ms;   /* the subscribe or the lost session a join is awaited since */
-    bool join_warned;           /* the consumer-protocol "not joined" WARN, once per wait */
+    int64_t stall_rejoin_ms; /* how long it may stay lost (consumer.c, stall_rejoin_ms) */
+    /* rebalance.c, cs__rebalance_check_empty_join (fetch thread): when the
+     * epoch is asked next, the epoch the member had when its session was
+     * lost (0: none), since when a join is awaited (the last subscribe),
+     * whether it was ever in its group, and the "not joined" WARN, once. */
+    int64_t next_join_check_ms;
+    int32_t lost_epoch;
+    int64_t joining_since_ms;
+    bool ever_joined;
+    bool join_warned;
     bool rejoin_stalled;
     bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
     /* A record could not be handed out or tracked for lack of memory: the app
@@ -182,7 +188,11 @@ struct cs_consumer {
      * settled past the one that was not (fetch thread only). */
     bool out_of_memory;
     /* readiness (read by the HTTP thread through cs__consumer_ready) */
-    _Atomic bool joined;       /* the last rebalance ended with an assignment, empty or not */
+    /* In its group: the last rebalance ended with an assignment, empty or
+     * not, or (consumer protocol) a member epoch says so. Under the consumer
+     * protocol a member with nothing assigned gets no lost callback either,
+     * so it stays joined through a lost session (librdkafka rejoins it). */
+    _Atomic bool joined;
     _Atomic bool brokers_down; /* librdkafka reported all brokers down; cleared by a probe that answers */
     bool tracked;              /* Tracked or Transactional: the pipeline tracks settlements */
     bool transactional;        /* positions commit in transactions (txn), never with plain commits */

@@ -180,8 +180,8 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
                           (int)l->elems[i].partition);
         cs__topic_available(c, l->elems[i].topic);
         CS_LOG_INFO("partition assigned subscription=%s group=%s topic=%s partition=%d protocol=%s", c->sub->name,
-                    c->sub->group ? c->sub->group : c->sub->k->default_group, l->elems[i].topic,
-                    (int)l->elems[i].partition, cs__protocol_label(c->sub->consumer_protocol));
+                    group_of(c), l->elems[i].topic, (int)l->elems[i].partition,
+                    cs__protocol_label(c->sub->consumer_protocol));
     }
     if (c->tracked) load_attempts(c, l);
     cs__start_positions_apply(c, l); /* only where the group has no committed offset */
@@ -212,52 +212,71 @@ void cs__rebalance_assign_fixed(cs_consumer *c) {
     atomic_store(&c->joined, true);
 }
 
+/* The member's epoch under the consumer protocol (its generation under the
+ * classic one): above 0 once the coordinator has taken it in; -1 unknown. */
+static int32_t member_epoch(rd_kafka_t *rk) {
+#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
+    rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(rk);
+    int32_t epoch = md ? rd_kafka_consumer_group_metadata_generation_id(md) : -1;
+    if (md) rd_kafka_consumer_group_metadata_destroy(md);
+    return epoch;
+#else
+    (void)rk;
+    return -1;
+#endif
+}
+
+/* The member is in its group: ready (/readyz), and a lost session is over. */
+static void mark_joined(cs_consumer *c, int partitions) {
+    atomic_store(&c->joined, true);
+    c->ever_joined = true;
+    c->lost_since_ms = 0;
+    CS_LOG_DEBUG("group joined subscription=%s partitions=%d", c->sub->name, partitions);
+}
+
 /* Under the consumer protocol librdkafka calls the rebalance callback only
  * when the assignment changes (rd_kafka_cgrp_consumer_handle_next_assignment:
  * "Assignment is the same"), so a member whose assignment is empty from the
  * start (more members than partitions) gets no call and would never count
  * as joined: /readyz stayed 503 for it. Its member epoch tells instead:
- * above 0 once the coordinator has taken it in. Asked at most every 100 ms
- * while not joined (a request to librdkafka's main thread). */
+ * above 0 once the coordinator has taken it in, and above the one it had
+ * when its session was lost (librdkafka resets the epoch only after the lost
+ * callback's unassign, so the old one can still be read meanwhile; a new
+ * join gets a newer group epoch). A member whose first assignment is not
+ * empty can count as joined a moment before its assign callback runs.
+ * Asked at most every 100 ms while not joined (a request to librdkafka's
+ * main thread). */
 enum { EMPTY_JOIN_CHECK_MS = 100, JOIN_WARN_MS = 30000 };
 
-#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
 /* A broker that does not offer the consumer protocol at all (before Kafka
  * 3.7, or group.coordinator.rebalance.protocols without "consumer") never
  * lets the member in, and librdkafka says so only at debug level ("marking
  * the coordinator dead: ConsumerGroupHeartbeatRequest not supported by
  * broker") while it retries for ever. A broker that answers the request
- * with UNSUPPORTED_VERSION is a clear stop (consumer_errors.c). So, once
- * per wait: a WARN naming the likely cause and the way out, when the member
- * is still out after JOIN_WARN_MS with brokers reachable. */
+ * with UNSUPPORTED_VERSION is a clear stop (consumer_errors.c). So one WARN
+ * naming the likely causes and the way out, when a consumer that was never
+ * in its group is still out JOIN_WARN_MS after it subscribed (a member that
+ * was in once and lost its session is the lost-session watchdog's:
+ * consumer.c). */
 static void warn_not_joined(cs_consumer *c, int64_t now) {
-    if (c->join_warned || now - c->joining_since_ms < JOIN_WARN_MS || atomic_load(&c->brokers_down)) return;
+    if (c->join_warned || c->ever_joined || now - c->joining_since_ms < JOIN_WARN_MS) return;
     c->join_warned = true;
     CS_LOG_WARN("group %s has not let this member in %lld s after it asked to join under group.protocol=consumer "
-                "(KIP-848): brokers before Kafka 4.0 may not offer that protocol (librdkafka then retries "
-                "silently); check the brokers' group.coordinator.rebalance.protocols, or set "
-                "group.protocol=classic subscription=%s librdkafka=%s",
-                c->sub->group ? c->sub->group : c->sub->k->default_group,
-                (long long)((now - c->joining_since_ms) / 1000), c->sub->name, rd_kafka_version_str());
+                "(KIP-848): the brokers may be unreachable, or older than Kafka 4.0 and not offer that protocol "
+                "(librdkafka then retries silently); check the brokers' group.coordinator.rebalance.protocols, "
+                "or set group.protocol=classic subscription=%s librdkafka=%s",
+                group_of(c), (long long)((now - c->joining_since_ms) / 1000), c->sub->name, rd_kafka_version_str());
 }
-#endif
 
 void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now) {
-#if CS_RDKAFKA_HAS_CONSUMER_PROTOCOL
-    if (!c->sub->consumer_protocol || c->sub->partitions || atomic_load(&c->joined) || now < c->next_join_check_ms)
+    if (!CS_RDKAFKA_HAS_CONSUMER_PROTOCOL || !c->sub->consumer_protocol || c->sub->partitions ||
+        atomic_load(&c->joined) || now < c->next_join_check_ms)
         return;
     c->next_join_check_ms = now + EMPTY_JOIN_CHECK_MS;
-    rd_kafka_consumer_group_metadata_t *md = rd_kafka_consumer_group_metadata(c->rk);
-    int32_t epoch = md ? rd_kafka_consumer_group_metadata_generation_id(md) : -1;
-    if (md) rd_kafka_consumer_group_metadata_destroy(md);
-    if (epoch <= 0) warn_not_joined(c, now);
-    if (epoch <= 0 || c->n_parts) return; /* not in yet, or an assign callback is its news */
-    atomic_store(&c->joined, true);
-    c->lost_since_ms = 0;
-    CS_LOG_DEBUG("group joined subscription=%s partitions=0 member_epoch=%d", c->sub->name, (int)epoch);
-#else
-    (void)c, (void)now;
-#endif
+    int32_t epoch = member_epoch(c->rk);
+    if (epoch <= c->lost_epoch) warn_not_joined(c, now);
+    if (epoch <= c->lost_epoch || c->n_parts) return; /* not in (again) yet, or an assign callback is its news */
+    mark_joined(c, 0);
 }
 
 /* Stop handing out, wait (bounded) for in-flight settlements, commit what is
@@ -318,16 +337,15 @@ static void rebalance(cs_consumer *c, rd_kafka_t *rk, rd_kafka_resp_err_t err, r
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         assign_partitions(c, l, cooperative);
         /* Joined, also with nothing assigned (more members than partitions):
-         * librdkafka calls this with an empty list then. */
-        atomic_store(&c->joined, true);
-        c->lost_since_ms = 0;
-        CS_LOG_DEBUG("group joined subscription=%s partitions=%d", c->sub->name, l->cnt);
+         * librdkafka calls this with an empty list then (the classic
+         * protocol; see cs__rebalance_check_empty_join for the consumer's). */
+        mark_joined(c, l->cnt);
         return;
     }
     bool lost = rd_kafka_assignment_lost(rk);
     if (lost) {
-        c->lost_since_ms = c->joining_since_ms = cs__now_ms();
-        c->join_warned = false;
+        c->lost_since_ms = cs__now_ms();
+        if (c->sub->consumer_protocol) c->lost_epoch = member_epoch(rk); /* see cs__rebalance_check_empty_join */
     }
     /* An eager revoke starts a rebalance (the member has nothing until the
      * next assign); a lost assignment means the member left the group. A
