@@ -362,15 +362,20 @@ static bool handled_more_than(run *r, void *arg) {
     return n >= 0 && n >= *(int64_t *)arg;
 }
 
-/* Waits until the group committed `more` records past what it had committed now. */
-static void wait_progress(run *r, int64_t more, int timeout_ms, const char *what) {
+/* `more` records past what the group has committed now. */
+static int64_t progress_target(run *r, int64_t more, const char *what) {
     int64_t now = -1;
     for (int i = 0; i < 50 && now < 0; i++) {
         now = committed_total(r);
         if (now < 0) usleep(200 * 1000); /* the coordinator moves: ask again */
     }
     if (now < 0) fail_msg("%s: the group's committed offsets could not be read for 10 s", what);
-    int64_t target = now + more;
+    return now + more;
+}
+
+/* Waits until the group committed `more` records past what it had committed now. */
+static void wait_progress(run *r, int64_t more, int timeout_ms, const char *what) {
+    int64_t target = progress_target(r, more, what);
     wait_for(r, handled_more_than, &target, timeout_ms, what);
 }
 
@@ -385,13 +390,7 @@ static void wait_progress(run *r, int64_t more, int timeout_ms, const char *what
  * again. Every guarantee is still checked at the end. From librdkafka 2.10
  * a stall fails the test. */
 static void wait_progress_or_restart(run *r, int64_t more, int timeout_ms, const char *what) {
-    int64_t now = -1;
-    for (int i = 0; i < 50 && now < 0; i++) {
-        now = committed_total(r);
-        if (now < 0) usleep(200 * 1000);
-    }
-    if (now < 0) fail_msg("%s: the group's committed offsets could not be read for 10 s", what);
-    int64_t target = now + more;
+    int64_t target = progress_target(r, more, what);
     waiting w = {r, handled_more_than, &target};
     if (cst_wait(check, &w, timeout_ms)) return;
     if (rd_kafka_version() >= 0x020a0000) fail_msg("%s: not within %d ms", what, timeout_ms);

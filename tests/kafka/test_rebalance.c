@@ -241,7 +241,7 @@ static cs_app *start_replier(const char *topic, const char *group, const char *d
 }
 
 /* An admin request on the real broker; fails the test on an error. */
-static void admin_wait(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *what) {
+static void admin_wait(rd_kafka_queue_t *q, const char *what) {
     rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
     if (!ev) fail_msg("%s: no answer in 30 s", what);
     if (rd_kafka_event_error(ev)) fail_msg("%s: %s", what, rd_kafka_event_error_string(ev));
@@ -258,7 +258,6 @@ static void admin_wait(rd_kafka_t *rk, rd_kafka_queue_t *q, const char *what) {
             fail_msg("%s: %s", what, rd_kafka_ConfigResource_error_string(cr[i]));
     }
     rd_kafka_event_destroy(ev);
-    (void)rk;
 }
 
 /* Replies that cannot get out, and their release. Embedded: every Produce
@@ -293,13 +292,13 @@ static void reply_topic_blocked(const char *done, bool blocked) {
         if (!nt) fail_msg("topic %s: %s", done, err);
         rd_kafka_NewTopic_set_config(nt, "max.message.bytes", max_bytes);
         rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-        admin_wait(rk, q, "create the reply topic");
+        admin_wait(q, "create the reply topic");
         rd_kafka_NewTopic_destroy(nt);
     } else {
         rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, done);
         rd_kafka_ConfigResource_set_config(res, "max.message.bytes", max_bytes);
         rd_kafka_AlterConfigs(rk, &res, 1, NULL, q);
-        admin_wait(rk, q, "release the reply topic");
+        admin_wait(q, "release the reply topic");
         rd_kafka_ConfigResource_destroy(res);
     }
     rd_kafka_queue_destroy(q);
