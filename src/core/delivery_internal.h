@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/list.h"
 #include "cstream/codec.h"
 #include "cstream/delivery.h"
 #include "core/output.h"
@@ -43,9 +44,9 @@ struct cs_delivery {
     char *reason;        /* cs_delivery_set_reason, for this attempt */
     bool decode_failed;  /* counted in decode_failures already */
     int decode_waits;    /* decodes in a row that said "try later" (CS_ERR_UNAVAILABLE), for the back-off */
-    cs_delivery *next;   /* lane queue or in-flight list */
-    cs_delivery *prev;   /* in-flight list */
-    bool listed;         /* on its partition's in-flight list (which may hold older epochs after a rewind) */
+    cs_delivery *next;   /* its lane's queue (cs_delivery_queue), or a chain of the caller's */
+    CS_LIST_LINK(cs_delivery) in_flight; /* its partition's in-flight list */
+    bool listed; /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 
     /* the decoded value (the subscription's codec); small values live in decoded_inline */
     void *decoded;
@@ -64,7 +65,7 @@ struct cs_delivery {
 
     /* Transactional: this attempt's outputs (cs_delivery_publish, and the
      * reply and dead-letter record once settled), in the order produced */
-    cs_output *outputs, **outputs_tail;
+    cs_output_list outputs;
 
     /* From here on a reused delivery is not zeroed (CS_DELIVERY_ZEROED):
      * cs__delivery_read_trace writes both strings before anything reads
@@ -78,6 +79,10 @@ struct cs_delivery {
         unsigned char bytes[64];
     } decoded_inline;
 };
+
+/* Deliveries in order, linked through `next` (a lane's queue, a run bound
+ * for one lane); all zeroes is empty. */
+typedef CS_STAILQ(cs_delivery) cs_delivery_queue;
 
 /* The bytes of a delivery a spare must have zeroed to start as calloc'd. */
 #define CS_DELIVERY_ZEROED offsetof(cs_delivery, traceparent)

@@ -55,11 +55,7 @@ cs_delivery *cs__delivery_alloc(cs_part *part) {
     return d;
 }
 
-void cs__delivery_add_output(cs_delivery *d, cs_output *o) {
-    if (!d->outputs_tail) d->outputs_tail = &d->outputs;
-    *d->outputs_tail = o;
-    d->outputs_tail = &o->next;
-}
+void cs__delivery_add_output(cs_delivery *d, cs_output *o) { CS_STAILQ_INSERT_TAIL(&d->outputs, o, next); }
 
 cs_err cs__delivery_decode(cs_delivery *d, const cs_codec *codec, const cs_type *type) {
     if (d->decoded) return CS_OK; /* decoded on an earlier attempt */
@@ -106,7 +102,7 @@ void cs__delivery_free(cs_delivery *d) {
     }
     free(d->reply_buf);
     free(d->reason);
-    cs__output_free_all(d->outputs);
+    cs__output_list_free(&d->outputs);
     if (d->msg) d->part->ops->release(d->msg);
     /* Read part before the put: once d is a spare, the fetch thread may take
      * it. The partition's reference keeps the pool alive across the put. */

@@ -38,9 +38,7 @@ bool cs__lane_push_head(lane *l, cs_delivery *d) {
         pthread_mutex_unlock(&l->lock);
         return false;
     }
-    d->next = l->head;
-    l->head = d;
-    if (!l->tail) l->tail = d;
+    CS_STAILQ_INSERT_HEAD(&l->queue, d, next);
     l->queued++;
     queued_add(l->pipe, 1);
     if (l->waiting) pthread_cond_signal(&l->ready);
@@ -50,7 +48,7 @@ bool cs__lane_push_head(lane *l, cs_delivery *d) {
 
 /* Called with l->lock held: waits until the lane has a delivery or stops. */
 static void wait_ready(lane *l) {
-    while (!l->head && !l->stop) {
+    while (CS_STAILQ_EMPTY(&l->queue) && !l->stop) {
         l->waiting = true;
         pthread_cond_wait(&l->ready, &l->lock);
         l->waiting = false;
@@ -64,9 +62,9 @@ size_t cs__lane_pop_batch(lane *l, cs_delivery **out, size_t max) {
     pthread_mutex_lock(&l->lock);
     wait_ready(l);
     size_t n = 0;
-    while (l->head && n < max && (n == 0 || !l->head->alone)) {
-        cs_delivery *d = l->head;
-        l->head = d->next;
+    cs_delivery *d;
+    while ((d = CS_STAILQ_FIRST(&l->queue)) && n < max && (n == 0 || !d->alone)) {
+        CS_STAILQ_REMOVE_HEAD(&l->queue, next);
         l->queued--;
         out[n++] = d;
         if (d->alone) {
@@ -74,7 +72,6 @@ size_t cs__lane_pop_batch(lane *l, cs_delivery **out, size_t max) {
             break;
         }
     }
-    if (!l->head) l->tail = NULL;
     pthread_mutex_unlock(&l->lock);
     if (n) queued_sub(l->pipe, n);
     return n;
@@ -84,10 +81,9 @@ size_t cs__lane_pop_batch(lane *l, cs_delivery **out, size_t max) {
 cs_delivery *cs__lane_pop(lane *l) {
     pthread_mutex_lock(&l->lock);
     wait_ready(l);
-    cs_delivery *d = l->head;
+    cs_delivery *d = CS_STAILQ_FIRST(&l->queue);
     if (d) {
-        l->head = d->next;
-        if (!l->head) l->tail = NULL;
+        CS_STAILQ_REMOVE_HEAD(&l->queue, next);
         l->queued--;
     }
     pthread_mutex_unlock(&l->lock);
@@ -102,14 +98,11 @@ static size_t lane_for_key(const void *key, size_t len, int n_lanes) {
     return (size_t)(h % (uint64_t)n_lanes);
 }
 
-/* Appends the chain first..last (n deliveries, linked through next) to the
- * lane's tail: one lock for a run of records. */
-static void lane_push_chain(lane *l, cs_delivery *first, cs_delivery *last, size_t n) {
-    last->next = NULL;
+/* Appends the run (n deliveries) to the lane's queue and empties it: one
+ * lock for a run of records. */
+static void lane_push_run(lane *l, cs_delivery_queue *run, size_t n) {
     pthread_mutex_lock(&l->lock);
-    if (l->tail) l->tail->next = first;
-    else l->head = first;
-    l->tail = last;
+    CS_STAILQ_CONCAT(&l->queue, run, next);
     l->queued += n;
     queued_add(l->pipe, n);
     if (l->waiting) pthread_cond_signal(&l->ready);
@@ -119,25 +112,21 @@ static void lane_push_chain(lane *l, cs_delivery *first, cs_delivery *last, size
 /* Pushes ds[0..n) (accepted ones, NULL for refused) to their lanes in order,
  * each run of consecutive deliveries bound for one lane in one lock. */
 static void push_runs(cs_pipeline *p, cs_delivery **ds, size_t n) {
-    cs_delivery *first = NULL, *last = NULL;
+    cs_delivery_queue run = {0};
+    int run_lane = -1;
     size_t len = 0;
     for (size_t i = 0; i < n; i++) {
         cs_delivery *d = ds[i];
         if (!d) continue;
-        if (first && d->lane != first->lane) {
-            lane_push_chain(&p->lanes[first->lane], first, last, len);
-            first = NULL;
-        }
-        if (!first) {
-            first = d;
+        if (len > 0 && d->lane != run_lane) {
+            lane_push_run(&p->lanes[run_lane], &run, len);
             len = 0;
-        } else {
-            last->next = d;
         }
-        last = d;
+        run_lane = d->lane;
+        CS_STAILQ_INSERT_TAIL(&run, d, next);
         len++;
     }
-    if (first) lane_push_chain(&p->lanes[first->lane], first, last, len);
+    if (len > 0) lane_push_run(&p->lanes[run_lane], &run, len);
 }
 
 size_t cs__pipeline_room(cs_pipeline *p, cs_part *part) {

@@ -55,10 +55,8 @@ cs_output *cs__output_new(const cs_record *r, const char *traceparent, int64_t s
     return o;
 }
 
-void cs__output_free_all(cs_output *o) {
-    while (o) {
-        cs_output *next = o->next;
-        free(o);
-        o = next;
-    }
+void cs__output_list_free(cs_output_list *l) {
+    cs_output *o, *next;
+    CS_STAILQ_FOREACH_SAFE(o, l, next, next) free(o);
+    CS_STAILQ_INIT(l);
 }

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "base/list.h"
 #include "cstream/record.h"
 
 typedef struct cs_output {
@@ -23,12 +24,15 @@ typedef struct cs_output {
     cs_record rec;               /* every pointer points into this allocation */
 } cs_output;
 
+/* Outputs in order, linked through `next`; all zeroes is empty. */
+typedef CS_STAILQ(cs_output) cs_output_list;
+
 /* A deep copy of r (topic, key, value, headers). `traceparent`, the one r
  * inherits from its parent delivery (cs__inherited_traceparent, in
  * delivery_internal.h; NULL: none), becomes a header of the copy, and the
  * copy has no parent. NULL on out of memory. */
 cs_output *cs__output_new(const cs_record *r, const char *traceparent, int64_t source_offset);
-/* Frees a list. */
-void cs__output_free_all(cs_output *o);
+/* Frees every output of l; l is empty after it. */
+void cs__output_list_free(cs_output_list *l);
 
 #endif

@@ -41,7 +41,6 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
     p->last_committed = -1;
     p->passed_to = -1;
     p->end_reported = p->high_reported = -1;
-    p->window_tail = &p->window;
     p->first_fetched = -1;
     p->stall_offset = -1;
     atomic_init(&p->refs, 1);
@@ -61,7 +60,7 @@ void cs__part_unref(cs_part *p) {
     pthread_cond_destroy(&p->drained);
     cs_tracker_destroy(p->tracker);
     cs__acked_set_clear(&p->restored_set);
-    cs__output_free_all(p->window);
+    cs__output_list_free(&p->window);
     free(p->topic);
     free(p);
 }
@@ -214,9 +213,7 @@ void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part) {
     part->first_fetched = -1;
     part->stall_offset = -1;
     part->stall_since_ms = 0;
-    cs__output_free_all(part->window);
-    part->window = NULL;
-    part->window_tail = &part->window;
+    cs__output_list_free(&part->window);
     if (part->tracker) cs_tracker_reset(part->tracker);
     pthread_mutex_unlock(&part->lock);
 }
@@ -259,16 +256,14 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     part->paused = false;
     /* Pending deliveries stay valid for their holders; they are detached from
      * the list so that a later settlement (stale) does not touch it. */
-    for (cs_delivery *d = part->inflight, *next; d; d = next) {
-        next = d->next;
-        d->next = d->prev = NULL;
+    cs_delivery *d, *next;
+    CS_LIST_FOREACH_SAFE(d, &part->inflight, in_flight, next) {
+        d->in_flight.next = d->in_flight.prev = NULL;
         d->listed = false;
     }
-    part->inflight = NULL;
+    part->inflight.first = NULL;
     part->n_inflight = 0;
-    cs__output_free_all(part->window); /* never committed: the next owner reads their sources again */
-    part->window = NULL;
-    part->window_tail = &part->window;
+    cs__output_list_free(&part->window); /* never committed: the next owner reads their sources again */
     cs__signal_drained(part);
     pthread_mutex_unlock(&part->lock);
     leave_lane(p, part, handlers_may_run);

@@ -60,19 +60,19 @@ struct cs_part {
     _Atomic bool log_unknown;
 
     pthread_mutex_t lock;
-    pthread_cond_t drained;      /* signalled when n_inflight drops to 0 */
-    int drain_waiters;           /* threads in cs__pipeline_wait_settled: no broadcast per record without one */
-    cs_pipeline *pipe;           /* NULL once the subscription is gone */
-    uint64_t epoch;              /* bumped at every assign and every release */
-    bool assigned;               /* false: hand out nothing more (revoking or released) */
-    cs_tracker *tracker;         /* Tracked only */
-    size_t held;                 /* queued + running + open (pending) records of this epoch */
-    size_t n_inflight;           /* handed to a handler and not settled (running or pending) */
-    cs_delivery *inflight;       /* list of those, for releasing pending payloads at close */
-    bool paused;                 /* at max_open: the fetch thread takes none of its records until half */
-    bool dirty;                  /* a settlement moved the tracker since the last commit */
-    int64_t last_committed;      /* position the group holds, from the last commit result this epoch, -1 none */
-    char last_meta[CS_META_MAX]; /* its attempts metadata */
+    pthread_cond_t drained;        /* signalled when n_inflight drops to 0 */
+    int drain_waiters;             /* threads in cs__pipeline_wait_settled: no broadcast per record without one */
+    cs_pipeline *pipe;             /* NULL once the subscription is gone */
+    uint64_t epoch;                /* bumped at every assign and every release */
+    bool assigned;                 /* false: hand out nothing more (revoking or released) */
+    cs_tracker *tracker;           /* Tracked only */
+    size_t held;                   /* queued + running + open (pending) records of this epoch */
+    size_t n_inflight;             /* handed to a handler and not settled (running or pending) */
+    CS_LIST(cs_delivery) inflight; /* list of those, for releasing pending payloads at close */
+    bool paused;                   /* at max_open: the fetch thread takes none of its records until half */
+    bool dirty;                    /* a settlement moved the tracker since the last commit */
+    int64_t last_committed;        /* position the group holds, from the last commit result this epoch, -1 none */
+    char last_meta[CS_META_MAX];   /* its attempts metadata */
     /* attempt counts of open records from the committed metadata (assign),
      * ascending; prior_next walks them as the offsets are fetched */
     int64_t prior_off[CS_PRIOR_MAX];
@@ -98,7 +98,7 @@ struct cs_part {
 
     /* Transactional (window.c): outputs of settled records waiting for a
      * transaction that commits past their source, in settlement order */
-    struct cs_output *window, **window_tail;
+    cs_output_list window;
     size_t window_settled;  /* records settled since the window opened */
     int64_t first_fetched;  /* first offset dispatched this epoch, -1 none */
     int64_t stall_offset;   /* lowest retried record holding the window, -1 none */
@@ -114,19 +114,13 @@ static inline void cs__signal_drained(cs_part *part) {
 }
 
 static inline void cs__inflight_add(cs_part *part, cs_delivery *d) {
-    d->prev = NULL;
-    d->next = part->inflight;
-    if (part->inflight) part->inflight->prev = d;
-    part->inflight = d;
+    CS_LIST_INSERT_HEAD(&part->inflight, d, in_flight);
     part->n_inflight++;
     d->listed = true;
 }
 
 static inline void cs__inflight_remove(cs_part *part, cs_delivery *d) {
-    if (d->prev) d->prev->next = d->next;
-    else part->inflight = d->next;
-    if (d->next) d->next->prev = d->prev;
-    d->next = d->prev = NULL;
+    CS_LIST_REMOVE(&part->inflight, d, in_flight);
     d->listed = false;
     if (--part->n_inflight == 0) cs__signal_drained(part);
 }

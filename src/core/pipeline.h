@@ -264,8 +264,8 @@ bool cs__part_take_truncation(cs_part *part, uint64_t *reach, uint64_t *wanted);
 /* Fetch thread, closing a window: the partition's position, its metadata and
  * the outputs a transaction committing that position may carry (those of
  * settled records below it, detached in settlement order; appended to
- * *outputs_tail). False if there is nothing new to commit. */
-bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output ***outputs_tail,
+ * *taken). False if there is nothing new to commit. */
+bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output_list *taken,
                      size_t *n_outputs);
 /* Fetch thread: true (once) if a retried record has held the partition's
  * position for stall_ms or longer. */

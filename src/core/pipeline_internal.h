@@ -32,7 +32,7 @@
 typedef struct lane {
     pthread_mutex_t lock; /* lock order: level 6, after the partition's (a retry to the head); a leaf */
     pthread_cond_t ready;
-    cs_delivery *head, *tail;
+    cs_delivery_queue queue;
     size_t queued;
     /* The worker waits on `ready`: a push signals only then (a signal per
      * record cost ~45 instructions with nobody waiting). */

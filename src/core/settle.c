@@ -30,12 +30,7 @@ static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
 /* Called with part->lock held (Transactional): d's outputs join its
  * partition's window, where they wait for a transaction that commits past d. */
 static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
-    if (d->outputs) {
-        *part->window_tail = d->outputs;
-        part->window_tail = d->outputs_tail;
-        d->outputs = NULL;
-        d->outputs_tail = NULL;
-    }
+    CS_STAILQ_CONCAT(&part->window, &d->outputs, next);
     if (d->offset == part->stall_offset) part->stall_offset = -1; /* the record holding the window settled */
     size_t n = atomic_fetch_add_explicit(&p->settled, 1, memory_order_relaxed) + 1;
     if (p->cfg.window_records && n == p->cfg.window_records && p->cfg.wake) p->cfg.wake(p->cfg.wake_arg);
@@ -45,9 +40,7 @@ static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
  * partition's window; the stall deadline runs from its first retry (but for
  * a free run, see free_outage_run). */
 static void window_hold(cs_part *part, cs_delivery *d) {
-    cs__output_free_all(d->outputs); /* outputs of a failed attempt never leave */
-    d->outputs = NULL;
-    d->outputs_tail = NULL;
+    cs__output_list_free(&d->outputs); /* outputs of a failed attempt never leave */
     if (d->outage_runs > 0) {
         /* A free run (its schema registry is down): not the record failing,
          * so no stall clock, as for a decode that waits; an abort and rewind
@@ -218,9 +211,7 @@ cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why) {
             d->retry_at_ms = cs__now_ms() + DEAD_LETTER_BACKOFF_MS;
             return cs__settle(d, CS_RETRY);
         }
-        cs__output_free_all(d->outputs); /* what the failed attempt produced does not leave */
-        d->outputs = NULL;
-        d->outputs_tail = NULL;
+        cs__output_list_free(&d->outputs); /* what the failed attempt produced does not leave */
         dl->source_attempt = (uint32_t)cs__counted_attempts(d);
         cs__delivery_add_output(d, dl);
         count(d, offsetof(lane, dead_lettered));

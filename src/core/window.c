@@ -18,7 +18,7 @@
 #include "core/partition_internal.h"
 #include "core/pipeline.h"
 
-bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output ***outputs_tail,
+bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output_list *taken,
                      size_t *n_outputs) {
     pthread_mutex_lock(&part->lock);
     bool news = false;
@@ -26,23 +26,19 @@ bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t
         cs__part_state_locked(part, clean, pos, meta, cap);
         /* Settlement order is not offset order: walk the whole window and
          * keep, in order, what is not yet below the position. */
-        cs_output **keep = &part->window;
-        for (cs_output *o = part->window, *next; o; o = next) {
-            next = o->next;
+        cs_output_list keep = {0};
+        cs_output *o, *next;
+        CS_STAILQ_FOREACH_SAFE(o, &part->window, next, next) {
             if (*pos >= 0 && o->source_offset < *pos) {
-                o->next = NULL;
                 o->source_part = part;
-                **outputs_tail = o;
-                *outputs_tail = &o->next;
+                CS_STAILQ_INSERT_TAIL(taken, o, next);
                 (*n_outputs)++;
                 news = true;
             } else {
-                *keep = o;
-                keep = &o->next;
+                CS_STAILQ_INSERT_TAIL(&keep, o, next);
             }
         }
-        *keep = NULL;
-        part->window_tail = keep;
+        part->window = keep;
         news = news || (*pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0));
         part->dirty = false;
     }

@@ -281,9 +281,7 @@ static void start_attempt(lane *l, cs_delivery *d) {
     d->reason = NULL;
     free(d->reply_buf); /* a reply belongs to the attempt that set it */
     d->reply_buf = NULL;
-    cs__output_free_all(d->outputs); /* so do outputs (Transactional) */
-    d->outputs = NULL;
-    d->outputs_tail = NULL;
+    cs__output_list_free(&d->outputs); /* so do outputs (Transactional) */
     atomic_fetch_add_explicit(&l->delivered, 1, memory_order_relaxed);
 }
 

@@ -81,14 +81,14 @@ static void stop(cs_pipeline *p) {
 static void take_and_check(cs_part *part, const bool *settled, bool *taken) {
     int64_t pos = -1;
     char meta[CS_META_MAX];
-    cs_output *outs = NULL, **tail = &outs;
+    cs_output_list outs = {0};
     size_t n = 0;
-    cs__window_take(part, false, &pos, meta, sizeof meta, &tail, &n);
+    cs__window_take(part, false, &pos, meta, sizeof meta, &outs, &n);
     int64_t lowest_open = 0;
     while (lowest_open < N && settled[lowest_open]) lowest_open++;
     assert_int_equal(pos, lowest_open);
     size_t counted = 0;
-    for (cs_output *o = outs; o; o = o->next, counted++) {
+    for (cs_output *o = CS_STAILQ_FIRST(&outs); o; o = o->next, counted++) {
         int64_t src;
         memcpy(&src, o->rec.value, sizeof src);
         assert_int_equal(src, o->source_offset);
@@ -100,7 +100,7 @@ static void take_and_check(cs_part *part, const bool *settled, bool *taken) {
     assert_int_equal(counted, n);
     for (int64_t o = 0; o < pos; o++) assert_true(taken[o]); /* nothing below the position stays behind */
     cs__part_commit_done(part, pos, meta, true);
-    cs__output_free_all(outs);
+    cs__output_list_free(&outs);
 }
 
 static void shuffle(cs_delivery **a, int n, unsigned *seed) {
@@ -158,11 +158,11 @@ static void rewind_forgets_the_window(void **state) {
     /* The window is empty and the old epoch's records are stale. */
     int64_t pos;
     char meta[CS_META_MAX];
-    cs_output *outs = NULL, **tail = &outs;
+    cs_output_list outs = {0};
     size_t n = 0;
-    cs__window_take(part, false, &pos, meta, sizeof meta, &tail, &n);
+    cs__window_take(part, false, &pos, meta, sizeof meta, &outs, &n);
     assert_int_equal(n, 0);
-    assert_null(outs);
+    assert_true(CS_STAILQ_EMPTY(&outs));
     for (int i = 100; i < 101; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_ERR_STALE);
     for (int i = 200; i < N; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_ERR_STALE);
     stop(p);

@@ -149,7 +149,7 @@ static void pass_markers(cs_consumer *c) {
     /* After an out-of-memory or fatal stop inside a take, librdkafka's
      * position may already count a record take_cb could not store: it is
      * no marker, and must be read again. */
-    if (!c->tracked || c->n_parts == 0 || c->out_of_memory || c->take_fatal) return;
+    if (!c->tracked || c->n_parts == 0 || c->out_of_memory || c->take.fatal) return;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)c->n_parts);
     size_t *which = malloc(c->n_parts * sizeof *which);
     if (!which) { /* out of memory: the position stays on the marker until the next commit */
@@ -158,7 +158,7 @@ static void pass_markers(cs_consumer *c) {
     }
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
-        if (fp->paused || fp->shed || fp->withheld || fp->back_to >= 0 || fp->backlog > 0 ||
+        if (fp->paused || fp->shed || fp->withheld || fp->back_to >= 0 || !cs__backlog_empty(&fp->backlog) ||
             cs__fetch_app_paused(c, fp) || cs__part_log_unknown(fp->part))
             continue;
         which[l->cnt] = i;
@@ -268,7 +268,7 @@ static void close_window(cs_consumer *c, bool final) {
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(assigned->cnt > 0 ? assigned->cnt : 1);
-    cs_output *outputs = NULL, **tail = &outputs;
+    cs_output_list outputs = {0};
     size_t n_outputs = 0;
     cs__pipeline_close_gate(c->pipe); /* only with the measurement switch CSTREAM_TXN_BARRIER */
     for (int i = 0; i < assigned->cnt; i++) {
@@ -276,7 +276,7 @@ static void close_window(cs_consumer *c, bool final) {
         int64_t pos;
         char meta[CS_META_MAX];
         if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
-        if (!cs__window_take(part, final, &pos, meta, sizeof meta, &tail, &n_outputs)) continue;
+        if (!cs__window_take(part, final, &pos, meta, sizeof meta, &outputs, &n_outputs)) continue;
         rd_kafka_topic_partition_t *e =
             rd_kafka_topic_partition_list_add(offsets, cs__part_topic(part), cs__part_number(part));
         e->offset = pos;
@@ -288,7 +288,7 @@ static void close_window(cs_consumer *c, bool final) {
     c->n_failed = 0;
     if (offsets->cnt > 0) {
         int64_t began = cs__now_ms();
-        cs_txn_result r = cs__txn_commit(c->txn, outputs, offsets, c->rk);
+        cs_txn_result r = cs__txn_commit(c->txn, CS_STAILQ_FIRST(&outputs), offsets, c->rk);
         CS_LOG_DEBUG("transaction %s subscription=%s partitions=%d outputs=%zu ms=%lld",
                      r == CS_TXN_COMMITTED ? "committed"
                      : r == CS_TXN_ABORTED ? "aborted"
@@ -316,7 +316,7 @@ static void close_window(cs_consumer *c, bool final) {
         cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
     }
     cs__pipeline_open_gate(c->pipe);
-    cs__output_free_all(outputs);
+    cs__output_list_free(&outputs);
     rd_kafka_topic_partition_list_destroy(offsets);
     if (!final && !cs__txn_dead(c->txn)) {
         int64_t now = cs__now_ms();

@@ -71,7 +71,7 @@ static void *destroy_main(void *arg) {
 /* Destroys c->rk; false if it was left behind (then c, its opaque, must stay
  * allocated: the abandoned handle may still call back with it). */
 static bool destroy_handle(cs_consumer *c, int flags) {
-    if (!atomic_load(&c->topic_vanished)) {
+    if (!atomic_load(&c->errors.topic_vanished)) {
         rd_kafka_destroy_flags(c->rk, flags);
         return true;
     }
@@ -223,17 +223,18 @@ static int64_t stall_rejoin_ms(const cs_sub *s, rd_kafka_conf_t *conf) {
  * STALL_REJOIN_ANY_MS: recreating a member that holds no partition costs
  * the group one more rebalance, never a record. */
 static bool group_stalled(cs_consumer *c, int64_t now) {
-    if (!c->lost_since_ms || now - c->lost_since_ms < c->stall_rejoin_ms || !c->rejoin_conf || c->n_parts) return false;
+    if (!c->group.lost_since_ms || now - c->group.lost_since_ms < c->stall_rejoin_ms || !c->rejoin_conf || c->n_parts)
+        return false;
     char *id = rd_kafka_memberid(c->rk);
     bool none = !id || !*id;
     if (id) rd_kafka_mem_free(c->rk, id);
-    if (!none && now - c->lost_since_ms < STALL_REJOIN_ANY_MS) return false;
+    if (!none && now - c->group.lost_since_ms < STALL_REJOIN_ANY_MS) return false;
     CS_LOG_WARN("group session lost %lld ms ago and not back (%s, no partition): librdkafka may be stuck looking "
                 "for the coordinator (2.0.2 can be, #4970); creating the consumer again subscription=%s "
                 "librdkafka=%s",
-                (long long)(now - c->lost_since_ms), none ? "no member id" : "still joining", c->sub->name,
+                (long long)(now - c->group.lost_since_ms), none ? "no member id" : "still joining", c->sub->name,
                 rd_kafka_version_str());
-    c->lost_since_ms = now;
+    cs__rebalance_restart_lost_clock(c, now);
     return true;
 }
 
@@ -253,10 +254,8 @@ static bool rejoin_backoff(cs_consumer *c, int ms) {
  * queue's callback is disabled before wake_lock is taken, since that callback
  * takes wake_lock. */
 static bool rejoin(cs_consumer *c) {
-    c->rejoin_wanted = false;
-    bool stalled = c->rejoin_stalled; /* a group that did not come back: waited enough already */
-    c->rejoin_stalled = false;
-    uint64_t n = atomic_load(&c->rejoins);
+    bool stalled = cs__rejoin_take(c); /* a group that did not come back: waited enough already */
+    uint64_t n = atomic_load(&c->rejoin.count);
     int backoff = REJOIN_BACKOFF_FIRST_MS;
     for (uint64_t i = 1; i < n && backoff < REJOIN_BACKOFF_MAX_MS; i++) backoff *= 2;
     if (backoff > REJOIN_BACKOFF_MAX_MS) backoff = REJOIN_BACKOFF_MAX_MS;
@@ -279,13 +278,12 @@ static bool rejoin(cs_consumer *c) {
         rd_kafka_destroy(rk);
         return false;
     }
-    rd_kafka_queue_cb_event_enable(c->recq, NULL, NULL); /* waits out a callback in progress */
+    rd_kafka_queue_cb_event_enable(c->take.recq, NULL, NULL); /* waits out a callback in progress */
     pthread_mutex_lock(&c->wake_lock);
     rd_kafka_t *old_rk = c->rk;
-    rd_kafka_queue_t *old_queue = c->queue, *old_recq = c->recq;
+    rd_kafka_queue_t *old_queue = c->queue, *old_recq = cs__fetch_recq_replace(c, recq);
     c->rk = rk;
     c->queue = queue;
-    c->recq = recq;
     pthread_mutex_unlock(&c->wake_lock);
     rd_kafka_queue_destroy(old_recq);
     rd_kafka_queue_destroy(old_queue);
@@ -312,7 +310,7 @@ static void *fetch_main(void *arg) {
     if (c->sub->partitions) cs__rebalance_assign_fixed(c); /* manual assignment, on this thread as a rebalance */
     c->next_commit_ms = cs__now_ms() + interval;
     for (;;) {
-        while (!atomic_load(&c->stop) && !fatal && !c->rejoin_wanted) {
+        while (!atomic_load(&c->stop) && !fatal && !c->rejoin.wanted) {
             int64_t now = cs__now_ms();
             if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
             cs__control_apply(c); /* the application's seeks and pauses */
@@ -329,11 +327,10 @@ static void *fetch_main(void *arg) {
             if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
             cs__rebalance_check_empty_join(c, now);
             if (group_stalled(c, now)) {
-                atomic_fetch_add(&c->rejoins, 1);
-                c->rejoin_stalled = c->rejoin_wanted = true;
+                cs__rejoin_ask(c, true);
                 break;
             }
-            fatal = c->take_fatal;
+            fatal = c->take.fatal;
             /* Events (rebalances, commit results, errors). The poll waits only when
          * there was nothing to take or hand out; records arriving in the empty
          * recq, a store fallen under its resume mark and settlements that bring
@@ -352,7 +349,7 @@ static void *fetch_main(void *arg) {
             }
         }
         /* A refused join to retry (above): on a new handle, the loop again. */
-        if (!c->rejoin_wanted || atomic_load(&c->stop)) break;
+        if (!c->rejoin.wanted || atomic_load(&c->stop)) break;
         if (!rejoin(c)) {
             /* A stop asked for during the backoff is a stop like any other:
              * nothing was assigned, nothing is lost. */
@@ -371,8 +368,7 @@ static void *fetch_main(void *arg) {
 /* ---- lifecycle -------------------------------------------------------------- */
 
 static void free_counters(cs_consumer *c) {
-    free(c->topic_unavailable);
-    free(c->topic_seen);
+    cs__errors_free(c);
     free(c->topic_gaps);
     free(c->topic_repeats);
     free(c->topic_stuck);
@@ -381,7 +377,8 @@ static void free_counters(cs_consumer *c) {
 
 static void consumer_free_flags(cs_consumer *c, int flags) {
     cs__txn_destroy(c->txn); /* the consumer has closed (or crashed): nothing commits any more */
-    cs__fetch_close_all(c);  /* the record queue and topic handles go before the handle */
+    cs__fetch_close_all(c);  /* the topic handles and the record queue go before the handle */
+    cs__fetch_take_close(c);
     if (c->queue) rd_kafka_queue_destroy(c->queue);
     c->queue = NULL;
     /* c is the abandoned handle's opaque: keep it, and the pipeline its
@@ -399,8 +396,7 @@ static void consumer_free_flags(cs_consumer *c, int flags) {
 static void consumer_free(cs_consumer *c) { consumer_free_flags(c, 0); }
 
 static cs_err subscribe(cs_consumer *c) {
-    c->joining_since_ms = cs__now_ms();
-    c->join_warned = false;
+    cs__rebalance_joining(c);
     cs_sub *s = c->sub;
     rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new((int)s->n_topics);
     for (size_t i = 0; i < s->n_topics; i++)
@@ -426,21 +422,14 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     c->sub = s;
     c->app = app;
     cs__client_stats_init(&c->rdk_stats); /* before any failure: free_counters destroys it */
-    c->topic_unavailable = calloc(s->n_topics, sizeof *c->topic_unavailable);
     c->topic_gaps = calloc(s->n_topics, sizeof *c->topic_gaps);
     c->topic_repeats = calloc(s->n_topics, sizeof *c->topic_repeats);
     c->topic_stuck = calloc(s->n_topics, sizeof *c->topic_stuck);
-    if (s->allow_missing) c->topic_seen = calloc(s->n_topics, sizeof *c->topic_seen);
-    if (!c->topic_unavailable || !c->topic_gaps || !c->topic_repeats || !c->topic_stuck ||
-        (s->allow_missing && !c->topic_seen)) {
+    if (!c->topic_gaps || !c->topic_repeats || !c->topic_stuck || cs__errors_init(c, s) != CS_OK) {
         free_counters(c);
         free(c);
         return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     }
-    /* A pattern's topics may be deleted at any time, without the error that
-     * marks a subscribed topic gone: destroy the handle as after a loss
-     * (destroy_handle), bounded, in case one of them was. */
-    if (s->pattern) atomic_store(&c->topic_vanished, true);
     c->tracked = s->mode != CS_COMMIT_AUTO;
     c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
     c->interval_ms = cs__sub_commit_interval_ms(s);
@@ -702,12 +691,12 @@ int cs__consumer_idle(cs_consumer *c) {
  * brokers are down, each call probes with a metadata request (at most
  * probe_ms) until one answers. Any thread (the HTTP thread). */
 int cs__consumer_ready(cs_consumer *c, int probe_ms) {
-    if (!atomic_load(&c->joined) || rd_kafka_fatal_error(c->rk, NULL, 0)) return 0;
-    if (!atomic_load(&c->brokers_down)) return 1;
+    if (!atomic_load(&c->group.joined) || rd_kafka_fatal_error(c->rk, NULL, 0)) return 0;
+    if (!atomic_load(&c->errors.brokers_down)) return 1;
     const struct rd_kafka_metadata *md = NULL;
     if (rd_kafka_metadata(c->rk, 0, NULL, &md, probe_ms) != RD_KAFKA_RESP_ERR_NO_ERROR) return 0;
     rd_kafka_metadata_destroy(md);
-    atomic_store(&c->brokers_down, false);
+    cs__errors_broker_answered(c);
     return 1;
 }
 
@@ -715,11 +704,9 @@ uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
     return atomic_load_explicit(&c->commit_ticks, memory_order_relaxed);
 }
 
-uint64_t cs__consumer_sheds(cs_consumer *c) { return atomic_load_explicit(&c->sheds, memory_order_relaxed); }
-uint64_t cs__consumer_taken(cs_consumer *c) { return atomic_load_explicit(&c->stored, memory_order_relaxed); }
+uint64_t cs__consumer_sheds(cs_consumer *c) { return atomic_load_explicit(&c->take.sheds, memory_order_relaxed); }
+uint64_t cs__consumer_taken(cs_consumer *c) { return atomic_load_explicit(&c->take.stored, memory_order_relaxed); }
 
 uint64_t cs__consumer_moves_back(cs_consumer *c) { return atomic_load_explicit(&c->moves_back, memory_order_relaxed); }
-
-void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->refetch_faults, n); }
 
 rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }

@@ -118,7 +118,7 @@ void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, in
  * and no gauge; its partitions still assigned get the same care as a
  * subscribed topic's (mark_topic_partitions). */
 static void pattern_topic_gone(cs_consumer *c, const char *topic, rd_kafka_resp_err_t err, const char *reason) {
-    atomic_store(&c->topic_vanished, true);
+    atomic_store(&c->errors.topic_vanished, true);
     mark_topic_partitions(c, topic);
     uint64_t skipped = 0;
     if (cs__ratelimit_allow(&c->error_warning, 5000, &skipped))
@@ -128,11 +128,11 @@ static void pattern_topic_gone(cs_consumer *c, const char *topic, rd_kafka_resp_
 }
 
 void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *source, const char *reason) {
-    atomic_store(&c->topic_vanished, true);
-    if (atomic_exchange(&c->topic_unavailable[i], true)) return; /* said so already */
-    atomic_fetch_add(&c->n_unavailable, 1);
+    atomic_store(&c->errors.topic_vanished, true);
+    if (atomic_exchange(&c->errors.topic_unavailable[i], true)) return; /* said so already */
+    atomic_fetch_add(&c->errors.n_unavailable, 1);
     mark_topic_partitions(c, c->sub->topics[i]);
-    if (c->sub->allow_missing && !atomic_load(&c->topic_seen[i])) {
+    if (c->sub->allow_missing && !atomic_load(&c->errors.topic_seen[i])) {
         /* Allowed to be missing and never assigned yet: a topic still to come. */
         CS_LOG_INFO("subscribed topic does not exist yet: the subscription consumes it once it appears "
                     "subscription=%s group=%s topic=%s error=%s source=%s",
@@ -153,12 +153,12 @@ void cs__topic_available(cs_consumer *c, const char *topic) {
     if (c->sub->pattern) return; /* no per-topic availability: topics come and go */
     if (c->sub->allow_missing) {
         int seen = cs__subscribed_topic_in(c, topic);
-        if (seen >= 0) atomic_store(&c->topic_seen[seen], true);
+        if (seen >= 0) atomic_store(&c->errors.topic_seen[seen], true);
     }
-    if (atomic_load_explicit(&c->n_unavailable, memory_order_relaxed) == 0) return;
+    if (atomic_load_explicit(&c->errors.n_unavailable, memory_order_relaxed) == 0) return;
     int i = cs__subscribed_topic_in(c, topic);
-    if (i < 0 || !atomic_exchange(&c->topic_unavailable[i], false)) return;
-    atomic_fetch_sub(&c->n_unavailable, 1);
+    if (i < 0 || !atomic_exchange(&c->errors.topic_unavailable[i], false)) return;
+    atomic_fetch_sub(&c->errors.n_unavailable, 1);
     CS_LOG_INFO("subscribed topic available again subscription=%s topic=%s", c->sub->name, topic);
 }
 
@@ -170,14 +170,46 @@ void cs__topic_available(cs_consumer *c, const char *topic) {
  * first retry reads from the broker (consumer.c, rejoin_bound) has passed
  * since the first refusal. */
 bool cs__consumer_rejoin_later(cs_consumer *c) {
-    if (!c->rejoin_conf || atomic_load(&c->joined) || !c->sub->consumer_protocol) return false;
+    if (!c->rejoin_conf || atomic_load(&c->group.joined) || !c->sub->consumer_protocol) return false;
     int64_t now = cs__now_ms();
-    if (!c->rejoin_first_ms) c->rejoin_first_ms = now;
-    if (c->rejoin_bound_ms && now - c->rejoin_first_ms >= c->rejoin_bound_ms) return false;
-    atomic_fetch_add(&c->rejoins, 1);
-    c->rejoin_wanted = true;
+    if (!c->rejoin.first_ms) c->rejoin.first_ms = now;
+    if (c->rejoin_bound_ms && now - c->rejoin.first_ms >= c->rejoin_bound_ms) return false;
+    cs__rejoin_ask(c, false);
     return true;
 }
+
+void cs__rejoin_ask(cs_consumer *c, bool stalled) {
+    atomic_fetch_add(&c->rejoin.count, 1);
+    c->rejoin.wanted = true;
+    c->rejoin.stalled = stalled;
+}
+
+bool cs__rejoin_take(cs_consumer *c) {
+    bool stalled = c->rejoin.stalled;
+    c->rejoin.wanted = c->rejoin.stalled = false;
+    return stalled;
+}
+
+/* ---- the topic flags ------------------------------------------------------- */
+
+cs_err cs__errors_init(cs_consumer *c, const cs_sub *s) {
+    c->errors.topic_unavailable = calloc(s->n_topics, sizeof *c->errors.topic_unavailable);
+    if (s->allow_missing) c->errors.topic_seen = calloc(s->n_topics, sizeof *c->errors.topic_seen);
+    if (!c->errors.topic_unavailable || (s->allow_missing && !c->errors.topic_seen))
+        return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
+    /* A pattern's topics may be deleted at any time, without the error that
+     * marks a subscribed topic gone: destroy the handle as after a loss
+     * (destroy_handle), bounded, in case one of them was. */
+    if (s->pattern) atomic_store(&c->errors.topic_vanished, true);
+    return CS_OK;
+}
+
+void cs__errors_free(cs_consumer *c) {
+    free(c->errors.topic_unavailable);
+    free(c->errors.topic_seen);
+}
+
+void cs__errors_broker_answered(cs_consumer *c) { atomic_store(&c->errors.brokers_down, false); }
 
 /* Stops the app for the consumer's fatal error `orig`. Fenced (static
  * membership): another consumer joined the group with this one's
@@ -216,8 +248,8 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
                       "own); this consumer stops and commits nothing (refusals retried before: %llu, for %lld ms); "
                       "librdkafka: %s",
                       c->who, c->sub->group ? c->sub->group : c->sub->k->default_group, c->sub->static_id,
-                      c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoins),
-                      (long long)(c->rejoin_first_ms ? cs__now_ms() - c->rejoin_first_ms : 0), why);
+                      c->sub->k->instance_id, (unsigned long long)atomic_load(&c->rejoin.count),
+                      (long long)(c->rejoin.first_ms ? cs__now_ms() - c->rejoin.first_ms : 0), why);
         return;
     }
     /* A broker that knows ConsumerGroupHeartbeat but does not serve the
@@ -262,7 +294,7 @@ void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *op
         cs__consumer_fatal_error(c, orig, why);
         return;
     }
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->brokers_down, true);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) atomic_store(&c->errors.brokers_down, true);
     uint64_t skipped = 0;
     /* Refused credentials or TLS after a good start (a rotated password, a
      * subscription's own sasl.* settings): librdkafka keeps retrying and

@@ -24,9 +24,11 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/list.h"
 #include "base/log.h"
 #include "core/pipeline.h"
 #include "core/store.h"
+#include "kafka/consumer/fetch_backlog.h"
 #include "kafka/kafka_internal.h"
 #include "kafka/producer/transaction.h"
 
@@ -49,9 +51,8 @@ typedef struct fetch_part {
      * that one, so a truncation below the position is still detected and
      * none above it is reported. Fetch thread. */
     int32_t leader_epoch;
-    cs_chunk *open;         /* the store chunk its records are appended to */
-    cs_stored *head, *tail; /* the backlog, in offset order */
-    size_t backlog, backlog_bytes;
+    cs_chunk *open;        /* the store chunk its records are appended to */
+    fetch_backlog backlog; /* taken, not handed out yet (fetch_backlog.c) */
     bool paused;           /* cstream paused it in librdkafka (a stuck partition, the last resort) */
     int64_t progress_ms;   /* when it last handed out or settled a record (or was assigned or resumed) */
     uint64_t settled_seen; /* the partition's settlements at the last stuck check */
@@ -112,33 +113,44 @@ struct cs_consumer {
     cs_app *app;
     rd_kafka_t *rk;
     rd_kafka_queue_t *queue; /* the consumer queue (events only), to wake a blocked poll */
-    /* Every assigned partition's records, forwarded from its partition queue:
-     * one librdkafka pre-fetch bound for the whole consumer. Taken with
-     * rd_kafka_consume_callback_queue only (fetch_take.c says why). */
-    rd_kafka_queue_t *recq;
-    cs_store *store;   /* records taken and not settled, under the consumer-wide budget */
-    size_t final_peak; /* the store's peak, once the store is released */
-    bool store_full;   /* taking stopped at the budget, until used <= the resume mark */
-    bool bound_seen;   /* librdkafka's queue may have reached its bound: wake the broker threads */
+    /* Taking records from librdkafka into the store. Owned by: fetch_take.c
+     * (the fetch thread; `stored` and `sheds` are read by any thread). */
+    struct cs_consumer_take {
+        /* Every assigned partition's records, forwarded from its partition
+         * queue: one librdkafka pre-fetch bound for the whole consumer.
+         * Taken with rd_kafka_consume_callback_queue only (fetch_take.c
+         * says why). Replaced under wake_lock by a rejoin. */
+        rd_kafka_queue_t *recq;
+        cs_store *store;      /* records taken and not settled, under the consumer-wide budget */
+        size_t final_peak;    /* the store's peak, once the store is released */
+        bool store_full;      /* taking stopped at the budget, until used <= the resume mark */
+        bool bound_seen;      /* librdkafka's queue may have reached its bound: wake the broker threads */
+        bool fatal;           /* take_cb saw a fatal error */
+        bool in_take;         /* inside rd_kafka_consume_callback_queue */
+        size_t value_bytes;   /* value bytes the current take copied (librdkafka's byte bound counts values) */
+        size_t last_part;     /* take_cb's guess: records come in runs of one partition */
+        uint64_t taken_total; /* records (and errors) taken so far */
+        /* Records kept in the store so far, published to `stored` after
+         * each take, before any of them is handed out (cs_test_sub_taken). */
+        uint64_t stored_total;
+        _Atomic uint64_t stored;
+        _Atomic uint64_t sheds; /* times a paused partition started dropping records (cs_test_sub_sheds) */
+    } take;
+    /* How many records had been queued in recq or taken when a subscribed
+     * topic was reported gone: those are records of the old log, which must
+     * not decide whether the log restarted (a count that is too high, from
+     * outdated ops librdkafka skips, only delays that). pending: the report
+     * came inside a take, count again after it. Owned by: fetch_parts.c
+     * (cs__fetch_mark_old_log, cs__fetch_recount_old_log). */
+    struct cs_consumer_old_log {
+        uint64_t until;
+        bool pending;
+    } old_log;
     size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
-    bool take_fatal;                           /* take_cb saw a fatal error */
-    size_t take_value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
-    fetch_part *parts;       /* assigned partitions; each partition knows its index (cs__part_source_slot) */
+    fetch_part *parts; /* assigned partitions; each partition knows its index (cs__part_source_slot) */
     size_t n_parts, cap_parts;
-    size_t next_part; /* where the next serving round starts (fairness) */
-    size_t last_part; /* take_cb's guess: records come in runs of one partition */
-    /* Records (and errors) taken so far, and how many had been queued in recq
-     * or taken when a subscribed topic was reported gone: those are records of
-     * the old log, which must not decide whether the log restarted (a count
-     * that is too high, from outdated ops librdkafka skips, only delays
-     * that). old_log_pending: the report came inside a take, recount after. */
-    uint64_t taken_total, old_log_until;
-    /* Records kept in the store so far (fetch thread), published to `stored`
-     * after each take, before any of them is handed out (cs_test_sub_taken). */
-    uint64_t stored_total;
-    _Atomic uint64_t stored;
-    bool old_log_pending;
-    bool in_take;
+    uint64_t parts_opened; /* partitions opened so far: fetch_control.c applies its pauses to new ones */
+    size_t next_part;      /* where the next serving round starts (fairness) */
     /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
      * per subscribed topic (s->topics[i]) the continuity guard's gaps and
      * repeats and the last-resort pauses of its partitions. */
@@ -149,9 +161,9 @@ struct cs_consumer {
     pthread_t thread;
     bool thread_started;
     _Atomic bool stop;
-    _Atomic bool resume_wanted;
-    bool closing;            /* the close path: revoke releases pending payloads */
-    bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
+    _Atomic bool resume_wanted; /* the pipeline's wake hook asked (fetch_parts.c: cs__fetch_wake, _resume_drained) */
+    bool closing;               /* the close path: revoke releases pending payloads */
+    bool closed_after_fatal;    /* closed without the group: destroy without a consumer close */
     /* The rejoin of a static member refused with UNRELEASED_INSTANCE_ID
      * under the consumer protocol (consumer.c, "rejoin"): the configuration
      * to create its consumer again (NULL when no such refusal can come),
@@ -159,43 +171,50 @@ struct cs_consumer {
      * (0: none yet), and the refusals so far. Fetch thread, but
      * `rejoins`, which /metrics and cs_sub_stats_get read. */
     rd_kafka_conf_t *rejoin_conf;
-    bool rejoin_wanted;
-    int64_t rejoin_first_ms;
-    _Atomic uint64_t rejoins;
+    /* Owned by: consumer_errors.c (cs__rejoin_ask, cs__rejoin_take,
+     * cs__consumer_rejoin_later): whether the fetch thread is to create the
+     * consumer again, whether for a group that did not come back (stalled:
+     * no backoff), when the first refusal came, and the rejoins so far. */
+    struct cs_consumer_rejoin {
+        bool wanted, stalled;
+        int64_t first_ms;
+        _Atomic uint64_t count;
+    } rejoin;
     /* How long refusals are retried: set at the first retry from the
      * broker's group.consumer.session.timeout.ms (consumer.c,
      * rejoin_bound); 0 before, when the first refusal counts as within it. */
     int64_t rejoin_bound_ms;
-    /* When the group session was lost (rebalance.c), 0 while joined: a
-     * session that does not come back makes the fetch thread create the
-     * consumer again (consumer.c, "a group that does not come back"); the
-     * reason of the pending rejoin. Fetch thread only. */
-    int64_t lost_since_ms;
     int64_t stall_rejoin_ms; /* how long it may stay lost (consumer.c, stall_rejoin_ms) */
-    /* rebalance.c, cs__rebalance_check_empty_join (fetch thread): when the
-     * epoch is asked next, the epoch the member had when its session was
-     * lost (0: none), since when a join is awaited (the last subscribe),
-     * whether it was ever in its group, and the "not joined" WARN, once. */
-    int64_t next_join_check_ms;
-    int32_t lost_epoch;
-    int64_t joining_since_ms;
-    bool ever_joined;
-    bool join_warned;
-    bool rejoin_stalled;
-    bool cooperative; /* the group's rebalance protocol, as last known (rebalance.c) */
+    /* The member in its group. Owned by: rebalance.c (the fetch thread; the
+     * HTTP thread reads `joined` through cs__consumer_ready). */
+    struct cs_consumer_group {
+        /* In its group: the last rebalance ended with an assignment, empty
+         * or not, or (consumer protocol) a member epoch says so. Under the
+         * consumer protocol a member with nothing assigned gets no lost
+         * callback either, so it stays joined through a lost session
+         * (librdkafka rejoins it). */
+        _Atomic bool joined;
+        bool cooperative; /* the group's rebalance protocol, as last known */
+        /* When the group session was lost, 0 while joined: a session that
+         * does not come back makes the fetch thread create the consumer
+         * again (consumer.c, "a group that does not come back"). */
+        int64_t lost_since_ms;
+        /* cs__rebalance_check_empty_join: when the epoch is asked next, the
+         * epoch the member had when its session was lost (0: none), since
+         * when a join is awaited (the last subscribe), whether it was ever
+         * in its group, and the "not joined" WARN, once. */
+        int64_t next_join_check_ms;
+        int32_t lost_epoch;
+        int64_t joining_since_ms;
+        bool ever_joined;
+        bool join_warned;
+    } group;
     /* A record could not be handed out or tracked for lack of memory: the app
      * is stopping, and no later record is handed out either, so none can be
      * settled past the one that was not (fetch thread only). */
     bool out_of_memory;
-    /* readiness (read by the HTTP thread through cs__consumer_ready) */
-    /* In its group: the last rebalance ended with an assignment, empty or
-     * not, or (consumer protocol) a member epoch says so. Under the consumer
-     * protocol a member with nothing assigned gets no lost callback either,
-     * so it stays joined through a lost session (librdkafka rejoins it). */
-    _Atomic bool joined;
-    _Atomic bool brokers_down; /* librdkafka reported all brokers down; cleared by a probe that answers */
-    bool tracked;              /* Tracked or Transactional: the pipeline tracks settlements */
-    bool transactional;        /* positions commit in transactions (txn), never with plain commits */
+    bool tracked;       /* Tracked or Transactional: the pipeline tracks settlements */
+    bool transactional; /* positions commit in transactions (txn), never with plain commits */
     cs_txn *txn;
     int interval_ms;      /* commit interval, or window length */
     int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
@@ -216,20 +235,27 @@ struct cs_consumer {
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
     cs_ratelimit truncation_warning; /* the acked set did not fit in the commit metadata */
-    /* Subscribed topics librdkafka reported unavailable (deleted, or not
-     * visible to this client), one flag per s->topics[i]: set by the error
-     * paths on the fetch thread, cleared when a partition of the topic is
-     * assigned again, read by /metrics. */
-    _Atomic bool *topic_unavailable;
-    _Atomic int n_unavailable; /* how many are set: dispatch looks only when > 0 */
-    /* cs_sub_allow_missing_topics only (else NULL): one flag per
-     * s->topics[i], set once a partition of it was assigned, so that a topic
-     * still to come is told apart from one deleted (fetch thread). */
-    _Atomic bool *topic_seen;
-    /* Sticky: some subscribed topic vanished while this consumer ran. Then
-     * librdkafka 2.0.2 may never finish destroying the handle (see
-     * destroy_handle). */
-    _Atomic bool topic_vanished;
+    /* What librdkafka reported about the topics and brokers. Owned by:
+     * consumer_errors.c (cs__errors_init, _free and the error paths). */
+    struct cs_consumer_errors {
+        /* Subscribed topics librdkafka reported unavailable (deleted, or
+         * not visible to this client), one flag per s->topics[i]: set by
+         * the error paths on the fetch thread, cleared when a partition of
+         * the topic is assigned again, read by /metrics. */
+        _Atomic bool *topic_unavailable;
+        _Atomic int n_unavailable; /* how many are set: dispatch looks only when > 0 */
+        /* cs_sub_allow_missing_topics only (else NULL): one flag per
+         * s->topics[i], set once a partition of it was assigned, so that a
+         * topic still to come is told apart from one deleted (fetch thread). */
+        _Atomic bool *topic_seen;
+        /* Sticky: some subscribed topic vanished while this consumer ran (or
+         * could have: a pattern). Then librdkafka 2.0.2 may never finish
+         * destroying the handle (consumer.c, destroy_handle). */
+        _Atomic bool topic_vanished;
+        /* librdkafka reported all brokers down; cleared by a probe that
+         * answers (cs__consumer_ready, any thread). */
+        _Atomic bool brokers_down;
+    } errors;
     /* Orders the commits' enqueues (tick, revoke, close, assignment marks,
      * suspect-record commits). Lock order: level 3 (src/lock_order.h),
      * before the registry and partition locks. Held only while commit states
@@ -247,20 +273,21 @@ struct cs_consumer {
      * queue and ctl_closed (lock order: level 3, src/lock_order.h, taken
      * under stats_lock by the caller); ctl_pending tells the loop to look. */
     pthread_mutex_t ctl_lock;
-    cs_ctl_req *ctl_head, **ctl_tail;
-    bool ctl_closed;          /* the fetch thread ended: requests fail */
-    _Atomic bool ctl_pending; /* a request waits */
-    bool ctl_rebalancing;     /* a rebalance callback runs: requests are refused (under ctl_lock) */
-    bool window_barrier;      /* CSTREAM_TXN_BARRIER: handlers wait at a gate the fetch thread closes */
-    bool paused_all;          /* cs_sub_pause (fetch thread only) */
-    bool pauses_dirty;        /* the pause list or the assignment changed: recompute app_paused (fetch thread) */
-    cs_paused_part *paused;   /* cs_sub_pause_partition's partitions (fetch thread only) */
+    CS_STAILQ(cs_ctl_req) ctl_queue; /* linked through cs_ctl_req.next */
+    bool ctl_closed;                 /* the fetch thread ended: requests fail */
+    _Atomic bool ctl_pending;        /* a request waits */
+    bool ctl_rebalancing;            /* a rebalance callback runs: requests are refused (under ctl_lock) */
+    bool window_barrier;             /* CSTREAM_TXN_BARRIER: handlers wait at a gate the fetch thread closes */
+    bool paused_all;                 /* cs_sub_pause (fetch thread only) */
+    bool pauses_dirty;               /* the pause list changed: recompute app_paused (fetch thread) */
+    uint64_t pauses_opened;          /* parts_opened when app_paused was last recomputed */
+    cs_paused_part *paused;          /* cs_sub_pause_partition's partitions (fetch thread only) */
     size_t n_paused, cap_paused;
     _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
     _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */
-    _Atomic uint64_t sheds;      /* times a paused partition started dropping records (cs_test_sub_sheds) */
     /* Partitions whose fetch position librdkafka moved back (fetch_part.back_to):
-     * some wait for moves_back (fetch_control.c). moves_back counts the moves done
+     * some wait for moves_back (fetch_control.c; the flag is fetch_parts.c's,
+     * cs__fetch_back_*). moves_back counts the moves done
      * (cs_test_sub_moves_back). Fetch thread only, but the count. */
     bool back_pending;
     _Atomic uint64_t moves_back;
@@ -333,7 +360,8 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
  *   consumer_metrics.c
  *   consumer_errors.c
  *   fetch_requests.c
- *   fetch_parts.c */
+ *   fetch_parts.c
+ *   fetch_backlog.c */
 
 /* The pipeline's counters as a cs_sub_stats, the broker's own fields 0. */
 static inline void cs__sub_stats_of_pipeline(cs_pipeline *p, cs_sub_stats *out) {
@@ -351,6 +379,9 @@ cs_part *cs__consumer_part(cs_consumer *c, const char *topic, int32_t partition)
 void cs__fetch_yield(cs_consumer *c);
 /* The pipeline's wake hook (arg: the consumer). Any thread, never blocks. */
 void cs__fetch_wake(void *arg);
+/* Fetch thread, after a wake: lets the pipeline resume the partitions that
+ * drained to half of max_open. */
+void cs__fetch_resume_drained(cs_consumer *c);
 /* part's entry in c->parts, NULL if it is not open here. O(1): the entry's
  * index is kept in the partition (cs__part_source_slot). */
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
@@ -372,7 +403,36 @@ void cs__fetch_forget_part(cs_consumer *c, cs_part *part);
 void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset);
 /* A topic was reported gone: what is queued or waiting of it is old log. */
 void cs__fetch_mark_old_log(cs_consumer *c, const char *topic);
-/* Before the handle is destroyed: every backlog, topic handle and queue. */
+/* After a take: if a topic was reported gone inside it, what is old log is
+ * counted again (cs__fetch_mark_old_log could not count the take's rest). */
+void cs__fetch_recount_old_log(cs_consumer *c);
+/* A partition's fetch state is written here only (fetch_part's comments say
+ * what each field means); the fetch thread's other files ask for changes:
+ * it handed out or settled a record (progress_ms), a failed re-fetch is
+ * tried again at at_ms, its records are withheld (revoked while moved),
+ * it sheds or stops shedding, the record at `offset` was taken (leader
+ * epoch -1: unknown). */
+void cs__fetch_progressed(fetch_part *fp, int64_t now);
+void cs__fetch_refetch_later(fetch_part *fp, int64_t at_ms);
+void cs__fetch_withhold(fetch_part *fp);
+void cs__fetch_set_shed(fetch_part *fp, bool shed);
+void cs__fetch_taken(fetch_part *fp, int64_t offset, int32_t leader_epoch);
+/* A paused partition keeps its share of backlog: the rest is dropped and
+ * read again from its first dropped record (`next` moves there), and the
+ * open chunk is closed, so that chunks of dropped records go back. */
+void cs__fetch_trim(fetch_part *fp, size_t share);
+/* A partition's fetch position moved back (fetch_part.back_to; its records
+ * are dropped at the take until moves_back, fetch_control.c, moved it):
+ * detected at `offset` (take_cb); whether any partition waits (the flag is
+ * cleared: keep_pending sets it again for one still waiting); a refused
+ * move retried at at_ms; the move done, or not needed any more. */
+void cs__fetch_back_detected(cs_consumer *c, fetch_part *fp, int64_t offset);
+bool cs__fetch_back_take_pending(cs_consumer *c);
+void cs__fetch_back_keep_pending(cs_consumer *c);
+void cs__fetch_back_retry_at(fetch_part *fp, int64_t at_ms);
+void cs__fetch_back_settled(fetch_part *fp);
+/* Before the handle is destroyed: every backlog, partition queue and topic
+ * handle (the record queue goes next: cs__fetch_take_close). */
 void cs__fetch_close_all(cs_consumer *c);
 
 /* ---- consumer_errors.c ------------------------------------------------------ */
@@ -383,6 +443,17 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
  * protocol, never assigned yet, within the bound), counted and logged once;
  * false: the refusal is fatal. Fetch thread. */
 bool cs__consumer_rejoin_later(cs_consumer *c);
+/* Fetch thread: the consumer is to be created again (stalled: for a group
+ * that did not come back, without a backoff), counted in the rejoins. */
+void cs__rejoin_ask(cs_consumer *c, bool stalled);
+/* Fetch thread, as the rejoin starts: clears the request; whether it was
+ * for a stalled group. */
+bool cs__rejoin_take(cs_consumer *c);
+/* At the consumer's start (the topic flags of s); CS_ERR_NOMEM, named. */
+cs_err cs__errors_init(cs_consumer *c, const cs_sub *s);
+void cs__errors_free(cs_consumer *c);
+/* Any thread: a broker answered after all were reported down. */
+void cs__errors_broker_answered(cs_consumer *c);
 /* librdkafka's error_cb (opaque: the consumer). */
 void cs__consumer_on_error(rd_kafka_t *rk, int err, const char *reason, void *opaque);
 /* librdkafka's statistics callback (fetch thread, through the consumer
@@ -451,12 +522,16 @@ rd_kafka_queue_t *cs__fetch_recq_new(cs_consumer *c, rd_kafka_t *rk);
 /* Takes what recq holds into the store, unless the store is full; returns
  * the records (and errors) taken. Fetch thread. */
 size_t cs__fetch_take_records(cs_consumer *c);
+/* Rejoin, under wake_lock: recq becomes the record queue; the old one is
+ * returned, the caller's to destroy. */
+rd_kafka_queue_t *cs__fetch_recq_replace(cs_consumer *c, rd_kafka_queue_t *recq);
+/* Before the handle is destroyed, after cs__fetch_close_all: the record
+ * queue; the store's reference (pending deliveries may keep it). */
+void cs__fetch_take_close(cs_consumer *c);
 
 /* ---- fetch_handout.c -------------------------------------------------------- */
 /* One serving round; true if some partition could take more right away. */
 bool cs__fetch_hand_out(cs_consumer *c, int64_t now);
-/* Lets the pipeline resume the partitions that drained to half of max_open. */
-void cs__fetch_resume_drained(cs_consumer *c);
 
 /* ---- rebalance.c ------------------------------------------------------------ */
 void cs__rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l, void *opaque);
@@ -468,6 +543,11 @@ void cs__rebalance_assign_fixed(cs_consumer *c);
  * from the start as joined once its member epoch says it is in (no
  * rebalance callback comes for it). Fetch thread, each pass. */
 void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now);
+/* Fetch thread, at each subscribe: a join is awaited from now on. */
+void cs__rebalance_joining(cs_consumer *c);
+/* Fetch thread: the lost session's clock starts again at `now` (the consumer
+ * was created again for it). */
+void cs__rebalance_restart_lost_clock(cs_consumer *c, int64_t now);
 
 /* ---- start_position.c ------------------------------------------------------- */
 /* At assign, before librdkafka assigns l: sets the offset of each partition

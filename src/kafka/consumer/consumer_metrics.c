@@ -36,14 +36,14 @@ static uint64_t sum_topics(const cs_consumer *c, _Atomic uint64_t *counters) {
 
 void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
     cs__sub_stats_of_pipeline(c->pipe, out);
-    out->fetch_buffer_peak = c->store ? cs__store_peak(c->store) : c->final_peak;
+    out->fetch_buffer_peak = c->take.store ? cs__store_peak(c->take.store) : c->take.final_peak;
     out->stuck_pauses = sum_topics(c, c->topic_stuck);
     out->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
     out->gaps = sum_topics(c, c->topic_gaps);
     out->repeats = sum_topics(c, c->topic_repeats);
     out->seeks = atomic_load_explicit(&c->seeks, memory_order_relaxed);
     out->paused_partitions = atomic_load_explicit(&c->paused_now, memory_order_relaxed);
-    out->rejoins = atomic_load_explicit(&c->rejoins, memory_order_relaxed);
+    out->rejoins = atomic_load_explicit(&c->rejoin.count, memory_order_relaxed);
 }
 uint64_t cs__consumer_paused(cs_consumer *c) { return atomic_load_explicit(&c->paused_now, memory_order_relaxed); }
 
@@ -102,14 +102,14 @@ static void topic_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
         cs__metric_int(m, "cstream_topic_unavailable", "gauge",
                        "1 while the subscribed topic is reported unavailable (deleted, or not visible to this "
                        "client); its partitions are not consumed until it comes back.",
-                       l, atomic_load(&c->topic_unavailable[i]) ? 1 : 0);
+                       l, atomic_load(&c->errors.topic_unavailable[i]) ? 1 : 0);
     }
 }
 
 /* The fetch buffer (docs/fetch-path-design.md 3.8). */
 static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const char *group) {
     const char *labels[] = {"subscription", sub, "group", group ? group : "", NULL};
-    cs_store *st = c->store;
+    cs_store *st = c->take.store;
     cs__metric_int(m, "cstream_fetch_buffer_bytes", "gauge",
                    "Bytes the fetch buffer holds: records fetched and not yet settled (whole chunks).", labels,
                    st ? (int64_t)cs__store_used(st) : 0);
@@ -142,7 +142,7 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                    "Times the consumer was created again to rejoin its group: after a join refused with "
                    "UNRELEASED_INSTANCE_ID (consumer group protocol, static member), or after a lost group session "
                    "that did not come back within twice the session timeout (20 to 60 s).",
-                   labels, (int64_t)atomic_load_explicit(&c->rejoins, memory_order_relaxed));
+                   labels, (int64_t)atomic_load_explicit(&c->rejoin.count, memory_order_relaxed));
     cs__metric_int(m, "cstream_seeks_total", "counter",
                    "Partitions moved to another offset by the application (cs_sub_seek, cs_sub_seek_time).", labels,
                    (int64_t)atomic_load_explicit(&c->seeks, memory_order_relaxed));

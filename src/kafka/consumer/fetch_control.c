@@ -121,7 +121,7 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
     }
     int64_t from = -1;
     if (!cs__part_seek(c->pipe, part, offset, &from)) {
-        fp->withheld = true; /* read by its next owner from the committed position */
+        cs__fetch_withhold(fp); /* read by its next owner from the committed position */
         snprintf(r->message, sizeof r->message, "%s: partition %s/%d is being revoked", c->who, cs__part_topic(part),
                  (int)cs__part_number(part));
         CS_LOG_WARN("seek: partition revoked while it moved, its records are not handed out any more "
@@ -191,25 +191,26 @@ static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
     cs_part *part = fp->part;
     int64_t to = fp->back_to;
     if (!cs__part_reread_from(part, &to)) { /* being revoked: its next owner reads from the committed position */
-        fp->withheld = true;
-        fp->back_to = -1;
+        cs__fetch_withhold(fp);
+        cs__fetch_back_settled(fp);
         return;
     }
     int64_t first_open = to;
-    if (fp->head && fp->head->offset < to) to = fp->head->offset;
+    int64_t first_waiting = cs__backlog_first_offset(&fp->backlog);
+    if (first_waiting >= 0 && first_waiting < to) to = first_waiting;
     char why[256];
     rd_kafka_resp_err_t err = cs__fetch_reposition(c, part, to, why, sizeof why);
     if (err) {
-        fp->back_retry_ms = now + CS_REFETCH_RETRY_MS;
+        cs__fetch_back_retry_at(fp, now + CS_REFETCH_RETRY_MS);
         CS_LOG_WARN("partition's fetch position moved back, and the move to its first record not settled was "
                     "refused, retrying subscription=%s topic=%s partition=%d offset=%lld error=\"%s\"",
                     c->sub->name, fp->topic, (int)fp->partition, (long long)to, why);
         return;
     }
     int64_t next = -1;
-    fp->back_to = -1;
+    cs__fetch_back_settled(fp);
     if (!cs__part_seek(c->pipe, part, to, &next)) {
-        fp->withheld = true; /* revoked meanwhile, as in seek_one */
+        cs__fetch_withhold(fp); /* revoked meanwhile, as in seek_one */
         return;
     }
     atomic_fetch_add_explicit(&c->moves_back, 1, memory_order_relaxed);
@@ -221,14 +222,13 @@ static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
 /* Fetch thread: the partitions whose fetch position moved back are moved to
  * where nothing is skipped. */
 static void moves_back(cs_consumer *c) {
-    if (!c->back_pending) return;
-    c->back_pending = false;
+    if (!cs__fetch_back_take_pending(c)) return;
     int64_t now = cs__now_ms();
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
         if (fp->back_to < 0) continue;
         if (now >= fp->back_retry_ms) move_back(c, fp, now);
-        if (fp->back_to >= 0) c->back_pending = true;
+        if (fp->back_to >= 0) cs__fetch_back_keep_pending(c);
     }
 }
 
@@ -332,13 +332,13 @@ static void refetch(cs_consumer *c, fetch_part *fp, int64_t now) {
     char why[256];
     rd_kafka_resp_err_t err = cs__fetch_refetch(c, fp, why, sizeof why);
     if (err) {
-        fp->refetch_at_ms = now + CS_REFETCH_RETRY_MS;
+        cs__fetch_refetch_later(fp, now + CS_REFETCH_RETRY_MS);
         CS_LOG_WARN("resumed partition's dropped records not fetched again yet, retrying subscription=%s topic=%s "
                     "partition=%d offset=%lld error=\"%s\"",
                     c->sub->name, fp->topic, (int)fp->partition, (long long)fp->next, why);
         return;
     }
-    fp->shed = false;
+    cs__fetch_set_shed(fp, false);
     CS_LOG_INFO("paused partition's dropped records fetched again subscription=%s topic=%s partition=%d offset=%lld",
                 c->sub->name, fp->topic, (int)fp->partition, (long long)fp->next);
 }
@@ -351,8 +351,9 @@ static void refetch(cs_consumer *c, fetch_part *fp, int64_t now) {
  * librdkafka may still fetch past its share of the buffer, records that
  * take_cb drops and the resume reads again, at most once per pause. */
 static void refresh_pauses(cs_consumer *c) {
-    bool dirty = c->pauses_dirty;
+    bool dirty = c->pauses_dirty || c->pauses_opened != c->parts_opened;
     c->pauses_dirty = false;
+    c->pauses_opened = c->parts_opened;
     uint64_t paused = 0;
     int64_t now = -1;
     for (size_t i = 0; i < c->n_parts; i++) {

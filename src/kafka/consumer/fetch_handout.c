@@ -88,16 +88,12 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
     size_t max = ROUND_RECORDS;
     if (room < max) max = room;
     if (lanes < max) max = lanes;
-    for (size_t i = 0; i < max && fp->head && !c->out_of_memory; i++) {
+    for (size_t i = 0; i < max && !cs__backlog_empty(&fp->backlog) && !c->out_of_memory; i++) {
         if (cs__fetch_out_capped(c, fp)) {
             rn->paused = true; /* like max_open: no more this round */
             break;
         }
-        cs_stored *r = fp->head;
-        fp->head = r->next;
-        if (!fp->head) fp->tail = NULL;
-        fp->backlog--;
-        fp->backlog_bytes -= cs__stored_size(r);
+        cs_stored *r = cs__backlog_pop(&fp->backlog);
         if (!r->old_log) cs__topic_available(c, topic);
         /* A record below the position proves a restarted log whenever it was
          * queued; one above proves the same log only if it came after the
@@ -160,19 +156,13 @@ bool cs__fetch_hand_out(cs_consumer *c, int64_t now) {
     run rn; /* on the fetch thread's stack, reused partition after partition */
     for (size_t k = 0; k < n && !c->out_of_memory && !lanes_full; k++) {
         fetch_part *fp = &c->parts[(c->next_part + k) % n];
-        if (!fp->head || cs__fetch_app_paused(c, fp)) continue; /* paused by the application: not served */
+        if (cs__backlog_empty(&fp->backlog) || cs__fetch_app_paused(c, fp))
+            continue; /* paused by the application: not served */
         lanes_full = !serve_part(c, fp, &rn);
-        if (rn.last >= 0) fp->progress_ms = now;
+        if (rn.last >= 0) cs__fetch_progressed(fp, now);
         if (!c->tracked && rn.last >= 0) store_auto_position(c, fp, rn.last);
-        if (fp->head && !rn.paused) more = true;
+        if (!cs__backlog_empty(&fp->backlog) && !rn.paused) more = true;
     }
     c->next_part = n ? (c->next_part + 1) % n : 0;
     return more && !lanes_full; /* full lanes: a worker wakes the poll */
-}
-
-/* Settlements brought partitions at max_open down to half of it (the
- * pipeline's wake hook set resume_wanted): they may be served again. */
-void cs__fetch_resume_drained(cs_consumer *c) {
-    atomic_store(&c->resume_wanted, false);
-    for (size_t i = 0; i < c->n_parts; i++) cs__part_should_resume(c->pipe, c->parts[i].part);
 }

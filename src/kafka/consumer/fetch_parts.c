@@ -1,11 +1,17 @@
 /* fetch_parts.c — the fetch path's partitions: one fetch_part per assigned
  * partition (its index in c->parts kept in the partition, for O(1) lookups),
- * opened at assign (its queue forwarded to recq), its backlog of
- * records taken and not yet handed out, its pause in librdkafka, forgotten at
- * revoke, all closed before the handle is destroyed; and waking the fetch
- * thread's poll. The lowest file of the consumer: it calls no other file of
- * it. The fetch thread, or the closing thread after the fetch thread exited;
- * cs__fetch_yield and cs__fetch_wake from any thread (they never block). */
+ * opened at assign (its queue forwarded to recq), its pause in librdkafka,
+ * forgotten at revoke, all closed before the handle is destroyed; every
+ * change of a partition's fetch state the other files ask for; the old log's
+ * count; and waking the fetch thread's poll. Of the consumer's files it
+ * calls fetch_backlog.c only.
+ *
+ * Owns: c->parts and every fetch_part field (but settled_seen, fetch_stuck.c's
+ * note, and the backlog's queue, fetch_backlog.c's), c->old_log,
+ * c->back_pending, c->parts_opened, c->resume_wanted. Locks: wake_lock
+ * (cs__fetch_yield; level 7, src/lock_order.h). Threads: the fetch thread, or
+ * the closing thread after the fetch thread exited; cs__fetch_yield and
+ * cs__fetch_wake from any thread (they never block). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,6 +43,14 @@ void cs__fetch_wake(void *arg) {
     cs__fetch_yield(c);
 }
 
+/* Settlements brought partitions at max_open down to half of it (the
+ * pipeline's wake hook, cs__fetch_wake, set resume_wanted): they may be
+ * served again. */
+void cs__fetch_resume_drained(cs_consumer *c) {
+    atomic_store(&c->resume_wanted, false);
+    for (size_t i = 0; i < c->n_parts; i++) cs__part_should_resume(c->pipe, c->parts[i].part);
+}
+
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
     /* The partition carries its index in c->parts: no search (a scan here ran
      * once per partition on every commit tick and revoke, O(P^2)). */
@@ -45,8 +59,6 @@ fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
     return &c->parts[slot];
 }
 
-static void drop_backlog(fetch_part *fp);
-
 /* Forwards the partition's queue to recq. librdkafka 2.0.2 clears the
  * forward when it stops fetching the partition (rd_kafka_toppar_fetch_stop)
  * and, because the forward was the application's, does not set it again at
@@ -54,7 +66,7 @@ static void drop_backlog(fetch_part *fp);
 static bool forward_to_recq(cs_consumer *c, const cs_part *part) {
     rd_kafka_queue_t *q = rd_kafka_queue_get_partition(c->rk, cs__part_topic(part), cs__part_number(part));
     if (!q) return false;
-    rd_kafka_queue_forward(q, c->recq);
+    rd_kafka_queue_forward(q, c->take.recq);
     rd_kafka_queue_destroy(q);
     return true;
 }
@@ -65,7 +77,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
     fetch_part *fp = cs__fetch_part_of(c, part);
     if (fp) { /* still known from before (its revoke did not forget it): a new epoch starts empty */
         cs__fetch_resume_paused(c, fp);
-        drop_backlog(fp);
+        cs__backlog_drop(&fp->backlog);
         fp->next = -1;
         fp->shed = false; /* a new fetch position: nothing was dropped of it */
         fp->withheld = false;
@@ -73,7 +85,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         fp->leader_epoch = -1;
         fp->refetch_at_ms = 0;
         fp->progress_ms = cs__now_ms();
-        c->pauses_dirty = true; /* whether it is paused by the application: fetch_control.c */
+        c->parts_opened++; /* whether it is paused by the application: fetch_control.c */
         return forward_to_recq(c, part);
     }
     if (c->n_parts == c->cap_parts) {
@@ -97,7 +109,7 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
                                           .back_to = -1,
                                           .leader_epoch = -1,
                                           .progress_ms = cs__now_ms()};
-    c->pauses_dirty = true;
+    c->parts_opened++;
     return true;
 }
 
@@ -108,15 +120,6 @@ void cs__fetch_mark_epoch(cs_consumer *c, const cs_part *part, rd_kafka_topic_pa
 #else
     (void)c, (void)part, (void)e;
 #endif
-}
-
-static void drop_backlog(fetch_part *fp) {
-    for (cs_stored *r = fp->head, *next; r; r = next) {
-        next = r->next;
-        cs__stored_release(r);
-    }
-    fp->head = fp->tail = NULL;
-    fp->backlog = fp->backlog_bytes = 0;
 }
 
 /* A partition cstream paused (stuck) is resumed before it goes: an APP pause
@@ -135,14 +138,13 @@ void cs__fetch_resume_paused(cs_consumer *c, fetch_part *fp) {
 }
 
 static void remove_part(cs_consumer *c, fetch_part *fp) {
-    drop_backlog(fp);
+    cs__backlog_drop(&fp->backlog);
     cs__store_close_chunk(&fp->open);
     if (fp->rkt) rd_kafka_topic_destroy(fp->rkt);
     cs__part_set_source_slot(fp->part, -1);
     /* The last entry fills the hole, and its partition learns its new index. */
     *fp = c->parts[--c->n_parts];
     if (fp != &c->parts[c->n_parts]) cs__part_set_source_slot(fp->part, (long)(fp - c->parts));
-    c->last_part = 0;
 }
 
 void cs__fetch_forget_part(cs_consumer *c, cs_part *part) {
@@ -153,40 +155,82 @@ void cs__fetch_forget_part(cs_consumer *c, cs_part *part) {
 }
 
 /* Before the handle is destroyed: librdkafka must get its queue and topic
- * handles back. Records still held by pending deliveries keep the store. */
+ * handles back. */
 void cs__fetch_close_all(cs_consumer *c) {
     while (c->n_parts) remove_part(c, &c->parts[c->n_parts - 1]);
     free(c->parts);
     c->parts = NULL;
     c->cap_parts = 0;
-    if (c->recq) {
-        rd_kafka_queue_cb_event_enable(c->recq, NULL, NULL); /* waits out a callback in progress */
-        rd_kafka_queue_destroy(c->recq);
-        c->recq = NULL;
-    }
-    if (c->store) c->final_peak = cs__store_peak(c->store);
-    cs__store_release(c->store);
-    c->store = NULL;
 }
 
 void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset) {
     fetch_part *fp = cs__fetch_part_of(c, part);
     if (!fp) return;
-    drop_backlog(fp);
+    cs__backlog_drop(&fp->backlog);
     fp->next = offset;
 }
+
+/* ---- a partition's fetch state: the changes other files ask for --------- */
+
+void cs__fetch_progressed(fetch_part *fp, int64_t now) { fp->progress_ms = now; }
+
+void cs__fetch_refetch_later(fetch_part *fp, int64_t at_ms) { fp->refetch_at_ms = at_ms; }
+
+void cs__fetch_withhold(fetch_part *fp) { fp->withheld = true; }
+
+void cs__fetch_set_shed(fetch_part *fp, bool shed) { fp->shed = shed; }
+
+void cs__fetch_taken(fetch_part *fp, int64_t offset, int32_t leader_epoch) {
+    fp->next = offset + 1;
+    fp->leader_epoch = leader_epoch;
+}
+
+void cs__fetch_trim(fetch_part *fp, size_t share) {
+    int64_t first_dropped = cs__backlog_trim(&fp->backlog, share);
+    if (first_dropped < 0) return;
+    fp->next = first_dropped;
+    cs__store_close_chunk(&fp->open);
+}
+
+/* ---- a fetch position that moved back (moves_back, fetch_control.c) ------ */
+
+void cs__fetch_back_detected(cs_consumer *c, fetch_part *fp, int64_t offset) {
+    fp->back_to = offset;
+    fp->back_retry_ms = 0;
+    c->back_pending = true;
+}
+
+bool cs__fetch_back_take_pending(cs_consumer *c) {
+    bool pending = c->back_pending;
+    c->back_pending = false;
+    return pending;
+}
+
+void cs__fetch_back_keep_pending(cs_consumer *c) { c->back_pending = true; }
+
+void cs__fetch_back_retry_at(fetch_part *fp, int64_t at_ms) { fp->back_retry_ms = at_ms; }
+
+void cs__fetch_back_settled(fetch_part *fp) { fp->back_to = -1; }
+
+/* ---- the old log ----------------------------------------------------------- */
 
 void cs__fetch_mark_old_log(cs_consumer *c, const char *topic) {
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
         if (strcmp(fp->topic, topic)) continue;
-        for (cs_stored *r = fp->head; r; r = r->next) r->old_log = true;
+        cs__backlog_mark_old_log(&fp->backlog);
     }
-    c->old_log_until = c->taken_total + (uint64_t)rd_kafka_queue_length(c->recq);
+    c->old_log.until = c->take.taken_total + (uint64_t)rd_kafka_queue_length(c->take.recq);
     /* Inside a take, the rest of its records are out of recq: stop the take
      * (they go back to recq's head) and count again after it. */
-    if (c->in_take) {
-        c->old_log_pending = true;
+    if (c->take.in_take) {
+        c->old_log.pending = true;
         rd_kafka_yield(c->rk);
     }
+}
+
+void cs__fetch_recount_old_log(cs_consumer *c) {
+    if (!c->old_log.pending) return;
+    c->old_log.pending = false;
+    c->old_log.until = c->take.taken_total + (uint64_t)rd_kafka_queue_length(c->take.recq);
 }

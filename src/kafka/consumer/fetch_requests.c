@@ -36,7 +36,7 @@ bool cs__control_on_a_fetch_thread(void) { return fetch_thread_of != NULL; }
 
 void cs__control_init(cs_consumer *c) {
     pthread_mutex_init(&c->ctl_lock, NULL);
-    c->ctl_tail = &c->ctl_head;
+    CS_STAILQ_INIT(&c->ctl_queue);
 }
 
 void cs__control_finish(cs_ctl_req *r, cs_err result) {
@@ -49,9 +49,8 @@ void cs__control_finish(cs_ctl_req *r, cs_err result) {
 
 cs_ctl_req *cs__control_take_all(cs_consumer *c) {
     pthread_mutex_lock(&c->ctl_lock);
-    cs_ctl_req *all = c->ctl_head;
-    c->ctl_head = NULL;
-    c->ctl_tail = &c->ctl_head;
+    cs_ctl_req *all = CS_STAILQ_FIRST(&c->ctl_queue);
+    CS_STAILQ_INIT(&c->ctl_queue);
     atomic_store(&c->ctl_pending, false);
     pthread_mutex_unlock(&c->ctl_lock);
     return all;
@@ -94,14 +93,12 @@ bool cs__control_post(cs_consumer *c, cs_ctl_req *r) {
     pthread_mutex_init(&r->mx, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->done = false;
-    r->next = NULL;
     pthread_mutex_lock(&c->ctl_lock);
     const char *refused = c->ctl_closed        ? "not running"
                           : c->ctl_rebalancing ? "a rebalance is in progress (try again after it)"
                                                : NULL;
     if (!refused) {
-        *c->ctl_tail = r;
-        c->ctl_tail = &r->next;
+        CS_STAILQ_INSERT_TAIL(&c->ctl_queue, r, next);
         atomic_store(&c->ctl_pending, true);
     }
     pthread_mutex_unlock(&c->ctl_lock);

@@ -23,35 +23,12 @@
  * records left in recq become outdated and are dropped), and resumed, with a
  * seek to `next`, once its backlog is down to half the share. A single
  * partition is never paused: there is no one to make room for. */
-/* A paused partition keeps its share of backlog; the rest is dropped and read
- * again after the resume (seek to `next`, now its first dropped record). One
- * take can fill the store with one partition's records before the check sees
- * it, and a backlog that fills the store would keep every partition
- * from being taken. The records dropped were never handed out: nothing was
- * stored (Auto) or tracked (Tracked) for them. The partition's open chunk is
- * closed, so that chunks of dropped records go back. */
-static void trim_backlog(fetch_part *fp, size_t share) {
-    cs_stored *keep_tail = NULL;
-    size_t bytes = 0, n = 0;
-    for (cs_stored *r = fp->head; r && bytes + cs__stored_size(r) <= share; r = r->next) {
-        bytes += cs__stored_size(r);
-        n++;
-        keep_tail = r;
-    }
-    cs_stored *drop = keep_tail ? keep_tail->next : fp->head;
-    if (!drop) return;
-    fp->next = drop->offset;
-    if (keep_tail) keep_tail->next = NULL;
-    else fp->head = NULL;
-    fp->tail = keep_tail;
-    fp->backlog = n;
-    fp->backlog_bytes = bytes;
-    for (cs_stored *next; drop; drop = next) {
-        next = drop->next;
-        cs__stored_release(drop);
-    }
-    cs__store_close_chunk(&fp->open);
-}
+/* A paused partition keeps its share of backlog (cs__fetch_trim); the rest
+ * is read again after the resume (seek to `next`, now its first dropped
+ * record). One take can fill the store with one partition's records before
+ * the check sees it, and a backlog that fills the store would keep every
+ * partition from being taken. The records dropped were never handed out:
+ * nothing was stored (Auto) or tracked (Tracked) for them. */
 
 /* How long a partition at max_open settles and hands out nothing, with its
  * backlog over its share, before it counts as stuck. Progress is counted from
@@ -69,7 +46,7 @@ static void trim_backlog(fetch_part *fp, size_t share) {
  * It counts as at max_open (cs__fetch_stuck_check). A single partition has no one to
  * make room for. */
 bool cs__fetch_out_capped(cs_consumer *c, const fetch_part *fp) {
-    return c->n_parts > 1 && cs__part_out_bytes(fp->part) >= cs__store_budget(c->store) / 4;
+    return c->n_parts > 1 && cs__part_out_bytes(fp->part) >= cs__store_budget(c->take.store) / 4;
 }
 
 /* At max_open, or at its quarter of the buffer in flight: it gets no more
@@ -79,17 +56,17 @@ static bool at_limit(cs_consumer *c, const fetch_part *fp) {
 }
 
 size_t cs__fetch_share(cs_consumer *c) {
-    size_t budget = cs__store_budget(c->store);
+    size_t budget = cs__store_budget(c->take.store);
     size_t share = c->n_parts ? budget / (2 * c->n_parts) : budget / 2;
-    if (share < 2 * cs__store_chunk_size(c->store)) share = 2 * cs__store_chunk_size(c->store);
+    if (share < 2 * cs__store_chunk_size(c->take.store)) share = 2 * cs__store_chunk_size(c->take.store);
     return share;
 }
 
 void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
     if (c->n_parts < 2) return;
-    size_t budget = cs__store_budget(c->store);
+    size_t budget = cs__store_budget(c->take.store);
     size_t share = cs__fetch_share(c);
-    bool half_full = cs__store_used(c->store) >= budget / 2;
+    bool half_full = cs__store_used(c->take.store) >= budget / 2;
     for (size_t i = 0; i < c->n_parts; i++) {
         fetch_part *fp = &c->parts[i];
         /* Paused by the application: not stuck, only not served. Its backlog
@@ -97,24 +74,25 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
          * checked re-fetch (fetch_control.c), also when that has to be tried
          * again after the application's resume. */
         if (cs__fetch_app_paused(c, fp) || fp->shed) {
-            fp->progress_ms = now;
+            cs__fetch_progressed(fp, now);
             continue;
         }
         uint64_t settled = cs__part_finished(fp->part);
         if (settled != fp->settled_seen) {
             fp->settled_seen = settled;
-            fp->progress_ms = now;
+            cs__fetch_progressed(fp, now);
         }
-        if (!fp->paused && half_full && fp->backlog_bytes > share && now - fp->progress_ms >= STUCK_MS &&
+        if (!fp->paused && half_full && cs__backlog_bytes(&fp->backlog) > share && now - fp->progress_ms >= STUCK_MS &&
             at_limit(c, fp)) {
             cs__fetch_set_paused(c, fp, true);
-            size_t held = fp->backlog_bytes;
-            trim_backlog(fp, share);
+            size_t held = cs__backlog_bytes(&fp->backlog);
+            cs__fetch_trim(fp, share);
             cs__consumer_count_topic(c, c->topic_stuck, fp->topic);
             CS_LOG_INFO("partition paused: its records wait past its share of the fetch buffer subscription=%s "
                         "topic=%s partition=%d backlog_bytes=%zu share_bytes=%zu",
                         c->sub->name, fp->topic, (int)fp->partition, held, share);
-        } else if (fp->paused && now >= fp->refetch_at_ms && fp->backlog_bytes <= share / 2 && !at_limit(c, fp)) {
+        } else if (fp->paused && now >= fp->refetch_at_ms && cs__backlog_bytes(&fp->backlog) <= share / 2 &&
+                   !at_limit(c, fp)) {
             /* Only once it is under max_open again (it settled): resumed
              * while still stuck, it would refill the buffer at once. The
              * records trimmed or dropped while paused are read again from
@@ -127,13 +105,13 @@ void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
             char why[256];
             if (fp->next >= 0 && cs__fetch_refetch(c, fp, why, sizeof why)) {
                 cs__fetch_set_paused(c, fp, true);
-                fp->refetch_at_ms = now + CS_REFETCH_RETRY_MS;
+                cs__fetch_refetch_later(fp, now + CS_REFETCH_RETRY_MS);
                 CS_LOG_WARN("partition not resumed: its re-fetch failed, retrying subscription=%s topic=%s "
                             "partition=%d offset=%lld error=\"%s\"",
                             c->sub->name, fp->topic, (int)fp->partition, (long long)fp->next, why);
                 continue;
             }
-            fp->progress_ms = now;
+            cs__fetch_progressed(fp, now);
             CS_LOG_INFO("partition resumed subscription=%s topic=%s partition=%d", c->sub->name, fp->topic,
                         (int)fp->partition);
         }

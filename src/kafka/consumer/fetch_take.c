@@ -59,9 +59,9 @@ bool cs__fetch_init(cs_consumer *c, size_t budget) {
      * good when the records in flight of stuck partitions, which count in the
      * budget and cannot be dropped, stay above it; recq still empties, and
      * the wake-up seek follows, once the buffer has room for it. */
-    c->store = cs__store_new(budget, budget, store_wake, c);
-    c->recq = c->store ? cs__fetch_recq_new(c, c->rk) : NULL;
-    return c->recq != NULL;
+    c->take.store = cs__store_new(budget, budget, store_wake, c);
+    c->take.recq = c->take.store ? cs__fetch_recq_new(c, c->rk) : NULL;
+    return c->take.recq != NULL;
 }
 
 rd_kafka_queue_t *cs__fetch_recq_new(cs_consumer *c, rd_kafka_t *rk) {
@@ -80,10 +80,10 @@ static bool is_part(const fetch_part *fp, const rd_kafka_message_t *m) {
 /* The run's partition, else the registry's index (O(1); a scan of c->parts
  * here cost O(P) at every change of partition in recq). NULL: not open. */
 static fetch_part *part_for(cs_consumer *c, const rd_kafka_message_t *m) {
-    if (c->last_part < c->n_parts && is_part(&c->parts[c->last_part], m)) return &c->parts[c->last_part];
+    if (c->take.last_part < c->n_parts && is_part(&c->parts[c->take.last_part], m)) return &c->parts[c->take.last_part];
     cs_part *part = cs__pipeline_find_part(c->pipe, rd_kafka_topic_name(m->rkt), m->partition);
     fetch_part *fp = part ? cs__fetch_part_of(c, part) : NULL;
-    if (fp) c->last_part = (size_t)(fp - c->parts);
+    if (fp) c->take.last_part = (size_t)(fp - c->parts);
     return fp;
 }
 /* ---- taking: librdkafka -> the store ------------------------------------------ */
@@ -102,7 +102,8 @@ static cs_stored *store_record(cs_consumer *c, fetch_part *fp, const rd_kafka_me
     if (n > MAX_INLINE_HEADERS && !(h = malloc(n * sizeof *h))) return NULL;
     for (size_t i = 0; i < n; i++)
         if (rd_kafka_header_get_all(hdrs, i, &h[i].name, &h[i].value, &h[i].len) != RD_KAFKA_RESP_ERR_NO_ERROR) n = i;
-    cs_stored *r = cs__store_append(c->store, &fp->open, m->offset, ts, m->key, m->key_len, m->payload, m->len, h, n);
+    cs_stored *r =
+        cs__store_append(c->take.store, &fp->open, m->offset, ts, m->key, m->key_len, m->payload, m->len, h, n);
     if (h != inline_h) free(h);
     return r;
 }
@@ -111,8 +112,8 @@ static cs_stored *store_record(cs_consumer *c, fetch_part *fp, const rd_kafka_me
  * share, or it has some and the buffer is half full (chunks are counted
  * whole, so with a small buffer the share alone could still fill it). */
 static bool paused_full(cs_consumer *c, const fetch_part *fp) {
-    return fp->backlog_bytes >= cs__fetch_share(c) ||
-           (fp->backlog > 0 && cs__store_used(c->store) >= cs__store_budget(c->store) / 2);
+    return cs__backlog_bytes(&fp->backlog) >= cs__fetch_share(c) ||
+           (!cs__backlog_empty(&fp->backlog) && cs__store_used(c->take.store) >= cs__store_budget(c->take.store) / 2);
 }
 
 /* rd_kafka_consume_callback_queue's callback, on the fetch thread: librdkafka
@@ -120,16 +121,16 @@ static bool paused_full(cs_consumer *c, const fetch_part *fp) {
  * the take; the records not yet served go back to recq's head, in order. */
 static void take_cb(rd_kafka_message_t *m, void *opaque) {
     cs_consumer *c = opaque;
-    bool old_log = c->taken_total < c->old_log_until;
-    c->taken_total++;
-    if (c->out_of_memory || c->take_fatal) {
+    bool old_log = c->take.taken_total < c->old_log.until;
+    c->take.taken_total++;
+    if (c->out_of_memory || c->take.fatal) {
         rd_kafka_yield(c->rk); /* a record not taken leaves no stored offset behind */
         return;
     }
     if (m->err) {
         cs__consumer_on_record_error(c, m);
         if (rd_kafka_fatal_error(c->rk, NULL, 0) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            c->take_fatal = true;
+            c->take.fatal = true;
             rd_kafka_yield(c->rk);
         }
         return;
@@ -147,8 +148,8 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
      * buffer the others need. librdkafka may go on fetching it meanwhile:
      * an app pause never pauses it there (fetch_control.c). */
     if (fp->shed || (cs__fetch_app_paused(c, fp) && paused_full(c, fp))) {
-        if (!fp->shed) atomic_fetch_add_explicit(&c->sheds, 1, memory_order_relaxed);
-        fp->shed = true;
+        if (!fp->shed) atomic_fetch_add_explicit(&c->take.sheds, 1, memory_order_relaxed);
+        cs__fetch_set_shed(fp, true);
         return;
     }
     /* Moving back (below): nothing of the partition is taken until the fetch
@@ -175,9 +176,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
                         "offset reset or a truncation) subscription=%s topic=%s partition=%d offset=%lld next=%lld",
                         c->sub->name, topic, (int)m->partition, (long long)m->offset, (long long)fp->next);
             if (c->tracked) {
-                fp->back_to = m->offset;
-                fp->back_retry_ms = 0;
-                c->back_pending = true;
+                cs__fetch_back_detected(c, fp, m->offset);
                 return;
             }
         } else if (m->offset < fp->next) {
@@ -199,20 +198,17 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
         rd_kafka_yield(c->rk);
         return;
     }
-    fp->next = m->offset + 1;
 #if CS_RDKAFKA_HAS_EPOCHS
-    fp->leader_epoch = rd_kafka_message_leader_epoch(m);
+    cs__fetch_taken(fp, m->offset, rd_kafka_message_leader_epoch(m));
+#else
+    cs__fetch_taken(fp, m->offset, -1);
 #endif
-    c->stored_total++;
-    c->take_value_bytes += m->len;
+    c->take.stored_total++;
+    c->take.value_bytes += m->len;
     r->old_log = old_log;
-    if (fp->tail) fp->tail->next = r;
-    else fp->head = r;
-    fp->tail = r;
-    fp->backlog++;
-    fp->backlog_bytes += cs__stored_size(r);
-    if (cs__store_used(c->store) >= cs__store_budget(c->store)) {
-        c->store_full = true;
+    cs__backlog_push(&fp->backlog, r);
+    if (cs__store_used(c->take.store) >= cs__store_budget(c->take.store)) {
+        c->take.store_full = true;
         rd_kafka_yield(c->rk);
     }
 }
@@ -228,31 +224,48 @@ static void close_open_chunks(cs_consumer *c) {
 
 /* Takes what recq holds into the store, unless the store is full. */
 size_t cs__fetch_take_records(cs_consumer *c) {
-    if (c->store_full && cs__store_used(c->store) <= cs__store_resume_mark(c->store)) c->store_full = false;
-    if (c->store_full) return 0;
+    if (c->take.store_full && cs__store_used(c->take.store) <= cs__store_resume_mark(c->take.store))
+        c->take.store_full = false;
+    if (c->take.store_full) return 0;
     /* librdkafka's bound is in records and value bytes (rd_kafka_q_size
      * counts value lengths only). The bytes cannot be read, so the bound
      * counts as seen when the queue held 90 % of it in records, when one take
      * drained 90 % of it in value bytes (one fetch response can fill it at
      * once), or when cstream left the queue non-empty because the store was
      * full. */
-    if (c->rdk_bound_records && (size_t)rd_kafka_queue_length(c->recq) >= c->rdk_bound_records / 10 * 9)
-        c->bound_seen = true;
-    c->in_take = true;
-    c->take_value_bytes = 0;
-    int n = rd_kafka_consume_callback_queue(c->recq, 0, take_cb, c);
-    c->in_take = false;
-    atomic_store_explicit(&c->stored, c->stored_total, memory_order_relaxed); /* hand-out follows on this thread */
-    if (c->store_full) close_open_chunks(c);
-    if (c->rdk_bound_bytes && c->take_value_bytes >= c->rdk_bound_bytes / 10 * 9) c->bound_seen = true;
-    if (c->store_full && rd_kafka_queue_length(c->recq) > 0) c->bound_seen = true;
-    if (c->bound_seen && !c->store_full && rd_kafka_queue_length(c->recq) == 0) {
+    if (c->rdk_bound_records && (size_t)rd_kafka_queue_length(c->take.recq) >= c->rdk_bound_records / 10 * 9)
+        c->take.bound_seen = true;
+    c->take.in_take = true;
+    c->take.value_bytes = 0;
+    int n = rd_kafka_consume_callback_queue(c->take.recq, 0, take_cb, c);
+    c->take.in_take = false;
+    atomic_store_explicit(&c->take.stored, c->take.stored_total,
+                          memory_order_relaxed); /* hand-out follows on this thread */
+    if (c->take.store_full) close_open_chunks(c);
+    if (c->rdk_bound_bytes && c->take.value_bytes >= c->rdk_bound_bytes / 10 * 9) c->take.bound_seen = true;
+    if (c->take.store_full && rd_kafka_queue_length(c->take.recq) > 0) c->take.bound_seen = true;
+    if (c->take.bound_seen && !c->take.store_full && rd_kafka_queue_length(c->take.recq) == 0) {
         cs__fetch_wake_fetchers(c);
-        c->bound_seen = false;
+        c->take.bound_seen = false;
     }
-    if (c->old_log_pending) {
-        c->old_log_pending = false;
-        c->old_log_until = c->taken_total + (uint64_t)rd_kafka_queue_length(c->recq);
-    }
+    cs__fetch_recount_old_log(c);
     return n > 0 ? (size_t)n : 0;
+}
+
+rd_kafka_queue_t *cs__fetch_recq_replace(cs_consumer *c, rd_kafka_queue_t *recq) {
+    rd_kafka_queue_t *old = c->take.recq;
+    c->take.recq = recq;
+    return old;
+}
+
+void cs__fetch_take_close(cs_consumer *c) {
+    if (c->take.recq) {
+        rd_kafka_queue_cb_event_enable(c->take.recq, NULL, NULL); /* waits out a callback in progress */
+        rd_kafka_queue_destroy(c->take.recq);
+        c->take.recq = NULL;
+    }
+    /* Records still held by pending deliveries keep the store. */
+    if (c->take.store) c->take.final_peak = cs__store_peak(c->take.store);
+    cs__store_release(c->take.store);
+    c->take.store = NULL;
 }

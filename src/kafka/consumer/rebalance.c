@@ -209,7 +209,7 @@ void cs__rebalance_assign_fixed(cs_consumer *c) {
      * cooperative protocol to follow, and no revoke until the close. */
     assign_partitions(c, l, false);
     rd_kafka_topic_partition_list_destroy(l);
-    atomic_store(&c->joined, true);
+    atomic_store(&c->group.joined, true);
 }
 
 /* The member's epoch under the consumer protocol (its generation under the
@@ -228,9 +228,9 @@ static int32_t member_epoch(rd_kafka_t *rk) {
 
 /* The member is in its group: ready (/readyz), and a lost session is over. */
 static void mark_joined(cs_consumer *c, int partitions) {
-    atomic_store(&c->joined, true);
-    c->ever_joined = true;
-    c->lost_since_ms = 0;
+    atomic_store(&c->group.joined, true);
+    c->group.ever_joined = true;
+    c->group.lost_since_ms = 0;
     CS_LOG_DEBUG("group joined subscription=%s partitions=%d", c->sub->name, partitions);
 }
 
@@ -259,23 +259,31 @@ enum { EMPTY_JOIN_CHECK_MS = 100, JOIN_WARN_MS = 30000 };
  * was in once and lost its session is the lost-session watchdog's:
  * consumer.c). */
 static void warn_not_joined(cs_consumer *c, int64_t now) {
-    if (c->join_warned || c->ever_joined || now - c->joining_since_ms < JOIN_WARN_MS) return;
-    c->join_warned = true;
+    if (c->group.join_warned || c->group.ever_joined || now - c->group.joining_since_ms < JOIN_WARN_MS) return;
+    c->group.join_warned = true;
     CS_LOG_WARN("group %s has not let this member in %lld s after it asked to join under group.protocol=consumer "
                 "(KIP-848): the brokers may be unreachable, or older than Kafka 4.0 and not offer that protocol "
                 "(librdkafka then retries silently); check the brokers' group.coordinator.rebalance.protocols, "
                 "or set group.protocol=classic subscription=%s librdkafka=%s",
-                group_of(c), (long long)((now - c->joining_since_ms) / 1000), c->sub->name, rd_kafka_version_str());
+                group_of(c), (long long)((now - c->group.joining_since_ms) / 1000), c->sub->name,
+                rd_kafka_version_str());
 }
+
+void cs__rebalance_joining(cs_consumer *c) {
+    c->group.joining_since_ms = cs__now_ms();
+    c->group.join_warned = false;
+}
+
+void cs__rebalance_restart_lost_clock(cs_consumer *c, int64_t now) { c->group.lost_since_ms = now; }
 
 void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now) {
     if (!CS_RDKAFKA_HAS_CONSUMER_PROTOCOL || !c->sub->consumer_protocol || c->sub->partitions ||
-        atomic_load(&c->joined) || now < c->next_join_check_ms)
+        atomic_load(&c->group.joined) || now < c->group.next_join_check_ms)
         return;
-    c->next_join_check_ms = now + EMPTY_JOIN_CHECK_MS;
+    c->group.next_join_check_ms = now + EMPTY_JOIN_CHECK_MS;
     int32_t epoch = member_epoch(c->rk);
-    if (epoch <= c->lost_epoch) warn_not_joined(c, now);
-    if (epoch <= c->lost_epoch || c->n_parts) return; /* not in (again) yet, or an assign callback is its news */
+    if (epoch <= c->group.lost_epoch) warn_not_joined(c, now);
+    if (epoch <= c->group.lost_epoch || c->n_parts) return; /* not in (again) yet, or an assign callback is its news */
     mark_joined(c, 0);
 }
 
@@ -328,8 +336,8 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
  * last rebalance holds. Fetch thread, or the closing thread after it. */
 static bool rebalance_cooperative(cs_consumer *c, rd_kafka_t *rk) {
     const char *protocol = rd_kafka_rebalance_protocol(rk);
-    if (protocol) c->cooperative = !strcmp(protocol, "COOPERATIVE");
-    return c->cooperative;
+    if (protocol) c->group.cooperative = !strcmp(protocol, "COOPERATIVE");
+    return c->group.cooperative;
 }
 
 static void rebalance(cs_consumer *c, rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *l) {
@@ -344,13 +352,13 @@ static void rebalance(cs_consumer *c, rd_kafka_t *rk, rd_kafka_resp_err_t err, r
     }
     bool lost = rd_kafka_assignment_lost(rk);
     if (lost) {
-        c->lost_since_ms = cs__now_ms();
-        if (c->sub->consumer_protocol) c->lost_epoch = member_epoch(rk); /* see cs__rebalance_check_empty_join */
+        c->group.lost_since_ms = cs__now_ms();
+        if (c->sub->consumer_protocol) c->group.lost_epoch = member_epoch(rk); /* see cs__rebalance_check_empty_join */
     }
     /* An eager revoke starts a rebalance (the member has nothing until the
      * next assign); a lost assignment means the member left the group. A
      * cooperative revoke keeps the rest of the assignment: still joined. */
-    if (!cooperative || lost) atomic_store(&c->joined, false);
+    if (!cooperative || lost) atomic_store(&c->group.joined, false);
     revoke_partitions(c, l, lost);
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_unassign(rk, l);
