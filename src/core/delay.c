@@ -46,6 +46,11 @@ void *cs__delay_main(void *arg) {
     return NULL;
 }
 
+bool cs__start_delays(cs_pipeline *p) {
+    p->delay_started = pthread_create(&p->delay_thread, NULL, cs__delay_main, p) == 0;
+    return p->delay_started;
+}
+
 /* ---- stopping ------------------------------------------------------------- */
 
 void cs__stop_delays(cs_pipeline *p) {

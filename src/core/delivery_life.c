@@ -113,9 +113,6 @@ void cs__delivery_free(cs_delivery *d) {
 
 /* A delivery that will not run (revoked, stale, crashed, past the drain deadline). */
 void cs__discard(cs_delivery *d) {
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0) cs__signal_drained(part);
-    pthread_mutex_unlock(&part->lock);
+    cs__part_unhold(d->part, d);
     cs__delivery_free(d);
 }

@@ -1,7 +1,8 @@
 /* lanes.c — the lanes' queues and what goes into them: the fetch thread's
- * dispatch (a partition's run of records to their lanes, in fetch order),
- * a retry to the head of its lane, and a worker's pop. Which lane a
- * partition's records go to is chosen at its assignment (partition.c).
+ * dispatch (a partition's run of records to their lanes, in fetch order,
+ * once partition.c admitted them into the epoch), a retry to the head of
+ * its lane, and a worker's pop. Which lane a partition's records go to is
+ * chosen at its assignment (partition.c). Owns: each lane's queue.
  *
  * Threads: the fetch thread dispatches (tail); a worker pops its own lane; a
  * settling thread (under a partition lock) and the delay timer push a retry
@@ -129,13 +130,7 @@ static void push_runs(cs_pipeline *p, cs_delivery **ds, size_t n) {
     if (len > 0) lane_push_run(&p->lanes[run_lane], &run, len);
 }
 
-size_t cs__pipeline_room(cs_pipeline *p, cs_part *part) {
-    pthread_mutex_lock(&part->lock);
-    size_t load = cs__part_load(part);
-    size_t room = part->paused || load >= p->cfg.max_open ? 0 : p->cfg.max_open - load;
-    pthread_mutex_unlock(&part->lock);
-    return room;
-}
+size_t cs__pipeline_room(cs_pipeline *p, cs_part *part) { return cs__part_room(part, p->cfg.max_open); }
 
 size_t cs__pipeline_lanes_room(cs_pipeline *p) {
     size_t queued = atomic_load_explicit(&p->queued, memory_order_relaxed);
@@ -158,70 +153,20 @@ bool cs__pipeline_dispatch_run(cs_pipeline *p, cs_part *part, cs_delivery **ds, 
         else d->lane = (int)(p->next_keyless_lane++ % (size_t)p->n_lanes);
     }
     /* One reference per delivery, taken before any can run and settle. */
-    atomic_fetch_add_explicit(&part->refs, (int)n, memory_order_relaxed);
-    cs_delivery *refused = NULL; /* linked through next, newest first */
-    cs_delivery *skipped = NULL; /* settled by an earlier owner: freed, never run */
+    cs__part_ref_n(part, n);
+    cs_delivery_queue refused = {0}, skipped = {0};
     size_t n_skipped = 0;
-    size_t done = 0;
-    pthread_mutex_lock(&part->lock);
-    for (; done < n; done++) {
-        cs_delivery *d = ds[done];
-        d->epoch = part->epoch;
-        int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
-        if (tracked == -2) {
-            /* This record and those after it are not handed out, and the
-             * committed position stays below them; the source sees `consumed`
-             * fall short and stops the app. */
-            part->out_of_memory = true;
-            break;
-        }
-        if (tracked != 0) {
-            /* Not increasing: librdkafka re-delivered an offset of this epoch
-             * (it does after a seek). The open entry already covers it. */
-            d->next = refused;
-            refused = d;
-            ds[done] = NULL;
-            continue;
-        }
-        if (part->restored_set.n && cs__acked_set_take(&part->restored_set, d->offset)) {
-            /* The group's verified acked set says an earlier owner settled
-             * this record: it is delivered and settled at once, so the
-             * position moves past it once the records before it settle,
-             * and no handler sees it again. */
-            cs_tracker_settle(part->tracker, d->seq);
-            if (part->first_fetched < 0) part->first_fetched = d->offset;
-            part->max_fetched = d->offset;
-            part->dirty = true;
-            d->next = skipped;
-            skipped = d;
-            ds[done] = NULL;
-            n_skipped++;
-            continue;
-        }
-        if (part->restored_set.n && !cs__acked_set_reaches(&part->restored_set, d->offset + 1))
-            cs__acked_set_clear(&part->restored_set); /* walked to its end */
-        if (part->tracker) {
-            d->attempt = cs__prior_attempts(part, d->offset);
-            /* Keep an earlier owner's count in the metadata until the record runs. */
-            if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
-        }
-        if (part->first_fetched < 0) part->first_fetched = d->offset;
-        part->max_fetched = d->offset;
-        part->held++;
-    }
-    if (!part->paused && cs__part_load(part) >= p->cfg.max_open) pause = part->paused = true;
-    pthread_mutex_unlock(&part->lock);
+    size_t done = cs__part_admit(part, ds, n, p->cfg.max_open, &refused, &skipped, &n_skipped, &pause);
     *consumed = done;
     for (size_t i = done; i < n; i++) cs__delivery_free(ds[i]); /* never handed out */
     if (n_skipped) atomic_fetch_add_explicit(&p->skipped_settled, n_skipped, memory_order_relaxed);
-    for (cs_delivery *d = skipped, *next; d; d = next) {
-        next = d->next;
+    cs_delivery *d, *after;
+    CS_STAILQ_FOREACH_SAFE(d, &skipped, next, after) {
         CS_LOG_DEBUG("record skipped, settled before topic=%s partition=%d offset=%lld", part->topic,
                      (int)part->partition, (long long)d->offset);
         cs__delivery_free(d);
     }
-    for (cs_delivery *d = refused, *next; d; d = next) {
-        next = d->next;
+    CS_STAILQ_FOREACH_SAFE(d, &refused, next, after) {
         CS_LOG_WARN("record out of fetch order ignored topic=%s partition=%d offset=%lld" CS_TRACE_FMT, part->topic,
                     (int)part->partition, (long long)d->offset, CS_TRACE_ARGS(d));
         cs__delivery_free(d);

@@ -56,7 +56,7 @@ cs_output *cs__output_new(const cs_record *r, const char *traceparent, int64_t s
 }
 
 void cs__output_list_free(cs_output_list *l) {
-    cs_output *o, *next;
-    CS_STAILQ_FOREACH_SAFE(o, l, next, next) free(o);
+    cs_output *o, *after;
+    CS_STAILQ_FOREACH_SAFE(o, l, next, after) free(o);
     CS_STAILQ_INIT(l);
 }

@@ -2,14 +2,17 @@
  * freed on the last reference, the subscription's or a delivery's), the
  * accessors the rest of cstream reads it through (partition.h), its epochs
  * (assign, revoke, release) and its lane in each assignment (lanes by
- * partition), what Tracked commits for it, and its pause at max_open.
+ * partition), the records a dispatch admits, a run that starts, what
+ * Tracked commits for it, and its pause at max_open.
  *
- * Threads: the fetch thread assigns, revokes, releases and asks what to
- * commit (or the closing thread after it); workers and settling threads
- * change the same fields in lanes.c, worker.c and settle.c. Every function
+ * Owns: every field of cs_part but those settle.c and window.c write under
+ * the lock (partition_internal.h says which and why).
+ * Locks: part->lock (level 5, src/lock_order.h), taken by every function
  * here but the reference counting, the fixed fields, the atomics and the
- * lane placement (the fetch thread's alone) takes part->lock
- * (partition_internal.h) and calls out to nothing while it holds it. */
+ * lane placement (the fetch thread's alone); it calls out to nothing while
+ * it holds it. Threads: the fetch thread assigns, revokes, releases,
+ * admits and asks what to commit (or the closing thread after it); workers
+ * start runs; any thread settles (settle.c). */
 #include "core/partition_internal.h"
 
 #include "base/clock.h"
@@ -52,6 +55,8 @@ cs_part *cs__part_new(cs_pipeline *pipe, const char *topic, int32_t partition, c
 }
 
 void cs__part_ref(cs_part *p) { atomic_fetch_add_explicit(&p->refs, 1, memory_order_relaxed); }
+
+void cs__part_ref_n(cs_part *p, size_t n) { atomic_fetch_add_explicit(&p->refs, (int)n, memory_order_relaxed); }
 
 void cs__part_unref(cs_part *p) {
     if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) != 1) return;
@@ -256,8 +261,8 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
     part->paused = false;
     /* Pending deliveries stay valid for their holders; they are detached from
      * the list so that a later settlement (stale) does not touch it. */
-    cs_delivery *d, *next;
-    CS_LIST_FOREACH_SAFE(d, &part->inflight, in_flight, next) {
+    cs_delivery *d, *after;
+    CS_LIST_FOREACH_SAFE(d, &part->inflight, in_flight, after) {
         d->in_flight.next = d->in_flight.prev = NULL;
         d->listed = false;
     }
@@ -472,7 +477,223 @@ void cs__part_set_prior(cs_part *part, int64_t committed, const char *meta, cons
     pthread_mutex_unlock(&part->lock);
 }
 
+/* ---- deliveries in flight ---------------------------------------------------- */
+
+static void inflight_add(cs_part *part, cs_delivery *d) {
+    CS_LIST_INSERT_HEAD(&part->inflight, d, in_flight);
+    part->n_inflight++;
+    d->listed = true;
+}
+
+void cs__part_inflight_remove_locked(cs_part *part, cs_delivery *d) {
+    CS_LIST_REMOVE(&part->inflight, d, in_flight);
+    d->listed = false;
+    if (--part->n_inflight == 0) cs__signal_drained(part);
+}
+
+/* ---- records handed out: admitted into the epoch ------------------------- */
+
+/* Called with part->lock held: the attempts an earlier owner counted for this
+ * offset (0 if none). Offsets arrive in increasing order. */
+static int prior_attempts(cs_part *part, int64_t offset) {
+    while (part->prior_next < part->n_prior && part->prior_off[part->prior_next] < offset) part->prior_next++;
+    if (part->prior_next < part->n_prior && part->prior_off[part->prior_next] == offset)
+        return (int)part->prior_att[part->prior_next];
+    return 0;
+}
+
+size_t cs__part_admit(cs_part *part, cs_delivery **ds, size_t n, size_t max_open, cs_delivery_queue *refused,
+                      cs_delivery_queue *skipped, size_t *n_skipped, bool *paused) {
+    size_t done = 0;
+    pthread_mutex_lock(&part->lock);
+    for (; done < n; done++) {
+        cs_delivery *d = ds[done];
+        d->epoch = part->epoch;
+        int tracked = part->tracker ? cs_tracker_delivered(part->tracker, d->offset, &d->seq) : 0;
+        if (tracked == -2) {
+            /* This record and those after it are not handed out, and the
+             * committed position stays below them; the source sees `consumed`
+             * fall short and stops the app. */
+            part->out_of_memory = true;
+            break;
+        }
+        if (tracked != 0) {
+            /* Not increasing: librdkafka re-delivered an offset of this epoch
+             * (it does after a seek). The open entry already covers it. */
+            CS_STAILQ_INSERT_TAIL(refused, d, next);
+            ds[done] = NULL;
+            continue;
+        }
+        if (part->restored_set.n && cs__acked_set_take(&part->restored_set, d->offset)) {
+            /* The group's verified acked set says an earlier owner settled
+             * this record: it is delivered and settled at once, so the
+             * position moves past it once the records before it settle,
+             * and no handler sees it again. */
+            cs_tracker_settle(part->tracker, d->seq);
+            if (part->first_fetched < 0) part->first_fetched = d->offset;
+            part->max_fetched = d->offset;
+            part->dirty = true;
+            CS_STAILQ_INSERT_TAIL(skipped, d, next);
+            ds[done] = NULL;
+            (*n_skipped)++;
+            continue;
+        }
+        if (part->restored_set.n && !cs__acked_set_reaches(&part->restored_set, d->offset + 1))
+            cs__acked_set_clear(&part->restored_set); /* walked to its end */
+        if (part->tracker) {
+            d->attempt = prior_attempts(part, d->offset);
+            /* Keep an earlier owner's count in the metadata until the record runs. */
+            if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
+        }
+        if (part->first_fetched < 0) part->first_fetched = d->offset;
+        part->max_fetched = d->offset;
+        part->held++;
+    }
+    if (!part->paused && cs__part_load(part) >= max_open) *paused = part->paused = true;
+    pthread_mutex_unlock(&part->lock);
+    return done;
+}
+
+/* ---- a run about to start (worker.c) ------------------------------------- */
+
+static bool runnable_locked(cs_pipeline *p, const cs_part *part, const cs_delivery *d) {
+    if (atomic_load(&p->crashed) || d->epoch != part->epoch || !part->assigned) return false;
+    int64_t deadline = atomic_load(&p->drain_deadline_ms);
+    return deadline == 0 || cs__now_ms() < deadline;
+}
+
+/* Tracked: the attempt about to start counts from now, just before the
+ * handler runs (after any decode, which may wait for a registry and is not
+ * an attempt): it goes into the next commit's metadata, so that it survives
+ * a crash of this process. Right after an owner died, the record may be the
+ * one that killed it: its attempt is committed before it runs (returns true:
+ * the caller calls precommit once the lock is released). */
+static bool count_start_locked(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    if (!part->tracker || !runnable_locked(p, part, d)) return false;
+    cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)cs__counted_attempts(d) + 1);
+    part->dirty = true;
+    if (part->suspect_left == 0 || !p->cfg.precommit) return false;
+    part->suspect_left--;
+    return true;
+}
+
+bool cs__part_runnable(cs_pipeline *p, cs_part *part, const cs_delivery *d) {
+    pthread_mutex_lock(&part->lock);
+    bool ok = runnable_locked(p, part, d);
+    pthread_mutex_unlock(&part->lock);
+    return ok;
+}
+
+bool cs__part_start_run(cs_pipeline *p, cs_part *part, cs_delivery *d, bool count, bool *precommit) {
+    pthread_mutex_lock(&part->lock);
+    bool run = runnable_locked(p, part, d);
+    if (run) inflight_add(part, d);
+    if (run && count) *precommit = count_start_locked(p, part, d);
+    pthread_mutex_unlock(&part->lock);
+    return run;
+}
+
+bool cs__part_count_start(cs_pipeline *p, cs_part *part, cs_delivery *d) {
+    pthread_mutex_lock(&part->lock);
+    bool precommit = count_start_locked(p, part, d);
+    pthread_mutex_unlock(&part->lock);
+    return precommit;
+}
+
+void cs__part_recount_attempts(cs_part *part, const cs_delivery *d) {
+    pthread_mutex_lock(&part->lock);
+    if (part->tracker && d->epoch == part->epoch) {
+        cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)cs__counted_attempts(d));
+        part->dirty = true;
+    }
+    pthread_mutex_unlock(&part->lock);
+}
+
+void cs__part_unhold(cs_part *part, const cs_delivery *d) {
+    pthread_mutex_lock(&part->lock);
+    if (d->epoch == part->epoch && part->held > 0 && --part->held == 0) cs__signal_drained(part);
+    pthread_mutex_unlock(&part->lock);
+}
+
+void cs__part_add_prior(cs_part *part, int64_t offset, uint32_t attempt) {
+    pthread_mutex_lock(&part->lock);
+    /* Ascending and unique, as cs__part_set_prior keeps them. */
+    size_t i = part->prior_next;
+    while (i < part->n_prior && part->prior_off[i] < offset) i++;
+    if (i < part->n_prior && part->prior_off[i] == offset) {
+        if (part->prior_att[i] < attempt) part->prior_att[i] = attempt;
+    } else if (part->n_prior < CS_PRIOR_MAX) {
+        memmove(part->prior_off + i + 1, part->prior_off + i, (part->n_prior - i) * sizeof *part->prior_off);
+        memmove(part->prior_att + i + 1, part->prior_att + i, (part->n_prior - i) * sizeof *part->prior_att);
+        part->prior_off[i] = offset;
+        part->prior_att[i] = attempt;
+        part->n_prior++;
+    }
+    pthread_mutex_unlock(&part->lock);
+}
+
+/* ---- settlement and the Transactional window (under the caller's lock) ---- */
+
+void cs__part_settled_locked(cs_part *part, const cs_delivery *d) {
+    if (!part->tracker) return;
+    cs_tracker_settle(part->tracker, d->seq);
+    part->dirty = true;
+}
+
+void cs__part_unhold_locked(cs_part *part, bool unassign) {
+    part->held--;
+    if (unassign) part->assigned = false;
+}
+
+void cs__part_window_add_locked(cs_part *part, cs_delivery *d) {
+    CS_STAILQ_CONCAT(&part->window, &d->outputs, next);
+    if (d->offset == part->stall_offset) part->stall_offset = -1; /* the record holding the window settled */
+}
+
+void cs__part_window_hold_locked(cs_part *part, cs_delivery *d) {
+    cs__output_list_free(&d->outputs); /* outputs of a failed attempt never leave */
+    if (d->outage_runs > 0) {
+        /* A free run (its schema registry is down): not the record failing,
+         * so no stall clock, as for a decode that waits; an abort and rewind
+         * every stall timeout would only re-run the records above it. */
+        if (part->stall_offset == d->offset) part->stall_offset = -1;
+        return;
+    }
+    if (part->stall_offset < 0 || d->offset < part->stall_offset) {
+        part->stall_offset = d->offset;
+        part->stall_since_ms = cs__now_ms();
+    }
+}
+
+void cs__part_window_take_locked(cs_part *part, int64_t pos, cs_output_list *taken, size_t *n_outputs) {
+    /* Settlement order is not offset order: walk the whole window and keep,
+     * in order, what is not yet below the position. */
+    cs_output_list keep = {0};
+    cs_output *o, *after;
+    CS_STAILQ_FOREACH_SAFE(o, &part->window, next, after) {
+        if (pos >= 0 && o->source_offset < pos) {
+            o->source_part = part;
+            CS_STAILQ_INSERT_TAIL(taken, o, next);
+            (*n_outputs)++;
+        } else {
+            CS_STAILQ_INSERT_TAIL(&keep, o, next);
+        }
+    }
+    part->window = keep;
+    part->dirty = false;
+}
+
+void cs__part_window_unstall_locked(cs_part *part) { part->stall_offset = -1; }
+
 /* ---- the pause at max_open ------------------------------------------------- */
+
+size_t cs__part_room(cs_part *part, size_t max_open) {
+    pthread_mutex_lock(&part->lock);
+    size_t load = cs__part_load(part);
+    size_t room = part->paused || load >= max_open ? 0 : max_open - load;
+    pthread_mutex_unlock(&part->lock);
+    return room;
+}
 
 bool cs__part_paused(cs_part *part) {
     pthread_mutex_lock(&part->lock);

@@ -1,9 +1,14 @@
 /* partition_internal.h — the state of one assigned (topic, partition), private
- * to the core files that own it: partition.c (its life, epochs, commit
- * state, pause), lanes.c (dispatch), worker.c (admission), settle.c
- * (settlement), window.c (Transactional windows) and delivery.c (a
- * delivery's source, spares and discard). Everything else, the rest of the
- * core and all of src/kafka, goes through partition.h and pipeline.h
+ * to the core. partition.c writes it: its life, epochs, commit state, pause,
+ * the records a dispatch admits (lanes.c calls cs__part_admit), a run that
+ * starts (worker.c: cs__part_start_run), a held record let go (cs__discard).
+ * Two files still write under its lock, for a reason: settle.c (a retry
+ * goes back to its lane's head, or the delay heap, under the partition lock,
+ * and partition.c cannot call lanes.c or delay.c, which call back into it
+ * through delivery_life.c) and window.c (Transactional windows, with the
+ * window fields settle.c writes). delivery.c and settle.c read the
+ * pipeline's configuration under it. Everything else, the rest of the core
+ * and all of src/kafka, goes through partition.h and pipeline.h
  * (tests/unit/check_part_private.sh fails if a file outside src/core
  * includes this header or names a field).
  *
@@ -113,26 +118,58 @@ static inline void cs__signal_drained(cs_part *part) {
     if (part->drain_waiters > 0) pthread_cond_broadcast(&part->drained);
 }
 
-static inline void cs__inflight_add(cs_part *part, cs_delivery *d) {
-    CS_LIST_INSERT_HEAD(&part->inflight, d, in_flight);
-    part->n_inflight++;
-    d->listed = true;
-}
+/* ---- partition.c's transitions for the other core files -------------------- */
+struct cs_pipeline;
 
-static inline void cs__inflight_remove(cs_part *part, cs_delivery *d) {
-    CS_LIST_REMOVE(&part->inflight, d, in_flight);
-    d->listed = false;
-    if (--part->n_inflight == 0) cs__signal_drained(part);
-}
+/* Fetch thread: admits the run ds[0..n) (the partition's deliveries, in
+ * offset order) into the current epoch: each is tracked, or refused (not
+ * increasing: librdkafka delivered that offset again; ds[i] becomes NULL
+ * and d goes to *refused), or skipped (the group's acked set says an
+ * earlier owner settled it: NULL, to *skipped, counted in *n_skipped).
+ * Stops at a record the tracker has no memory for (the partition's
+ * out_of_memory set) and returns how many it looked at: the caller frees
+ * the rest. *paused is set when the partition reached max_open now. */
+size_t cs__part_admit(cs_part *part, cs_delivery **ds, size_t n, size_t max_open, cs_delivery_queue *refused,
+                      cs_delivery_queue *skipped, size_t *n_skipped, bool *paused);
+/* Fetch thread: n more references, one per delivery of a run, taken before
+ * any of them can run and settle (each settled delivery drops its own). */
+void cs__part_ref_n(cs_part *part, size_t n);
+/* Fetch thread: how many more records the partition takes before max_open. */
+size_t cs__part_room(cs_part *part, size_t max_open);
+/* Worker: whether d may still run (its epoch, the partition ours, no crash,
+ * the drain deadline not passed). */
+bool cs__part_runnable(struct cs_pipeline *p, cs_part *part, const cs_delivery *d);
+/* Worker, before d's handler: false if d may not run (the caller discards
+ * it); else d is in flight, and with `count` its attempt is counted (Tracked)
+ * and *precommit says whether to commit it before it runs (a suspect record
+ * right after an owner died). */
+bool cs__part_start_run(struct cs_pipeline *p, cs_part *part, cs_delivery *d, bool count, bool *precommit);
+/* Worker, a typed record once decoded: counts its attempt; true: precommit. */
+bool cs__part_count_start(struct cs_pipeline *p, cs_part *part, cs_delivery *d);
+/* A free run (its schema registry was down): the tracker's attempt count
+ * goes back to d's. */
+void cs__part_recount_attempts(cs_part *part, const cs_delivery *d);
+/* d, held and never to settle (its run refused): no longer held. */
+void cs__part_unhold(cs_part *part, const cs_delivery *d);
+/* A Transactional output of the record at offset failed in its transaction:
+ * the record is read again with `attempt` runs behind it. */
+void cs__part_add_prior(cs_part *part, int64_t offset, uint32_t attempt);
 
-/* Called with part->lock held: the attempts an earlier owner counted for this
- * offset (0 if none). Offsets arrive in increasing order. */
-static inline int cs__prior_attempts(cs_part *part, int64_t offset) {
-    while (part->prior_next < part->n_prior && part->prior_off[part->prior_next] < offset) part->prior_next++;
-    if (part->prior_next < part->n_prior && part->prior_off[part->prior_next] == offset)
-        return (int)part->prior_att[part->prior_next];
-    return 0;
-}
+/* Called with part->lock held, by settle.c (cs__settle, under the lock for
+ * the reason this header's head says) and window.c: d leaves the in-flight
+ * list; d settled (the tracker's entry); a held record goes (unassign: and
+ * the partition hands out nothing more); d's outputs join the window (and
+ * d no longer holds it); a retried d holds the window (its outputs of the
+ * failed run dropped; the stall clock starts, but for a free run); the
+ * outputs of records below pos leave the window for *taken (counted in
+ * *n_outputs), and the state is no longer dirty; the stall clock stops. */
+void cs__part_inflight_remove_locked(cs_part *part, cs_delivery *d);
+void cs__part_settled_locked(cs_part *part, const cs_delivery *d);
+void cs__part_unhold_locked(cs_part *part, bool unassign);
+void cs__part_window_add_locked(cs_part *part, cs_delivery *d);
+void cs__part_window_hold_locked(cs_part *part, cs_delivery *d);
+void cs__part_window_take_locked(cs_part *part, int64_t pos, cs_output_list *taken, size_t *n_outputs);
+void cs__part_window_unstall_locked(cs_part *part);
 
 /* What max_open bounds. Under Tracked: the tracker's span, from the lowest
  * open record to the newest, so that one stuck record cannot grow memory

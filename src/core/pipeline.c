@@ -73,11 +73,10 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
         cs__pipeline_destroy(p);
         return NULL;
     }
-    if (pthread_create(&p->delay_thread, NULL, cs__delay_main, p) != 0) {
+    if (!cs__start_delays(p)) {
         cs__pipeline_destroy(p);
         return NULL;
     }
-    p->delay_started = true;
     for (int i = 0; i < p->n_lanes; i++) {
         lane *l = &p->lanes[i];
         if (pthread_create(&l->thread, NULL, cs__worker_main, l) != 0) {

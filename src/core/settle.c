@@ -30,28 +30,9 @@ static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
 /* Called with part->lock held (Transactional): d's outputs join its
  * partition's window, where they wait for a transaction that commits past d. */
 static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
-    CS_STAILQ_CONCAT(&part->window, &d->outputs, next);
-    if (d->offset == part->stall_offset) part->stall_offset = -1; /* the record holding the window settled */
+    cs__part_window_add_locked(part, d);
     size_t n = atomic_fetch_add_explicit(&p->settled, 1, memory_order_relaxed) + 1;
     if (p->cfg.window_records && n == p->cfg.window_records && p->cfg.wake) p->cfg.wake(p->cfg.wake_arg);
-}
-
-/* Called with part->lock held (Transactional): a retried record holds the
- * partition's window; the stall deadline runs from its first retry (but for
- * a free run, see free_outage_run). */
-static void window_hold(cs_part *part, cs_delivery *d) {
-    cs__output_list_free(&d->outputs); /* outputs of a failed attempt never leave */
-    if (d->outage_runs > 0) {
-        /* A free run (its schema registry is down): not the record failing,
-         * so no stall clock, as for a decode that waits; an abort and rewind
-         * every stall timeout would only re-run the records above it. */
-        if (part->stall_offset == d->offset) part->stall_offset = -1;
-        return;
-    }
-    if (part->stall_offset < 0 || d->offset < part->stall_offset) {
-        part->stall_offset = d->offset;
-        part->stall_since_ms = cs__now_ms();
-    }
 }
 
 cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
@@ -60,7 +41,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
     cs_pipeline *p = part->pipe;
     /* A Transactional rewind keeps older epochs' deliveries on the list, so
      * that revoke and stop still wait for them and release their payloads. */
-    if (d->listed) cs__inflight_remove(part, d);
+    if (d->listed) cs__part_inflight_remove_locked(part, d);
     bool current = d->epoch == part->epoch;
     if (!current || !p || atomic_load(&p->crashed)) {
         if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
@@ -82,12 +63,9 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
     case CS_DROP:
         atomic_fetch_add_explicit(outcome == CS_ACK ? &l->acked : &l->dropped, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(outcome == CS_ACK ? &part->n_acked : &part->n_dropped, 1, memory_order_relaxed);
-        if (part->tracker) {
-            cs_tracker_settle(part->tracker, d->seq);
-            part->dirty = true;
-        }
+        cs__part_settled_locked(part, d);
         if (p->cfg.transactional) window_add(p, part, d);
-        part->held--;
+        cs__part_unhold_locked(part, false);
         break;
     default: /* run_one and run_batch normalise handlers' outcomes first: only a bug inside cstream lands here */
         CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld "
@@ -99,11 +77,11 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
             atomic_fetch_add_explicit(&l->retry_unsupported, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&part->n_retry_unsupported, 1, memory_order_relaxed);
             warn = true;
-            part->held--;
+            cs__part_unhold_locked(part, false);
         } else if (part->assigned && !atomic_load(&p->stopping)) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
-            if (p->cfg.transactional) window_hold(part, d);
+            if (p->cfg.transactional) cs__part_window_hold_locked(part, d);
             d->alone = true; /* in batch mode it comes back on its own */
             keep = true;     /* it stays open and held */
             bool queued = false;
@@ -115,8 +93,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
             if (!queued && !cs__lane_push_head(l, d)) {
                 /* The lane stopped meanwhile: going away after all. */
                 keep = false;
-                part->held--;
-                part->assigned = false;
+                cs__part_unhold_locked(part, true);
             }
         } else {
             /* Going away: the record stays open, so it is read again by the
@@ -124,8 +101,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
              * may run before it, so the partition hands out nothing more. */
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
-            part->held--;
-            part->assigned = false;
+            cs__part_unhold_locked(part, true);
         }
         break;
     }
@@ -192,13 +168,7 @@ static void free_outage_run(cs_delivery *d) {
     d->free_runs++;
     d->outage_runs++;
     d->outage_wait = d->retry_at_ms <= cs__now_ms();
-    cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    if (part->tracker && d->epoch == part->epoch) {
-        cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)cs__counted_attempts(d));
-        part->dirty = true;
-    }
-    pthread_mutex_unlock(&part->lock);
+    cs__part_recount_attempts(d->part, d);
 }
 
 /* The record has had its last attempt (or does not decode): to the dead-letter

@@ -24,23 +24,10 @@ bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t
     bool news = false;
     if (part->tracker) {
         cs__part_state_locked(part, clean, pos, meta, cap);
-        /* Settlement order is not offset order: walk the whole window and
-         * keep, in order, what is not yet below the position. */
-        cs_output_list keep = {0};
-        cs_output *o, *next;
-        CS_STAILQ_FOREACH_SAFE(o, &part->window, next, next) {
-            if (*pos >= 0 && o->source_offset < *pos) {
-                o->source_part = part;
-                CS_STAILQ_INSERT_TAIL(taken, o, next);
-                (*n_outputs)++;
-                news = true;
-            } else {
-                CS_STAILQ_INSERT_TAIL(&keep, o, next);
-            }
-        }
-        part->window = keep;
-        news = news || (*pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0));
-        part->dirty = false;
+        size_t before = *n_outputs;
+        cs__part_window_take_locked(part, *pos, taken, n_outputs);
+        news =
+            *n_outputs > before || (*pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0));
     }
     pthread_mutex_unlock(&part->lock);
     return news;
@@ -51,7 +38,7 @@ bool cs__window_stalled(cs_part *part, int64_t now_ms, int stall_ms) {
     bool stalled = part->assigned && part->stall_offset >= 0 && now_ms - part->stall_since_ms >= stall_ms;
     if (stalled && part->tracker && cs_tracker_lowest_open(part->tracker) != part->stall_offset)
         stalled = false; /* something below it is open too: the window is not held by the retry alone */
-    if (stalled) part->stall_offset = -1;
+    if (stalled) cs__part_window_unstall_locked(part);
     pthread_mutex_unlock(&part->lock);
     return stalled;
 }
@@ -82,20 +69,8 @@ int64_t cs__window_rewind(cs_pipeline *p, cs_part *part) {
 }
 
 void cs__window_output_failed(cs_part *part, int64_t offset, uint32_t attempt) {
-    pthread_mutex_lock(&part->lock);
-    /* Into the earlier-owner counts (ascending, unique): the record is read
-     * again with this many runs behind it, so max_attempts ends a record
-     * whose output can never be produced, as for a failed reply under Tracked. */
-    size_t i = part->prior_next;
-    while (i < part->n_prior && part->prior_off[i] < offset) i++;
-    if (i < part->n_prior && part->prior_off[i] == offset) {
-        if (part->prior_att[i] < attempt) part->prior_att[i] = attempt;
-    } else if (part->n_prior < CS_PRIOR_MAX) {
-        memmove(part->prior_off + i + 1, part->prior_off + i, (part->n_prior - i) * sizeof *part->prior_off);
-        memmove(part->prior_att + i + 1, part->prior_att + i, (part->n_prior - i) * sizeof *part->prior_att);
-        part->prior_off[i] = offset;
-        part->prior_att[i] = attempt;
-        part->n_prior++;
-    }
-    pthread_mutex_unlock(&part->lock);
+    /* Into the earlier-owner counts: the record is read again with this many
+     * runs behind it, so max_attempts ends a record whose output can never
+     * be produced, as for a failed reply under Tracked. */
+    cs__part_add_prior(part, offset, attempt);
 }

@@ -5,8 +5,9 @@
  *
  * Threads: one worker per lane; the fetch thread runs the time-limit check
  * (cs__pipeline_check_slow) and closes the gate. No lock is held while a
- * handler runs: admission takes the partition lock before it, the time-limit
- * watch takes run_lock (a leaf) around it. */
+ * handler runs: admission (partition.c, cs__part_start_run) takes the
+ * partition lock before it, the time-limit watch takes run_lock (a leaf)
+ * around it. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/partition_internal.h"
 #include "core/pipeline_internal.h"
@@ -23,12 +24,6 @@ static void pass_gate(cs_pipeline *p);
 static void leave_gate(cs_pipeline *p);
 
 /* ---- workers -------------------------------------------------------------- */
-
-static bool runnable_locked(cs_pipeline *p, const cs_part *part, const cs_delivery *d) {
-    if (atomic_load(&p->crashed) || d->epoch != part->epoch || !part->assigned) return false;
-    int64_t deadline = atomic_load(&p->drain_deadline_ms);
-    return deadline == 0 || cs__now_ms() < deadline;
-}
 
 static void watch_start(lane *l, const cs_delivery *d) {
     pthread_mutex_lock(&l->run_lock);
@@ -47,22 +42,6 @@ static void watch_stop(lane *l) {
     pthread_mutex_unlock(&l->run_lock);
 }
 
-/* Tracked: the attempt about to start counts from now, just before the
- * handler runs (after any decode, which may wait for a registry and is not
- * an attempt): it goes into the next commit's metadata, so that it survives
- * a crash of this process. Right after an owner died, the record may be the
- * one that killed it: its attempt is committed before it runs (returns true:
- * the caller calls precommit once the lock is released). Partition lock
- * held. */
-static bool count_start_locked(cs_pipeline *p, cs_part *part, cs_delivery *d) {
-    if (!part->tracker || !runnable_locked(p, part, d)) return false;
-    cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)cs__counted_attempts(d) + 1);
-    part->dirty = true;
-    if (part->suspect_left == 0 || !p->cfg.precommit) return false;
-    part->suspect_left--;
-    return true;
-}
-
 static bool typed(const cs_pipeline *p) { return p->cfg.type || p->cfg.key_type; }
 
 /* Whether admission counts d's attempt: for an untyped subscription nothing
@@ -78,12 +57,8 @@ static bool counts_at_admission(const cs_pipeline *p, const cs_delivery *d) { re
 static bool admit(cs_pipeline *p, cs_delivery *d, bool count) {
     cs_part *part = d->part;
     bool precommit = false;
-    pthread_mutex_lock(&part->lock);
-    bool run = runnable_locked(p, part, d);
-    if (run) cs__inflight_add(part, d);
     bool exhausted = p->cfg.max_attempts > 0 && cs__counted_attempts(d) >= p->cfg.max_attempts;
-    if (run && count && !exhausted) precommit = count_start_locked(p, part, d);
-    pthread_mutex_unlock(&part->lock);
+    bool run = cs__part_start_run(p, part, d, count && !exhausted, &precommit);
     if (!run) cs__discard(d);
     if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
     return run;
@@ -93,10 +68,7 @@ static bool admit(cs_pipeline *p, cs_delivery *d, bool count) {
 static void count_start(cs_pipeline *p, cs_delivery *d) {
     if (!p->cfg.tracked) return; /* no tracker, no count: no lock either */
     cs_part *part = d->part;
-    pthread_mutex_lock(&part->lock);
-    bool precommit = count_start_locked(p, part, d);
-    pthread_mutex_unlock(&part->lock);
-    if (precommit) p->cfg.precommit(p->cfg.precommit_arg, part);
+    if (cs__part_count_start(p, part, d)) p->cfg.precommit(p->cfg.precommit_arg, part);
 }
 
 /* A codec that answers CS_ERR_UNAVAILABLE (a schema registry it needs is
@@ -146,11 +118,7 @@ static void warn_decode_wait(cs_pipeline *p, const cs_delivery *d, const decode_
 /* Whether the record may still wait in place: its partition is still ours
  * (not revoked, not rewound) and the app is not stopping. */
 static bool may_wait(cs_pipeline *p, cs_delivery *d) {
-    if (atomic_load(&p->stopping)) return false;
-    pthread_mutex_lock(&d->part->lock);
-    bool ok = runnable_locked(p, d->part, d);
-    pthread_mutex_unlock(&d->part->lock);
-    return ok;
+    return !atomic_load(&p->stopping) && cs__part_runnable(p, d->part, d);
 }
 
 /* The codec said "try later". The worker waits here, with a back-off, and
