@@ -134,7 +134,7 @@ static void list_unlinks_anywhere(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(queue_keeps_order),          cmocka_unit_test(concat_moves_a_whole_queue),
+        cmocka_unit_test(queue_keeps_order),           cmocka_unit_test(concat_moves_a_whole_queue),
         cmocka_unit_test(cut_splits_after_an_element), cmocka_unit_test(foreach_safe_allows_taking_off),
         cmocka_unit_test(list_unlinks_anywhere),
     };

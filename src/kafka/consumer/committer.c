@@ -73,7 +73,7 @@ static void on_commit_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_t
 static void on_tick_result(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
                            void *opaque) {
     on_commit_result(rk, err, offsets, opaque);
-    atomic_fetch_add_explicit(&((cs_consumer *)opaque)->commit_ticks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&((cs_consumer *)opaque)->commit.ticks, 1, memory_order_relaxed);
 }
 
 /* librdkafka's own commits (Auto). */
@@ -149,15 +149,15 @@ static void pass_markers(cs_consumer *c) {
     /* After an out-of-memory or fatal stop inside a take, librdkafka's
      * position may already count a record take_cb could not store: it is
      * no marker, and must be read again. */
-    if (!c->tracked || c->n_parts == 0 || c->out_of_memory || c->take.fatal) return;
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)c->n_parts);
-    size_t *which = malloc(c->n_parts * sizeof *which);
+    if (!c->tracked || c->fetch.n_parts == 0 || c->errors.out_of_memory || c->take.fatal) return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)c->fetch.n_parts);
+    size_t *which = malloc(c->fetch.n_parts * sizeof *which);
     if (!which) { /* out of memory: the position stays on the marker until the next commit */
         rd_kafka_topic_partition_list_destroy(l);
         return;
     }
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
         if (fp->paused || fp->shed || fp->withheld || fp->back_to >= 0 || !cs__backlog_empty(&fp->backlog) ||
             cs__fetch_app_paused(c, fp) || cs__part_log_unknown(fp->part))
             continue;
@@ -167,7 +167,7 @@ static void pass_markers(cs_consumer *c) {
     if (l->cnt > 0 && rd_kafka_position(c->rk, l) == RD_KAFKA_RESP_ERR_NO_ERROR) {
         for (int j = 0; j < l->cnt; j++) {
             const rd_kafka_topic_partition_t *e = &l->elems[j];
-            const fetch_part *fp = &c->parts[which[j]];
+            const fetch_part *fp = &c->fetch.parts[which[j]];
             /* A negative offset: nothing served since the assignment or the last seek. */
             if (e->err || e->offset < 0 || (fp->next >= 0 && e->offset <= fp->next)) continue;
             cs__part_pass_to(fp->part, e->offset);
@@ -180,7 +180,7 @@ static void pass_markers(cs_consumer *c) {
 void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     if (c->transactional) {
         close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
-        if (!sync) atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed);
+        if (!sync) atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed);
         return;
     }
     if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
@@ -222,10 +222,10 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, c->queue, on_tick_result, c);
         if (err) {
             commit_result(c, err, l);
-            atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed);
         }
     } else if (!sync) {
-        atomic_fetch_add_explicit(&c->commit_ticks, 1, memory_order_relaxed); /* nothing to send: complete */
+        atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed); /* nothing to send: complete */
     }
     pthread_mutex_unlock(&c->commit_lock);
     if (result_q) cs__commit_await(c, result_q, true);
@@ -251,8 +251,8 @@ static void rewind_partition(cs_consumer *c, cs_part *part) {
 
 void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t attempt) {
     cs_consumer *c = arg;
-    if (c->n_failed < sizeof c->failed / sizeof c->failed[0])
-        c->failed[c->n_failed++] = (struct failed_output){part, offset, attempt};
+    if (c->commit.n_failed < sizeof c->commit.failed / sizeof c->commit.failed[0])
+        c->commit.failed[c->commit.n_failed++] = (struct failed_output){part, offset, attempt};
 }
 
 /* Closes the window: one transaction with, for every assigned partition, its
@@ -285,7 +285,7 @@ static void close_window(cs_consumer *c, bool final) {
         /* Out of memory: committed without attempt counts; the position still moves. */
         e->metadata_size = e->metadata ? strlen(meta) : 0;
     }
-    c->n_failed = 0;
+    c->commit.n_failed = 0;
     if (offsets->cnt > 0) {
         int64_t began = cs__now_ms();
         cs_txn_result r = cs__txn_commit(c->txn, CS_STAILQ_FIRST(&outputs), offsets, c->rk);
@@ -302,16 +302,16 @@ static void close_window(cs_consumer *c, bool final) {
             else if (r == CS_TXN_ABORTED) rewind_partition(c, part);
         }
         /* A source whose output failed comes back with that run counted. */
-        for (size_t i = 0; r == CS_TXN_ABORTED && i < c->n_failed; i++)
-            cs__window_output_failed(c->failed[i].part, c->failed[i].offset, c->failed[i].attempt);
+        for (size_t i = 0; r == CS_TXN_ABORTED && i < c->commit.n_failed; i++)
+            cs__window_output_failed(c->commit.failed[i].part, c->commit.failed[i].offset, c->commit.failed[i].attempt);
         if (r == CS_TXN_COMMITTED) {
             cs__pipeline_count_transaction(c->pipe, n_outputs);
-            c->abort_backoff_ms = 0;
+            c->commit.abort_backoff_ms = 0;
         }
         if (r == CS_TXN_ABORTED) {
             cs__pipeline_count_abort(c->pipe);
-            c->abort_backoff_ms = c->abort_backoff_ms ? c->abort_backoff_ms * 2 : c->interval_ms;
-            if (c->abort_backoff_ms > ABORT_BACKOFF_MAX_MS) c->abort_backoff_ms = ABORT_BACKOFF_MAX_MS;
+            c->commit.abort_backoff_ms = c->commit.abort_backoff_ms ? c->commit.abort_backoff_ms * 2 : c->interval_ms;
+            if (c->commit.abort_backoff_ms > ABORT_BACKOFF_MAX_MS) c->commit.abort_backoff_ms = ABORT_BACKOFF_MAX_MS;
         }
         cs__pipeline_count_commit(c->pipe, r == CS_TXN_COMMITTED);
     }

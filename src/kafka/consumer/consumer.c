@@ -223,7 +223,8 @@ static int64_t stall_rejoin_ms(const cs_sub *s, rd_kafka_conf_t *conf) {
  * STALL_REJOIN_ANY_MS: recreating a member that holds no partition costs
  * the group one more rebalance, never a record. */
 static bool group_stalled(cs_consumer *c, int64_t now) {
-    if (!c->group.lost_since_ms || now - c->group.lost_since_ms < c->stall_rejoin_ms || !c->rejoin_conf || c->n_parts)
+    if (!c->group.lost_since_ms || now - c->group.lost_since_ms < c->stall_rejoin_ms || !c->rejoin_conf ||
+        c->fetch.n_parts)
         return false;
     char *id = rd_kafka_memberid(c->rk);
     bool none = !id || !*id;
@@ -312,19 +313,19 @@ static void *fetch_main(void *arg) {
     for (;;) {
         while (!atomic_load(&c->stop) && !fatal && !c->rejoin.wanted) {
             int64_t now = cs__now_ms();
-            if (atomic_load(&c->resume_wanted)) cs__fetch_resume_drained(c);
+            if (atomic_load(&c->fetch.resume_wanted)) cs__fetch_resume_drained(c);
             cs__control_apply(c); /* the application's seeks and pauses */
             bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
                                now >= c->next_commit_ms - interval; /* not during an abort backoff */
             if (now >= c->next_commit_ms || window_full) {
                 cs__commit_positions(c, NULL, false);
                 cs__pipeline_check_slow(c->pipe);
-                c->next_commit_ms = now + interval + c->abort_backoff_ms;
+                c->next_commit_ms = now + interval + c->commit.abort_backoff_ms;
             }
             /* After an out-of-memory stop nothing more is handed out or taken. */
-            bool more = c->out_of_memory ? false : cs__fetch_hand_out(c, now);
-            size_t taken = c->out_of_memory ? 0 : cs__fetch_take_records(c);
-            if (!c->out_of_memory) cs__fetch_stuck_check(c, now);
+            bool more = c->errors.out_of_memory ? false : cs__fetch_hand_out(c, now);
+            size_t taken = c->errors.out_of_memory ? 0 : cs__fetch_take_records(c);
+            if (!c->errors.out_of_memory) cs__fetch_stuck_check(c, now);
             cs__rebalance_check_empty_join(c, now);
             if (group_stalled(c, now)) {
                 cs__rejoin_ask(c, true);
@@ -579,7 +580,7 @@ void cs__consumer_drain_begin(cs_consumer *c, int64_t from_ms) {
      * instance ran up to the drain timeout's worth), so only the handlers
      * already running finish. */
     if (rd_kafka_fatal_error(c->rk, NULL, 0))
-        for (size_t i = 0; i < c->n_parts; i++) cs__pipeline_stop_partition(c->pipe, c->parts[i].part);
+        for (size_t i = 0; i < c->fetch.n_parts; i++) cs__pipeline_stop_partition(c->pipe, c->fetch.parts[i].part);
     cs__pipeline_drain_begin(c->pipe, from_ms + c->sub->drain_timeout_ms);
 }
 
@@ -701,12 +702,14 @@ int cs__consumer_ready(cs_consumer *c, int probe_ms) {
 }
 
 uint64_t cs__consumer_commit_ticks(cs_consumer *c) {
-    return atomic_load_explicit(&c->commit_ticks, memory_order_relaxed);
+    return atomic_load_explicit(&c->commit.ticks, memory_order_relaxed);
 }
 
 uint64_t cs__consumer_sheds(cs_consumer *c) { return atomic_load_explicit(&c->take.sheds, memory_order_relaxed); }
 uint64_t cs__consumer_taken(cs_consumer *c) { return atomic_load_explicit(&c->take.stored, memory_order_relaxed); }
 
-uint64_t cs__consumer_moves_back(cs_consumer *c) { return atomic_load_explicit(&c->moves_back, memory_order_relaxed); }
+uint64_t cs__consumer_moves_back(cs_consumer *c) {
+    return atomic_load_explicit(&c->control.moves_back, memory_order_relaxed);
+}
 
 rd_kafka_t *cs__consumer_handle(cs_consumer *c) { return c->rk; }

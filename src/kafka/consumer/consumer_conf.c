@@ -322,8 +322,8 @@ cs_err cs__consumer_build_conf(cs_sub *s, cs_app *app, cs_consumer *c, rd_kafka_
         rd_kafka_conf_destroy(conf);
         return err;
     }
-    c->rdk_bound_bytes = conf_size(conf, "queued.max.messages.kbytes") * 1024;
-    c->rdk_bound_records = conf_size(conf, "queued.min.messages");
+    c->rdk_bound.bytes = conf_size(conf, "queued.max.messages.kbytes") * 1024;
+    c->rdk_bound.records = conf_size(conf, "queued.min.messages");
     rd_kafka_conf_set_opaque(conf, c);
     rd_kafka_conf_set_rebalance_cb(conf, cs__rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, cs__commit_on_offset_commit);

@@ -343,7 +343,7 @@ void cs__consumer_on_record_error(cs_consumer *c, const rd_kafka_message_t *m) {
  * hand out nothing more, so that no later record can be settled and commit a
  * position past it (it is read again after the restart). */
 void cs__fetch_out_of_memory(cs_consumer *c, const char *topic, int32_t partition, int64_t offset, const char *what) {
-    c->out_of_memory = true;
+    c->errors.out_of_memory = true;
     cs__app_fatal(c->app, "%s: out of memory %s at %s/%d@%lld; nothing after it is handed out or committed", c->who,
                   what, topic, (int)partition, (long long)offset);
 }

@@ -108,6 +108,10 @@ typedef struct cs_paused_part {
     int32_t partition;
 } cs_paused_part;
 
+/* A subscription's consumer. Its fields are written by consumer.c (its
+ * life, the fetch thread's loop) but for the sub-structs, each written by
+ * the one file its "Owned by:" names; another file asks that one through
+ * its functions (scripts/field-writers shows who writes what). */
 struct cs_consumer {
     cs_sub *sub;
     cs_app *app;
@@ -146,24 +150,47 @@ struct cs_consumer {
         uint64_t until;
         bool pending;
     } old_log;
-    size_t rdk_bound_bytes, rdk_bound_records; /* queued.max.messages.kbytes (in bytes), queued.min.messages */
-    fetch_part *parts; /* assigned partitions; each partition knows its index (cs__part_source_slot) */
-    size_t n_parts, cap_parts;
-    uint64_t parts_opened; /* partitions opened so far: fetch_control.c applies its pauses to new ones */
-    size_t next_part;      /* where the next serving round starts (fairness) */
-    /* Fetch-path counters (read by /metrics and stats): wake-up seeks, and
-     * per subscribed topic (s->topics[i]) the continuity guard's gaps and
-     * repeats and the last-resort pauses of its partitions. */
-    _Atomic uint64_t wakeups;
+    /* The assigned partitions' fetch state. Owned by: fetch_parts.c (the
+     * fetch thread; resume_wanted from any thread, by the pipeline's wake
+     * hook cs__fetch_wake). */
+    struct cs_consumer_fetch {
+        fetch_part *parts; /* each partition knows its index (cs__part_source_slot) */
+        size_t n_parts, cap;
+        uint64_t opened; /* partitions opened so far: fetch_control.c applies its pauses to new ones */
+        /* Partitions whose fetch position librdkafka moved back
+         * (fetch_part.back_to) wait for moves_back (fetch_control.c;
+         * cs__fetch_back_*). */
+        bool back_pending;
+        _Atomic bool resume_wanted; /* the pipeline's wake hook asked (cs__fetch_resume_drained) */
+    } fetch;
+    /* Owned by: fetch_handout.c. Where the next serving round starts (fairness). */
+    struct cs_consumer_handout {
+        size_t next_part;
+    } handout;
+    /* librdkafka's pre-fetch bound: queued.max.messages.kbytes (in bytes)
+     * and queued.min.messages. Owned by: consumer_conf.c. */
+    struct cs_consumer_rdk_bound {
+        size_t bytes, records;
+    } rdk_bound;
+    /* Owned by: fetch_wake.c. Wake-up seeks (read by /metrics and stats);
+     * re-fetch seeks still to fail on purpose (cs_test_sub_fail_refetches:
+     * each one fails as a seek librdkafka refused, before it is asked). */
+    struct cs_consumer_wake {
+        _Atomic uint64_t wakeups;
+        _Atomic unsigned refetch_faults;
+    } wake;
+    /* Per subscribed topic (s->topics[i]): the continuity guard's gaps and
+     * repeats and the last-resort pauses of its partitions (read by
+     * /metrics and stats; counted with cs__consumer_count_topic). */
     _Atomic uint64_t *topic_gaps, *topic_repeats, *topic_stuck;
+
     cs_client_stats rdk_stats; /* librdkafka's statistics: brokers' round trips, the fetch queue (client_stats.c) */
     cs_pipeline *pipe;
     pthread_t thread;
     bool thread_started;
     _Atomic bool stop;
-    _Atomic bool resume_wanted; /* the pipeline's wake hook asked (fetch_parts.c: cs__fetch_wake, _resume_drained) */
-    bool closing;               /* the close path: revoke releases pending payloads */
-    bool closed_after_fatal;    /* closed without the group: destroy without a consumer close */
+    bool closing;            /* the close path: revoke releases pending payloads */
+    bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
     /* The rejoin of a static member refused with UNRELEASED_INSTANCE_ID
      * under the consumer protocol (consumer.c, "rejoin"): the configuration
      * to create its consumer again (NULL when no such refusal can come),
@@ -209,29 +236,29 @@ struct cs_consumer {
         bool ever_joined;
         bool join_warned;
     } group;
-    /* A record could not be handed out or tracked for lack of memory: the app
-     * is stopping, and no later record is handed out either, so none can be
-     * settled past the one that was not (fetch thread only). */
-    bool out_of_memory;
     bool tracked;       /* Tracked or Transactional: the pipeline tracks settlements */
     bool transactional; /* positions commit in transactions (txn), never with plain commits */
     cs_txn *txn;
-    int interval_ms;      /* commit interval, or window length */
-    int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
-    /* Transactional: sources whose outputs failed in the transaction being
-     * committed (fetch thread only); counted as attempts after the rewind */
-    struct failed_output {
-        cs_part *part;
-        int64_t offset;
-        uint32_t attempt;
-    } failed[64];
-    size_t n_failed;
+    int interval_ms; /* commit interval, or window length */
+    /* Owned by: committer.c (the fetch thread; commit_ticks read by any). */
+    struct cs_consumer_commit {
+        int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
+        /* Transactional: sources whose outputs failed in the transaction
+         * being committed; counted as attempts after the rewind */
+        struct failed_output {
+            cs_part *part;
+            int64_t offset;
+            uint32_t attempt;
+        } failed[64];
+        size_t n_failed;
+        /* Commit ticks completed (cs_test_sub_commit_ticks): the timer
+         * looked at every position, and what it sent, if anything, was
+         * answered. Counted even when nothing changed, so a test can wait
+         * for ticks that had the chance to commit what must not be
+         * committed. */
+        _Atomic uint64_t ticks;
+    } commit;
     int64_t next_commit_ms;
-    /* Commit ticks completed (cs_test_sub_commit_ticks): the timer looked at
-     * every position, and what it sent, if anything, was answered. Counted
-     * even when nothing changed, so a test can wait for ticks that had the
-     * chance to commit what must not be committed. */
-    _Atomic uint64_t commit_ticks;
     cs_ratelimit error_warning;
     cs_ratelimit commit_warning;
     cs_ratelimit truncation_warning; /* the acked set did not fit in the commit metadata */
@@ -255,6 +282,11 @@ struct cs_consumer {
         /* librdkafka reported all brokers down; cleared by a probe that
          * answers (cs__consumer_ready, any thread). */
         _Atomic bool brokers_down;
+        /* A record could not be handed out or tracked for lack of memory:
+         * the app is stopping, and no later record is handed out either,
+         * so none can be settled past the one that was not (fetch thread;
+         * cs__fetch_out_of_memory). */
+        bool out_of_memory;
     } errors;
     /* Orders the commits' enqueues (tick, revoke, close, assignment marks,
      * suspect-record commits). Lock order: level 3 (src/lock_order.h),
@@ -269,31 +301,30 @@ struct cs_consumer {
      * (settle wakes the fetch thread), under the store's wake_mx and under a
      * librdkafka queue lock (on_records, fetch_take.c); it only yields. */
     pthread_mutex_t wake_lock;
-    /* Requests of the application (fetch_control.c). ctl_lock guards the
-     * queue and ctl_closed (lock order: level 3, src/lock_order.h, taken
-     * under stats_lock by the caller); ctl_pending tells the loop to look. */
-    pthread_mutex_t ctl_lock;
-    CS_STAILQ(cs_ctl_req) ctl_queue; /* linked through cs_ctl_req.next */
-    bool ctl_closed;                 /* the fetch thread ended: requests fail */
-    _Atomic bool ctl_pending;        /* a request waits */
-    bool ctl_rebalancing;            /* a rebalance callback runs: requests are refused (under ctl_lock) */
-    bool window_barrier;             /* CSTREAM_TXN_BARRIER: handlers wait at a gate the fetch thread closes */
-    bool paused_all;                 /* cs_sub_pause (fetch thread only) */
-    bool pauses_dirty;               /* the pause list changed: recompute app_paused (fetch thread) */
-    uint64_t pauses_opened;          /* parts_opened when app_paused was last recomputed */
-    cs_paused_part *paused;          /* cs_sub_pause_partition's partitions (fetch thread only) */
-    size_t n_paused, cap_paused;
-    _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
-    _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */
-    /* Partitions whose fetch position librdkafka moved back (fetch_part.back_to):
-     * some wait for moves_back (fetch_control.c; the flag is fetch_parts.c's,
-     * cs__fetch_back_*). moves_back counts the moves done
-     * (cs_test_sub_moves_back). Fetch thread only, but the count. */
-    bool back_pending;
-    _Atomic uint64_t moves_back;
-    /* Re-fetch seeks still to fail on purpose (cs_test_sub_fail_refetches): each
-     * one fails as a seek librdkafka refused, before librdkafka is asked. */
-    _Atomic unsigned refetch_faults;
+    /* Requests of the application (seeks, pauses), posted by any thread.
+     * Owned by: fetch_requests.c. `lock` guards the queue, `closed` and
+     * `rebalancing` (lock order: level 3, src/lock_order.h, taken under
+     * stats_lock by the caller); `pending` tells the loop to look. */
+    struct cs_consumer_requests {
+        pthread_mutex_t lock;
+        CS_STAILQ(cs_ctl_req) queue; /* linked through cs_ctl_req.next */
+        bool closed;                 /* the fetch thread ended: requests fail */
+        _Atomic bool pending;        /* a request waits */
+        bool rebalancing;            /* a rebalance callback runs: requests are refused */
+    } requests;
+    /* The application's pauses and seeks, applied. Owned by:
+     * fetch_control.c (the fetch thread; the counters read by any). */
+    struct cs_consumer_control {
+        bool paused_all;        /* cs_sub_pause */
+        bool pauses_dirty;      /* the pause list changed: recompute app_paused */
+        uint64_t pauses_opened; /* fetch.opened when app_paused was last recomputed */
+        cs_paused_part *paused; /* cs_sub_pause_partition's partitions */
+        size_t n_paused, cap_paused;
+        _Atomic uint64_t seeks;      /* partitions moved by a seek (stats, /metrics) */
+        _Atomic uint64_t paused_now; /* assigned partitions paused by the application (gauge) */
+        _Atomic uint64_t moves_back; /* moves after librdkafka's position moved back (cs_test_sub_moves_back) */
+    } control;
+    bool window_barrier; /* CSTREAM_TXN_BARRIER: handlers wait at a gate the fetch thread closes */
     char who[256];
 };
 
@@ -337,7 +368,7 @@ cs_ctl_req *cs__control_take_all(cs_consumer *c);
 void cs__control_finish(cs_ctl_req *r, cs_err result);
 /* Fetch thread: the partition is paused by the application. */
 static inline bool cs__fetch_app_paused(const cs_consumer *c, const fetch_part *fp) {
-    return c->paused_all || fp->app_paused;
+    return c->control.paused_all || fp->app_paused;
 }
 
 /* ---- consumer_conf.c -------------------------------------------------------- */
@@ -382,7 +413,7 @@ void cs__fetch_wake(void *arg);
 /* Fetch thread, after a wake: lets the pipeline resume the partitions that
  * drained to half of max_open. */
 void cs__fetch_resume_drained(cs_consumer *c);
-/* part's entry in c->parts, NULL if it is not open here. O(1): the entry's
+/* part's entry in c->fetch.parts, NULL if it is not open here. O(1): the entry's
  * index is kept in the partition (cs__part_source_slot). */
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part);
 /* Sets e's leader epoch to the partition's newest (fetch_part.leader_epoch)

@@ -38,14 +38,16 @@ void cs__consumer_stats(cs_consumer *c, cs_sub_stats *out) {
     cs__sub_stats_of_pipeline(c->pipe, out);
     out->fetch_buffer_peak = c->take.store ? cs__store_peak(c->take.store) : c->take.final_peak;
     out->stuck_pauses = sum_topics(c, c->topic_stuck);
-    out->wakeups = atomic_load_explicit(&c->wakeups, memory_order_relaxed);
+    out->wakeups = atomic_load_explicit(&c->wake.wakeups, memory_order_relaxed);
     out->gaps = sum_topics(c, c->topic_gaps);
     out->repeats = sum_topics(c, c->topic_repeats);
-    out->seeks = atomic_load_explicit(&c->seeks, memory_order_relaxed);
-    out->paused_partitions = atomic_load_explicit(&c->paused_now, memory_order_relaxed);
+    out->seeks = atomic_load_explicit(&c->control.seeks, memory_order_relaxed);
+    out->paused_partitions = atomic_load_explicit(&c->control.paused_now, memory_order_relaxed);
     out->rejoins = atomic_load_explicit(&c->rejoin.count, memory_order_relaxed);
 }
-uint64_t cs__consumer_paused(cs_consumer *c) { return atomic_load_explicit(&c->paused_now, memory_order_relaxed); }
+uint64_t cs__consumer_paused(cs_consumer *c) {
+    return atomic_load_explicit(&c->control.paused_now, memory_order_relaxed);
+}
 
 /* ---- the partitions' ends, from librdkafka's statistics -----------------------
  * The lag metric needs the end a read_committed consumer can read to: the last
@@ -124,7 +126,7 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                    labels, (int64_t)cs__pipeline_lanes_waiting(c->pipe));
     cs__metric_int(m, "cstream_fetch_wakeups_total", "counter",
                    "Wake-ups of librdkafka's fetchers after its pre-fetch queue reached its bound.", labels,
-                   (int64_t)atomic_load_explicit(&c->wakeups, memory_order_relaxed));
+                   (int64_t)atomic_load_explicit(&c->wake.wakeups, memory_order_relaxed));
     if (!c->sub->partitions) {
         const char *l[] = {"subscription",
                            sub,
@@ -145,11 +147,11 @@ static void fetch_metrics(cs_consumer *c, cs_metrics *m, const char *sub, const 
                    labels, (int64_t)atomic_load_explicit(&c->rejoin.count, memory_order_relaxed));
     cs__metric_int(m, "cstream_seeks_total", "counter",
                    "Partitions moved to another offset by the application (cs_sub_seek, cs_sub_seek_time).", labels,
-                   (int64_t)atomic_load_explicit(&c->seeks, memory_order_relaxed));
+                   (int64_t)atomic_load_explicit(&c->control.seeks, memory_order_relaxed));
     cs__metric_int(m, "cstream_paused_partitions", "gauge",
                    "Assigned partitions the application paused (cs_sub_pause, cs_sub_pause_partition): not served "
                    "until resumed.",
-                   labels, (int64_t)atomic_load_explicit(&c->paused_now, memory_order_relaxed));
+                   labels, (int64_t)atomic_load_explicit(&c->control.paused_now, memory_order_relaxed));
     for (size_t i = 0; i < c->sub->n_topics; i++) {
         const char *l[] = {"subscription", sub, "group", group ? group : "", "topic", c->sub->topics[i], NULL};
         cs__metric_int(m, "cstream_partition_stuck_pauses_total", "counter",

@@ -35,19 +35,19 @@
 #define LOOKUP_TIMEOUT_MS 5000
 
 void cs__control_destroy(cs_consumer *c) {
-    for (size_t i = 0; i < c->n_paused; i++) free(c->paused[i].topic);
-    free(c->paused);
+    for (size_t i = 0; i < c->control.n_paused; i++) free(c->control.paused[i].topic);
+    free(c->control.paused);
     cs__control_queue_destroy(c);
 }
 
 /* ---- which partitions ---------------------------------------------------------- */
 
-/* The assigned partitions a request names, into `out` (at most c->n_parts);
+/* The assigned partitions a request names, into `out` (at most c->fetch.n_parts);
  * 0 with r->message set if none. */
 static size_t targets(cs_consumer *c, cs_ctl_req *r, fetch_part **out) {
     size_t n = 0;
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
         if (strcmp(cs__part_topic(fp->part), r->topic)) continue;
         if (r->partition >= 0 && cs__part_number(fp->part) != r->partition) continue;
         out[n++] = fp;
@@ -131,7 +131,7 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
     }
     /* A shed partition stays shed: its resume seeks to `next`, now `offset`,
      * where nothing was taken yet. */
-    atomic_fetch_add_explicit(&c->seeks, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->control.seeks, 1, memory_order_relaxed);
     CS_LOG_INFO("seek subscription=%s topic=%s partition=%d from=%lld to=%lld%s", c->sub->name, cs__part_topic(part),
                 (int)cs__part_number(part), (long long)from, (long long)offset,
                 r->kind == CS_CTL_SEEK_TIME ? " by=timestamp" : "");
@@ -142,7 +142,7 @@ static cs_err seek_one(cs_consumer *c, cs_ctl_req *r, fetch_part *fp, int64_t of
  * one moves; only librdkafka refusing one seek after others moved leaves a
  * partial seek, and the message then lists the partitions that moved. */
 static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
-    fetch_part *found[c->n_parts ? c->n_parts : 1];
+    fetch_part *found[c->fetch.n_parts ? c->fetch.n_parts : 1];
     size_t n = targets(c, r, found);
     if (n == 0) return CS_ERR_STATE;
     int64_t to[n];
@@ -213,7 +213,7 @@ static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
         cs__fetch_withhold(fp); /* revoked meanwhile, as in seek_one */
         return;
     }
-    atomic_fetch_add_explicit(&c->moves_back, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->control.moves_back, 1, memory_order_relaxed);
     CS_LOG_WARN("partition read again from its first record not settled, so that none handed out is skipped "
                 "subscription=%s topic=%s partition=%d offset=%lld first_not_settled=%lld old_next=%lld",
                 c->sub->name, fp->topic, (int)fp->partition, (long long)to, (long long)first_open, (long long)next);
@@ -224,8 +224,8 @@ static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
 static void moves_back(cs_consumer *c) {
     if (!cs__fetch_back_take_pending(c)) return;
     int64_t now = cs__now_ms();
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
         if (fp->back_to < 0) continue;
         if (now >= fp->back_retry_ms) move_back(c, fp, now);
         if (fp->back_to >= 0) cs__fetch_back_keep_pending(c);
@@ -235,8 +235,8 @@ static void moves_back(cs_consumer *c) {
 /* ---- pauses ---------------------------------------------------------------------- */
 
 static bool listed(const cs_consumer *c, const char *topic, int32_t partition, size_t *at) {
-    for (size_t i = 0; i < c->n_paused; i++) {
-        if (c->paused[i].partition == partition && !strcmp(c->paused[i].topic, topic)) {
+    for (size_t i = 0; i < c->control.n_paused; i++) {
+        if (c->control.paused[i].partition == partition && !strcmp(c->control.paused[i].topic, topic)) {
             if (at) *at = i;
             return true;
         }
@@ -246,16 +246,16 @@ static bool listed(const cs_consumer *c, const char *topic, int32_t partition, s
 
 static cs_err list_add(cs_consumer *c, cs_ctl_req *r, const cs_part *part) {
     if (listed(c, cs__part_topic(part), cs__part_number(part), NULL)) return CS_OK;
-    if (c->n_paused == c->cap_paused) {
-        size_t cap = c->cap_paused ? c->cap_paused * 2 : 8;
-        cs_paused_part *grown = realloc(c->paused, cap * sizeof *grown);
+    if (c->control.n_paused == c->control.cap_paused) {
+        size_t cap = c->control.cap_paused ? c->control.cap_paused * 2 : 8;
+        cs_paused_part *grown = realloc(c->control.paused, cap * sizeof *grown);
         if (!grown) goto nomem;
-        c->paused = grown;
-        c->cap_paused = cap;
+        c->control.paused = grown;
+        c->control.cap_paused = cap;
     }
     char *topic = strdup(cs__part_topic(part));
     if (!topic) goto nomem;
-    c->paused[c->n_paused++] = (cs_paused_part){topic, cs__part_number(part)};
+    c->control.paused[c->control.n_paused++] = (cs_paused_part){topic, cs__part_number(part)};
     return CS_OK;
 nomem:
     snprintf(r->message, sizeof r->message, "%s: out of memory to pause %s/%d", c->who, cs__part_topic(part),
@@ -266,31 +266,31 @@ nomem:
 static void list_remove(cs_consumer *c, const char *topic, int32_t partition) {
     size_t at;
     if (!listed(c, topic, partition, &at)) return;
-    free(c->paused[at].topic);
-    c->paused[at] = c->paused[--c->n_paused];
+    free(c->control.paused[at].topic);
+    c->control.paused[at] = c->control.paused[--c->control.n_paused];
 }
 
 /* Every pause listed for `topic` forgotten; how many were. */
 static size_t list_remove_topic(cs_consumer *c, const char *topic) {
     size_t removed = 0;
-    for (size_t i = 0; i < c->n_paused;) {
-        if (strcmp(c->paused[i].topic, topic)) {
+    for (size_t i = 0; i < c->control.n_paused;) {
+        if (strcmp(c->control.paused[i].topic, topic)) {
             i++;
             continue;
         }
-        free(c->paused[i].topic);
-        c->paused[i] = c->paused[--c->n_paused];
+        free(c->control.paused[i].topic);
+        c->control.paused[i] = c->control.paused[--c->control.n_paused];
         removed++;
     }
     return removed;
 }
 
 static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
-    c->pauses_dirty = true;
+    c->control.pauses_dirty = true;
     if (!r->topic) { /* the whole subscription; a resume also ends every partition's pause */
-        c->paused_all = pause;
+        c->control.paused_all = pause;
         if (!pause)
-            while (c->n_paused) list_remove(c, c->paused[0].topic, c->paused[0].partition);
+            while (c->control.n_paused) list_remove(c, c->control.paused[0].topic, c->control.paused[0].partition);
         CS_LOG_INFO("%s subscription=%s", pause ? "paused" : "resumed", c->sub->name);
         return CS_OK;
     }
@@ -309,7 +309,7 @@ static cs_err apply_pause(cs_consumer *c, cs_ctl_req *r, bool pause) {
             return CS_OK;
         }
     }
-    fetch_part *found[c->n_parts ? c->n_parts : 1];
+    fetch_part *found[c->fetch.n_parts ? c->fetch.n_parts : 1];
     size_t n = targets(c, r, found);
     if (n == 0) return CS_ERR_STATE;
     if (!pause) return CS_OK; /* assigned, not paused: nothing to end */
@@ -351,14 +351,14 @@ static void refetch(cs_consumer *c, fetch_part *fp, int64_t now) {
  * librdkafka may still fetch past its share of the buffer, records that
  * take_cb drops and the resume reads again, at most once per pause. */
 static void refresh_pauses(cs_consumer *c) {
-    bool dirty = c->pauses_dirty || c->pauses_opened != c->parts_opened;
-    c->pauses_dirty = false;
-    c->pauses_opened = c->parts_opened;
+    bool dirty = c->control.pauses_dirty || c->control.pauses_opened != c->fetch.opened;
+    c->control.pauses_dirty = false;
+    c->control.pauses_opened = c->fetch.opened;
     uint64_t paused = 0;
     int64_t now = -1;
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
-        if (dirty) fp->app_paused = c->n_paused > 0 && listed(c, fp->topic, fp->partition, NULL);
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
+        if (dirty) fp->app_paused = c->control.n_paused > 0 && listed(c, fp->topic, fp->partition, NULL);
         if (cs__fetch_app_paused(c, fp)) {
             paused++;
         } else if (fp->shed) {
@@ -366,12 +366,12 @@ static void refresh_pauses(cs_consumer *c) {
             refetch(c, fp, now);
         }
     }
-    atomic_store_explicit(&c->paused_now, paused, memory_order_relaxed);
+    atomic_store_explicit(&c->control.paused_now, paused, memory_order_relaxed);
 }
 
 void cs__control_apply(cs_consumer *c) {
     moves_back(c);
-    cs_ctl_req *all = atomic_load(&c->ctl_pending) ? cs__control_take_all(c) : NULL;
+    cs_ctl_req *all = atomic_load(&c->requests.pending) ? cs__control_take_all(c) : NULL;
     for (cs_ctl_req *r = all; r; r = r->next) {
         r->message[0] = '\0';
         r->result = r->kind == CS_CTL_SEEK || r->kind == CS_CTL_SEEK_TIME ? apply_seek(c, r)

@@ -88,7 +88,7 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
     size_t max = ROUND_RECORDS;
     if (room < max) max = room;
     if (lanes < max) max = lanes;
-    for (size_t i = 0; i < max && !cs__backlog_empty(&fp->backlog) && !c->out_of_memory; i++) {
+    for (size_t i = 0; i < max && !cs__backlog_empty(&fp->backlog) && !c->errors.out_of_memory; i++) {
         if (cs__fetch_out_capped(c, fp)) {
             rn->paused = true; /* like max_open: no more this round */
             break;
@@ -103,7 +103,7 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
          * be refused as not increasing, and be lost). */
         if (cs__part_log_unknown(part)) {
             flush_run(c, fp, rn);
-            if (c->out_of_memory) { /* nothing more is handed out */
+            if (c->errors.out_of_memory) { /* nothing more is handed out */
                 cs__stored_release(r);
                 break;
             }
@@ -151,11 +151,11 @@ static void store_auto_position(cs_consumer *c, fetch_part *fp, int64_t last) {
  * true if some partition could take more right away. */
 bool cs__fetch_hand_out(cs_consumer *c, int64_t now) {
     bool more = false;
-    size_t n = c->n_parts;
+    size_t n = c->fetch.n_parts;
     bool lanes_full = false;
     run rn; /* on the fetch thread's stack, reused partition after partition */
-    for (size_t k = 0; k < n && !c->out_of_memory && !lanes_full; k++) {
-        fetch_part *fp = &c->parts[(c->next_part + k) % n];
+    for (size_t k = 0; k < n && !c->errors.out_of_memory && !lanes_full; k++) {
+        fetch_part *fp = &c->fetch.parts[(c->handout.next_part + k) % n];
         if (cs__backlog_empty(&fp->backlog) || cs__fetch_app_paused(c, fp))
             continue; /* paused by the application: not served */
         lanes_full = !serve_part(c, fp, &rn);
@@ -163,6 +163,6 @@ bool cs__fetch_hand_out(cs_consumer *c, int64_t now) {
         if (!c->tracked && rn.last >= 0) store_auto_position(c, fp, rn.last);
         if (!cs__backlog_empty(&fp->backlog) && !rn.paused) more = true;
     }
-    c->next_part = n ? (c->next_part + 1) % n : 0;
+    c->handout.next_part = n ? (c->handout.next_part + 1) % n : 0;
     return more && !lanes_full; /* full lanes: a worker wakes the poll */
 }

@@ -1,14 +1,14 @@
 /* fetch_parts.c — the fetch path's partitions: one fetch_part per assigned
- * partition (its index in c->parts kept in the partition, for O(1) lookups),
+ * partition (its index in c->fetch.parts kept in the partition, for O(1) lookups),
  * opened at assign (its queue forwarded to recq), its pause in librdkafka,
  * forgotten at revoke, all closed before the handle is destroyed; every
  * change of a partition's fetch state the other files ask for; the old log's
  * count; and waking the fetch thread's poll. Of the consumer's files it
  * calls fetch_backlog.c only.
  *
- * Owns: c->parts and every fetch_part field (but settled_seen, fetch_stuck.c's
+ * Owns: c->fetch.parts and every fetch_part field (but settled_seen, fetch_stuck.c's
  * note, and the backlog's queue, fetch_backlog.c's), c->old_log,
- * c->back_pending, c->parts_opened, c->resume_wanted. Locks: wake_lock
+ * c->fetch.back_pending, c->fetch.opened, c->fetch.resume_wanted. Locks: wake_lock
  * (cs__fetch_yield; level 7, src/lock_order.h). Threads: the fetch thread, or
  * the closing thread after the fetch thread exited; cs__fetch_yield and
  * cs__fetch_wake from any thread (they never block). */
@@ -39,7 +39,7 @@ void cs__fetch_yield(cs_consumer *c) {
 
 void cs__fetch_wake(void *arg) {
     cs_consumer *c = arg;
-    atomic_store(&c->resume_wanted, true);
+    atomic_store(&c->fetch.resume_wanted, true);
     cs__fetch_yield(c);
 }
 
@@ -47,16 +47,16 @@ void cs__fetch_wake(void *arg) {
  * pipeline's wake hook, cs__fetch_wake, set resume_wanted): they may be
  * served again. */
 void cs__fetch_resume_drained(cs_consumer *c) {
-    atomic_store(&c->resume_wanted, false);
-    for (size_t i = 0; i < c->n_parts; i++) cs__part_should_resume(c->pipe, c->parts[i].part);
+    atomic_store(&c->fetch.resume_wanted, false);
+    for (size_t i = 0; i < c->fetch.n_parts; i++) cs__part_should_resume(c->pipe, c->fetch.parts[i].part);
 }
 
 fetch_part *cs__fetch_part_of(cs_consumer *c, const cs_part *part) {
-    /* The partition carries its index in c->parts: no search (a scan here ran
+    /* The partition carries its index in c->fetch.parts: no search (a scan here ran
      * once per partition on every commit tick and revoke, O(P^2)). */
     long slot = cs__part_source_slot(part);
-    if (slot < 0 || (size_t)slot >= c->n_parts || c->parts[slot].part != part) return NULL;
-    return &c->parts[slot];
+    if (slot < 0 || (size_t)slot >= c->fetch.n_parts || c->fetch.parts[slot].part != part) return NULL;
+    return &c->fetch.parts[slot];
 }
 
 /* Forwards the partition's queue to recq. librdkafka 2.0.2 clears the
@@ -85,31 +85,31 @@ bool cs__fetch_open_part(cs_consumer *c, cs_part *part) {
         fp->leader_epoch = -1;
         fp->refetch_at_ms = 0;
         fp->progress_ms = cs__now_ms();
-        c->parts_opened++; /* whether it is paused by the application: fetch_control.c */
+        c->fetch.opened++; /* whether it is paused by the application: fetch_control.c */
         return forward_to_recq(c, part);
     }
-    if (c->n_parts == c->cap_parts) {
-        size_t cap = c->cap_parts ? c->cap_parts * 2 : 8;
-        fetch_part *grown = realloc(c->parts, cap * sizeof *grown);
+    if (c->fetch.n_parts == c->fetch.cap) {
+        size_t cap = c->fetch.cap ? c->fetch.cap * 2 : 8;
+        fetch_part *grown = realloc(c->fetch.parts, cap * sizeof *grown);
         if (!grown) return false;
-        c->parts = grown;
-        c->cap_parts = cap;
+        c->fetch.parts = grown;
+        c->fetch.cap = cap;
     }
     rd_kafka_topic_t *rkt = rd_kafka_topic_new(c->rk, cs__part_topic(part), NULL);
     if (!rkt || !forward_to_recq(c, part)) {
         if (rkt) rd_kafka_topic_destroy(rkt);
         return false;
     }
-    cs__part_set_source_slot(part, (long)c->n_parts);
-    c->parts[c->n_parts++] = (fetch_part){.part = part,
-                                          .topic = cs__part_topic(part),
-                                          .partition = cs__part_number(part),
-                                          .rkt = rkt,
-                                          .next = -1,
-                                          .back_to = -1,
-                                          .leader_epoch = -1,
-                                          .progress_ms = cs__now_ms()};
-    c->parts_opened++;
+    cs__part_set_source_slot(part, (long)c->fetch.n_parts);
+    c->fetch.parts[c->fetch.n_parts++] = (fetch_part){.part = part,
+                                                      .topic = cs__part_topic(part),
+                                                      .partition = cs__part_number(part),
+                                                      .rkt = rkt,
+                                                      .next = -1,
+                                                      .back_to = -1,
+                                                      .leader_epoch = -1,
+                                                      .progress_ms = cs__now_ms()};
+    c->fetch.opened++;
     return true;
 }
 
@@ -143,8 +143,8 @@ static void remove_part(cs_consumer *c, fetch_part *fp) {
     if (fp->rkt) rd_kafka_topic_destroy(fp->rkt);
     cs__part_set_source_slot(fp->part, -1);
     /* The last entry fills the hole, and its partition learns its new index. */
-    *fp = c->parts[--c->n_parts];
-    if (fp != &c->parts[c->n_parts]) cs__part_set_source_slot(fp->part, (long)(fp - c->parts));
+    *fp = c->fetch.parts[--c->fetch.n_parts];
+    if (fp != &c->fetch.parts[c->fetch.n_parts]) cs__part_set_source_slot(fp->part, (long)(fp - c->fetch.parts));
 }
 
 void cs__fetch_forget_part(cs_consumer *c, cs_part *part) {
@@ -157,10 +157,10 @@ void cs__fetch_forget_part(cs_consumer *c, cs_part *part) {
 /* Before the handle is destroyed: librdkafka must get its queue and topic
  * handles back. */
 void cs__fetch_close_all(cs_consumer *c) {
-    while (c->n_parts) remove_part(c, &c->parts[c->n_parts - 1]);
-    free(c->parts);
-    c->parts = NULL;
-    c->cap_parts = 0;
+    while (c->fetch.n_parts) remove_part(c, &c->fetch.parts[c->fetch.n_parts - 1]);
+    free(c->fetch.parts);
+    c->fetch.parts = NULL;
+    c->fetch.cap = 0;
 }
 
 void cs__fetch_rewound(cs_consumer *c, cs_part *part, int64_t offset) {
@@ -197,16 +197,16 @@ void cs__fetch_trim(fetch_part *fp, size_t share) {
 void cs__fetch_back_detected(cs_consumer *c, fetch_part *fp, int64_t offset) {
     fp->back_to = offset;
     fp->back_retry_ms = 0;
-    c->back_pending = true;
+    c->fetch.back_pending = true;
 }
 
 bool cs__fetch_back_take_pending(cs_consumer *c) {
-    bool pending = c->back_pending;
-    c->back_pending = false;
+    bool pending = c->fetch.back_pending;
+    c->fetch.back_pending = false;
     return pending;
 }
 
-void cs__fetch_back_keep_pending(cs_consumer *c) { c->back_pending = true; }
+void cs__fetch_back_keep_pending(cs_consumer *c) { c->fetch.back_pending = true; }
 
 void cs__fetch_back_retry_at(fetch_part *fp, int64_t at_ms) { fp->back_retry_ms = at_ms; }
 
@@ -215,8 +215,8 @@ void cs__fetch_back_settled(fetch_part *fp) { fp->back_to = -1; }
 /* ---- the old log ----------------------------------------------------------- */
 
 void cs__fetch_mark_old_log(cs_consumer *c, const char *topic) {
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
         if (strcmp(fp->topic, topic)) continue;
         cs__backlog_mark_old_log(&fp->backlog);
     }

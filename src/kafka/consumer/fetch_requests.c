@@ -35,8 +35,8 @@ void cs__control_on_fetch_thread(const cs_consumer *c) { fetch_thread_of = c; }
 bool cs__control_on_a_fetch_thread(void) { return fetch_thread_of != NULL; }
 
 void cs__control_init(cs_consumer *c) {
-    pthread_mutex_init(&c->ctl_lock, NULL);
-    CS_STAILQ_INIT(&c->ctl_queue);
+    pthread_mutex_init(&c->requests.lock, NULL);
+    CS_STAILQ_INIT(&c->requests.queue);
 }
 
 void cs__control_finish(cs_ctl_req *r, cs_err result) {
@@ -48,11 +48,11 @@ void cs__control_finish(cs_ctl_req *r, cs_err result) {
 }
 
 cs_ctl_req *cs__control_take_all(cs_consumer *c) {
-    pthread_mutex_lock(&c->ctl_lock);
-    cs_ctl_req *all = CS_STAILQ_FIRST(&c->ctl_queue);
-    CS_STAILQ_INIT(&c->ctl_queue);
-    atomic_store(&c->ctl_pending, false);
-    pthread_mutex_unlock(&c->ctl_lock);
+    pthread_mutex_lock(&c->requests.lock);
+    cs_ctl_req *all = CS_STAILQ_FIRST(&c->requests.queue);
+    CS_STAILQ_INIT(&c->requests.queue);
+    atomic_store(&c->requests.pending, false);
+    pthread_mutex_unlock(&c->requests.lock);
     return all;
 }
 
@@ -66,42 +66,42 @@ static void refuse_waiting(cs_consumer *c, const char *why) {
 }
 
 void cs__control_close(cs_consumer *c) {
-    pthread_mutex_lock(&c->ctl_lock);
-    c->ctl_closed = true;
-    pthread_mutex_unlock(&c->ctl_lock);
+    pthread_mutex_lock(&c->requests.lock);
+    c->requests.closed = true;
+    pthread_mutex_unlock(&c->requests.lock);
     refuse_waiting(c, "stopped before the request was applied");
 }
 
 void cs__control_rebalance_begin(cs_consumer *c) {
-    pthread_mutex_lock(&c->ctl_lock);
-    c->ctl_rebalancing = true;
-    pthread_mutex_unlock(&c->ctl_lock);
+    pthread_mutex_lock(&c->requests.lock);
+    c->requests.rebalancing = true;
+    pthread_mutex_unlock(&c->requests.lock);
     /* Posted before the callback started: a handler among their callers
      * would hold the revoke's drain. */
     refuse_waiting(c, "a rebalance is in progress (the request was not applied; try again after it)");
 }
 
 void cs__control_rebalance_end(cs_consumer *c) {
-    pthread_mutex_lock(&c->ctl_lock);
-    c->ctl_rebalancing = false;
-    pthread_mutex_unlock(&c->ctl_lock);
+    pthread_mutex_lock(&c->requests.lock);
+    c->requests.rebalancing = false;
+    pthread_mutex_unlock(&c->requests.lock);
 }
 
-void cs__control_queue_destroy(cs_consumer *c) { pthread_mutex_destroy(&c->ctl_lock); }
+void cs__control_queue_destroy(cs_consumer *c) { pthread_mutex_destroy(&c->requests.lock); }
 
 bool cs__control_post(cs_consumer *c, cs_ctl_req *r) {
     pthread_mutex_init(&r->mx, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->done = false;
-    pthread_mutex_lock(&c->ctl_lock);
-    const char *refused = c->ctl_closed        ? "not running"
-                          : c->ctl_rebalancing ? "a rebalance is in progress (try again after it)"
-                                               : NULL;
+    pthread_mutex_lock(&c->requests.lock);
+    const char *refused = c->requests.closed        ? "not running"
+                          : c->requests.rebalancing ? "a rebalance is in progress (try again after it)"
+                                                    : NULL;
     if (!refused) {
-        CS_STAILQ_INSERT_TAIL(&c->ctl_queue, r, next);
-        atomic_store(&c->ctl_pending, true);
+        CS_STAILQ_INSERT_TAIL(&c->requests.queue, r, next);
+        atomic_store(&c->requests.pending, true);
     }
-    pthread_mutex_unlock(&c->ctl_lock);
+    pthread_mutex_unlock(&c->requests.lock);
     if (refused) {
         snprintf(r->message, sizeof r->message, "%s: %s", c->who, refused);
         r->result = CS_ERR_STATE; /* never shared: no lock (the caller may hold stats_lock) */

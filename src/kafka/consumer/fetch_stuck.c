@@ -46,7 +46,7 @@
  * It counts as at max_open (cs__fetch_stuck_check). A single partition has no one to
  * make room for. */
 bool cs__fetch_out_capped(cs_consumer *c, const fetch_part *fp) {
-    return c->n_parts > 1 && cs__part_out_bytes(fp->part) >= cs__store_budget(c->take.store) / 4;
+    return c->fetch.n_parts > 1 && cs__part_out_bytes(fp->part) >= cs__store_budget(c->take.store) / 4;
 }
 
 /* At max_open, or at its quarter of the buffer in flight: it gets no more
@@ -57,18 +57,18 @@ static bool at_limit(cs_consumer *c, const fetch_part *fp) {
 
 size_t cs__fetch_share(cs_consumer *c) {
     size_t budget = cs__store_budget(c->take.store);
-    size_t share = c->n_parts ? budget / (2 * c->n_parts) : budget / 2;
+    size_t share = c->fetch.n_parts ? budget / (2 * c->fetch.n_parts) : budget / 2;
     if (share < 2 * cs__store_chunk_size(c->take.store)) share = 2 * cs__store_chunk_size(c->take.store);
     return share;
 }
 
 void cs__fetch_stuck_check(cs_consumer *c, int64_t now) {
-    if (c->n_parts < 2) return;
+    if (c->fetch.n_parts < 2) return;
     size_t budget = cs__store_budget(c->take.store);
     size_t share = cs__fetch_share(c);
     bool half_full = cs__store_used(c->take.store) >= budget / 2;
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
         /* Paused by the application: not stuck, only not served. Its backlog
          * is bounded by shedding (take_cb); a shed partition waits for its
          * checked re-fetch (fetch_control.c), also when that has to be tried

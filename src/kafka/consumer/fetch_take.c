@@ -77,13 +77,14 @@ static bool is_part(const fetch_part *fp, const rd_kafka_message_t *m) {
     return fp->partition == m->partition && (fp->rkt == m->rkt || !strcmp(fp->topic, rd_kafka_topic_name(m->rkt)));
 }
 
-/* The run's partition, else the registry's index (O(1); a scan of c->parts
+/* The run's partition, else the registry's index (O(1); a scan of c->fetch.parts
  * here cost O(P) at every change of partition in recq). NULL: not open. */
 static fetch_part *part_for(cs_consumer *c, const rd_kafka_message_t *m) {
-    if (c->take.last_part < c->n_parts && is_part(&c->parts[c->take.last_part], m)) return &c->parts[c->take.last_part];
+    if (c->take.last_part < c->fetch.n_parts && is_part(&c->fetch.parts[c->take.last_part], m))
+        return &c->fetch.parts[c->take.last_part];
     cs_part *part = cs__pipeline_find_part(c->pipe, rd_kafka_topic_name(m->rkt), m->partition);
     fetch_part *fp = part ? cs__fetch_part_of(c, part) : NULL;
-    if (fp) c->take.last_part = (size_t)(fp - c->parts);
+    if (fp) c->take.last_part = (size_t)(fp - c->fetch.parts);
     return fp;
 }
 /* ---- taking: librdkafka -> the store ------------------------------------------ */
@@ -123,7 +124,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
     cs_consumer *c = opaque;
     bool old_log = c->take.taken_total < c->old_log.until;
     c->take.taken_total++;
-    if (c->out_of_memory || c->take.fatal) {
+    if (c->errors.out_of_memory || c->take.fatal) {
         rd_kafka_yield(c->rk); /* a record not taken leaves no stored offset behind */
         return;
     }
@@ -219,7 +220,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
  * store above its resume mark with nothing left to settle, and taking would
  * never start again. */
 static void close_open_chunks(cs_consumer *c) {
-    for (size_t i = 0; i < c->n_parts; i++) cs__store_close_chunk(&c->parts[i].open);
+    for (size_t i = 0; i < c->fetch.n_parts; i++) cs__store_close_chunk(&c->fetch.parts[i].open);
 }
 
 /* Takes what recq holds into the store, unless the store is full. */
@@ -233,7 +234,7 @@ size_t cs__fetch_take_records(cs_consumer *c) {
      * drained 90 % of it in value bytes (one fetch response can fill it at
      * once), or when cstream left the queue non-empty because the store was
      * full. */
-    if (c->rdk_bound_records && (size_t)rd_kafka_queue_length(c->take.recq) >= c->rdk_bound_records / 10 * 9)
+    if (c->rdk_bound.records && (size_t)rd_kafka_queue_length(c->take.recq) >= c->rdk_bound.records / 10 * 9)
         c->take.bound_seen = true;
     c->take.in_take = true;
     c->take.value_bytes = 0;
@@ -242,7 +243,7 @@ size_t cs__fetch_take_records(cs_consumer *c) {
     atomic_store_explicit(&c->take.stored, c->take.stored_total,
                           memory_order_relaxed); /* hand-out follows on this thread */
     if (c->take.store_full) close_open_chunks(c);
-    if (c->rdk_bound_bytes && c->take.value_bytes >= c->rdk_bound_bytes / 10 * 9) c->take.bound_seen = true;
+    if (c->rdk_bound.bytes && c->take.value_bytes >= c->rdk_bound.bytes / 10 * 9) c->take.bound_seen = true;
     if (c->take.store_full && rd_kafka_queue_length(c->take.recq) > 0) c->take.bound_seen = true;
     if (c->take.bound_seen && !c->take.store_full && rd_kafka_queue_length(c->take.recq) == 0) {
         cs__fetch_wake_fetchers(c);

@@ -45,8 +45,8 @@ static void seek_next(cs_consumer *c, fetch_part *fp) {
  * position, its log not in doubt, not moving back: moves_back in fetch_control.c
  * seeks it) to `next`. */
 static void seek_readable(cs_consumer *c) {
-    for (size_t i = 0; i < c->n_parts; i++) {
-        fetch_part *fp = &c->parts[i];
+    for (size_t i = 0; i < c->fetch.n_parts; i++) {
+        fetch_part *fp = &c->fetch.parts[i];
         if (!fp->paused && !fp->shed && fp->back_to < 0 && fp->next >= 0 && !cs__part_log_unknown(fp->part))
             seek_next(c, fp);
     }
@@ -61,7 +61,7 @@ void cs__fetch_wake_fetchers(cs_consumer *c) {
      * fetch.queue.backoff.ms (5 ms, consumer_conf.c) without a seek; the
      * count still says how often the bound was reached. */
 #endif
-    atomic_fetch_add_explicit(&c->wakeups, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->wake.wakeups, 1, memory_order_relaxed);
 }
 
 /* After an incremental assign or unassign librdkafka resumes the partitions
@@ -108,11 +108,11 @@ rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t 
  * whose result is checked, because a seek that did not happen would show the
  * next record taken as a gap after `next`, and the dropped records would be
  * skipped. The backlog, records before `next`, stays. */
-void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->refetch_faults, n); }
+void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->wake.refetch_faults, n); }
 
 rd_kafka_resp_err_t cs__fetch_refetch(cs_consumer *c, fetch_part *fp, char *why, size_t cap) {
-    unsigned faults = atomic_load(&c->refetch_faults);
-    while (faults > 0 && !atomic_compare_exchange_weak(&c->refetch_faults, &faults, faults - 1)) {}
+    unsigned faults = atomic_load(&c->wake.refetch_faults);
+    while (faults > 0 && !atomic_compare_exchange_weak(&c->wake.refetch_faults, &faults, faults - 1)) {}
     if (faults > 0) {
         snprintf(why, cap, "re-fetch seek failed on purpose (cs_test_sub_fail_refetches)");
         return RD_KAFKA_RESP_ERR__STATE;

@@ -283,7 +283,8 @@ void cs__rebalance_check_empty_join(cs_consumer *c, int64_t now) {
     c->group.next_join_check_ms = now + EMPTY_JOIN_CHECK_MS;
     int32_t epoch = member_epoch(c->rk);
     if (epoch <= c->group.lost_epoch) warn_not_joined(c, now);
-    if (epoch <= c->group.lost_epoch || c->n_parts) return; /* not in (again) yet, or an assign callback is its news */
+    if (epoch <= c->group.lost_epoch || c->fetch.n_parts)
+        return; /* not in (again) yet, or an assign callback is its news */
     mark_joined(c, 0);
 }
 
