@@ -13,7 +13,7 @@
  *                                                      final counters, for readers (cs_sub_stats_get,
  *                                                      /metrics, cs_sub_rdkafka_consumer)
  *   3  cs_consumer.commit_lock src/kafka/consumer/committer.c   the order in which commits are enqueued
- *   3  cs_consumer.ctl_lock    src/kafka/consumer/fetch_control.c  the application's seek and pause requests
+ *   3  cs_consumer.requests.lock src/kafka/consumer/fetch_requests.c the application's seek and pause requests
  *                                                      waiting for the fetch thread (taken under
  *                                                      stats_lock by the caller)
  *   4  cs_pipeline.parts_lock  src/core/pipeline.c     the partition registry

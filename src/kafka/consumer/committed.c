@@ -1,5 +1,7 @@
 /* committed.c — reading a group's committed offsets from the cluster with a
- * short-lived consumer that never joins the group. Any thread. */
+ * short-lived consumer that never joins the group. Any thread.
+ *
+ * Owns: nothing of a consumer (a short-lived handle of its own). Locks: none. */
 #include "base/error.h"
 #include "kafka/kafka_internal.h"
 

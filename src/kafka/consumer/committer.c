@@ -1,6 +1,10 @@
 /* committer.c — Tracked's commits (timer, revoke, close, suspect records),
  * librdkafka's own commits under Auto, and Transactional windows. Fetch
- * thread, or the closing thread after it exited; precommit on any thread. */
+ * thread, or the closing thread after it exited; precommit on any thread.
+ *
+ * Owns: c->commit. Locks: commit_lock (level 3, src/lock_order.h), held
+ * while commit states are taken and enqueued, never while a result is
+ * awaited. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

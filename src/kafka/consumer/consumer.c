@@ -4,7 +4,12 @@
  * the consumer's files: its configuration is in consumer_conf.c, its stats
  * and /metrics in consumer_metrics.c, the fetch path in fetch_*.c, errors in
  * consumer_errors.c, rebalances in rebalance.c, commits in committer.c; the
- * consumer's state and its threads are described in consumer_internal.h. */
+ * consumer's state and its threads are described in consumer_internal.h.
+ *
+ * Owns: cs_consumer's top-level fields (its sub-structs are their
+ * owners'). Locks: wake_lock around the handle's swap at a rejoin (level 7,
+ * src/lock_order.h). Threads: the app's starting and stopping thread, the
+ * fetch thread (fetch_main), any thread for cs__consumer_ready. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

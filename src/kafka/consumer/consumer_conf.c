@@ -7,7 +7,9 @@
  * offsets) and the callbacks. Called once, by cs__consumer_start
  * (consumer.c), on the thread that starts the app, and by `config show`
  * (config_show.c) before start; it calls nothing back and must never touch a
- * running consumer. */
+ * running consumer.
+ *
+ * Owns: c->rdk_bound. Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -3,7 +3,9 @@
  * errors (error_cb), error records, fatal errors, and the out-of-memory stop
  * of the fetch path. Fetch thread (error callbacks run inside its poll), or
  * the closing thread after the fetch thread exited. It calls only
- * fetch_parts.c of the consumer's files. */
+ * fetch_parts.c of the consumer's files.
+ *
+ * Owns: c->errors, c->rejoin. Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

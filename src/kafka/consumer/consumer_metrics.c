@@ -6,7 +6,9 @@
  * per-topic events through cs__consumer_count_topic (fetch thread). Reading
  * never changes the consumer and never waits on the network; it runs on the
  * caller's thread (the scraping thread or a stats reader, with the
- * subscription's stats lock held). */
+ * subscription's stats lock held).
+ *
+ * Owns: nothing (it reads). Locks: none of its own. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -15,8 +15,10 @@
  * is taken again. It is never paused in librdkafka: 2.0.2's pause drops its
  * pre-fetched records and its resume waits up to 1 s.
  *
- * Threads: the public calls on any thread but a fetch thread (they wait for
- * the fetch thread); everything else on the fetch thread. */
+ * Owns: c->control. Locks: none of its own (the requests' through
+ * fetch_requests.c). Threads: the public calls on any thread but a fetch
+ * thread (they wait for the fetch thread); everything else on the fetch
+ * thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

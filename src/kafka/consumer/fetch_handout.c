@@ -1,7 +1,10 @@
 /* fetch_handout.c — handing records out: the store -> the pipeline's lanes,
  * one round over the partitions at a time, each under max_open, the lanes'
  * room and its quarter of the buffer; under Auto the offset of the last
- * record handed out is stored here. Fetch thread only. */
+ * record handed out is stored here. Fetch thread only.
+ *
+ * Owns: c->handout. Locks: none of its own (the partitions' through
+ * src/core). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -6,9 +6,8 @@
  * count; and waking the fetch thread's poll. Of the consumer's files it
  * calls fetch_backlog.c only.
  *
- * Owns: c->fetch.parts and every fetch_part field (but settled_seen, fetch_stuck.c's
- * note, and the backlog's queue, fetch_backlog.c's), c->old_log,
- * c->fetch.back_pending, c->fetch.opened, c->fetch.resume_wanted. Locks: wake_lock
+ * Owns: c->fetch, c->old_log, and every fetch_part field but settled_seen
+ * (fetch_stuck.c's note) and the backlog's queue (fetch_backlog.c's). Locks: wake_lock
  * (cs__fetch_yield; level 7, src/lock_order.h). Threads: the fetch thread, or
  * the closing thread after the fetch thread exited; cs__fetch_yield and
  * cs__fetch_wake from any thread (they never block). */

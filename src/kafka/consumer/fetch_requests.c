@@ -13,8 +13,9 @@
  *
  * Threads: cs__control_post and cs__control_wait on any thread; the rest on
  * the fetch thread, or the stopping thread once the fetch thread has ended
- * (cs__control_close, the close's revoke). Lock: ctl_lock (level 3,
- * src/lock_order.h), then a request's leaf lock mx, never both held. */
+ * (cs__control_close, the close's revoke). Owns: c->requests. Locks:
+ * requests.lock (level 3, src/lock_order.h), then a request's leaf lock mx,
+ * never both held. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -25,7 +25,11 @@
  *
  * The consumer queue carries only events (rebalances, commit results,
  * errors), served by rd_kafka_consumer_poll between takes: no rebalance
- * callback runs inside a take. */
+ * callback runs inside a take.
+ *
+ * Owns: c->take. Locks: wake_lock, through cs__fetch_yield, from on_records
+ * (a librdkafka thread, under the record queue's lock) and the store's wake.
+ * Threads: the fetch thread; on_records on librdkafka's threads. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,7 +1,11 @@
 /* rebalance.c — assign and revoke (the rebalance callback, on the fetch
  * thread inside rd_kafka_consumer_poll) and the attempt counts read at
  * assign. Subscribed topics that go away and librdkafka's client errors are
- * in consumer_errors.c. */
+ * in consumer_errors.c.
+ *
+ * Owns: c->group. Locks: none of its own (revoke commits through
+ * committer.c). Threads: the fetch thread, or the closing thread running
+ * the close's revoke. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

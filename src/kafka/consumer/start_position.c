@@ -9,7 +9,9 @@
  * Threads: the fetch thread, inside the rebalance callback (rebalance.c),
  * before the assign. It blocks on the group coordinator (OffsetFetch) and on
  * the partition leaders (ListOffsets), bounded by START_LOOKUP_TIMEOUT_MS
- * each, with no cstream lock held. */
+ * each, with no cstream lock held.
+ *
+ * Owns: nothing. Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
