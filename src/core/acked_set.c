@@ -1,6 +1,9 @@
 /* acked_set.c — the acked set of a partition (acked_set.h): collected from
  * the tracker at a commit, restored and walked in fetch order after an
- * assignment. Callers hold the partition's lock. */
+ * assignment.
+ *
+ * Owns: the set's runs (cs_acked_set). Locks: none; callers hold the
+ * partition's lock. Threads: the partition lock's holder. */
 #include "core/acked_set.h"
 
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 /* attempts_meta.c — encodes and parses the attempt counts kept in committed
  * offset metadata (format in attempts_meta.h). Input comes from the cluster,
- * so the parser trusts nothing: bounded, no allocation, rejects anything off. */
+ * so the parser trusts nothing: bounded, no allocation, rejects anything off.
+ *
+ * Owns: nothing (its arguments only). Locks: none. Threads: any. */
 #include "core/attempts_meta.h"
 
 #include <inttypes.h>

@@ -2,8 +2,9 @@
  * keyed by their due time (heap.h), and the timer thread that moves each one
  * due to the head of its lane.
  *
+ * Owns: the heap (cs_pipeline.delayed), the timer thread and delay_started.
  * Threads: settling threads push (under the partition lock); the timer pops;
- * the stopping thread empties it. Lock: delay_lock (lock order level 6, a
+ * the stopping thread empties it. Locks: delay_lock (lock order level 6, a
  * leaf): the timer releases it before it takes a lane lock. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/pipeline_internal.h"

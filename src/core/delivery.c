@@ -5,10 +5,11 @@
  * the pipeline (alloc, decode, free, discard) is delivery_life.c's; the
  * decoded value and key are read here.
  *
+ * Owns: what a handler sets on its delivery (reply, reason, retry delay).
  * Threads: whoever holds the delivery. Accessors read fields the fetch thread
  * wrote before the hand-over (the lane lock orders them), so they need no
- * lock; cs_delivery_publish reads the pipeline's configuration under the
- * partition lock. */
+ * lock. Locks: cs_delivery_publish reads the pipeline's configuration under
+ * the partition lock (a read: partition.c writes the partition). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

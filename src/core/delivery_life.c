@@ -5,9 +5,11 @@
  * discarded when it will not run. On its own so that settle.c, lanes.c and
  * worker.c use it without calling back into the public calls that use them.
  *
- * Threads: the fetch thread makes it; whoever holds it (a worker, a pending
- * handler's thread, a delivery report) decodes, adds outputs and frees it;
- * the partition lock only for the held count of a discard. */
+ * Owns: a delivery's decoded value and key and its outputs, until it is
+ * freed. Locks: none (a discard's held count is partition.c's:
+ * cs__part_unhold). Threads: the fetch thread makes it; whoever holds it (a
+ * worker, a pending handler's thread, a delivery report) decodes, adds
+ * outputs and frees it. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,4 +1,8 @@
-/* delivery_pool.c — freed deliveries kept for reuse (delivery_pool.h). */
+/* delivery_pool.c — freed deliveries kept for reuse (delivery_pool.h).
+ *
+ * Owns: the spare deliveries and the pool's references. Locks: none (the
+ * shared stack is lock-free). Threads: delivery_pool.h says who puts and
+ * who takes. */
 #include "core/delivery_pool.h"
 
 #include <stdatomic.h>

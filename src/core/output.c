@@ -1,4 +1,7 @@
-/* output.c — copies of handler outputs (see output.h). */
+/* output.c — copies of handler outputs (see output.h).
+ *
+ * Owns: the outputs it allocates until a list takes them; the list's owner
+ * frees them (cs__output_list_free). Locks: none. Threads: any. */
 #include "core/output.h"
 
 #include <stdalign.h>

@@ -1,6 +1,9 @@
 /* part_index.c — the pipeline's partitions by (topic, partition)
  * (part_index.h): open addressing with linear probing, kept at most half
- * full so that a probe ends after about two slots. */
+ * full so that a probe ends after about two slots.
+ *
+ * Owns: the slots (not the partitions). Locks: none; the pipeline's
+ * parts_lock guards every call. Threads: parts_lock's holder. */
 #include "core/part_index.h"
 
 #include <assert.h>

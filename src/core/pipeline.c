@@ -3,7 +3,9 @@
  *
  * The pipeline is cstream's generic core, from fetched record to settlement
  * (pipeline.h). Its state and the files that share it are described in
- * pipeline_internal.h. Threads: the creating thread starts the delay timer
+ * pipeline_internal.h. Owns: the pipeline's life, its lanes' creation and
+ * its registry of partitions. Locks: parts_lock (level 4, src/lock_order.h)
+ * around the registry. Threads: the creating thread starts the delay timer
  * and the workers; the fetch thread registers partitions; the lifecycle
  * thread drains or crashes and destroys. The stop joins threads with no lock
  * held. */

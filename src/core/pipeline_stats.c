@@ -2,7 +2,8 @@
  * partitions (cs_broker_sub_counters, /metrics), handler durations, what it holds and
  * the next offset of a partition.
  *
- * Threads: any (readers); the counters are atomics bumped by the fetch
+ * Owns: the pipeline's counters of commits, pauses, transactions, outputs
+ * and aborts (the source counts through cs__pipeline_count_*). Threads: any (readers); the counters are atomics bumped by the fetch
  * thread, workers and settling threads. Locks: parts_lock, then each
  * partition's lock, never held across a callback that blocks. */
 #define _POSIX_C_SOURCE 200809L

@@ -5,9 +5,12 @@
  *
  * Threads: workers after a handler, any thread for a pending delivery, the
  * producer's delivery reports (cs__delivery_reply_done,
- * cs__delivery_dead_letter_done). Locks: the partition lock for every state
- * change; a retry takes the lane or delay lock under it (lock_order.h). A
- * reply or dead letter is published with no lock held. */
+ * cs__delivery_dead_letter_done). Owns: the lanes' settlement counters;
+ * the partition's state it changes through partition.c's *_locked
+ * transitions. Locks: the partition lock around a settlement (so that a
+ * retry goes back to its lane, or the delay heap, under it: the lane or
+ * delay lock is taken under it, lock_order.h). A reply or dead letter is
+ * published with no lock held. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/partition_internal.h"
 #include "core/pipeline_internal.h"

@@ -1,4 +1,8 @@
-/* store.c — see store.h. */
+/* store.c — the consumer's record store (store.h).
+ *
+ * Owns: the chunks, the budget's counts and the spare chunks. Locks:
+ * free_lock and wake_mx (level 6, leaves, src/lock_order.h). Threads: the
+ * fetch thread appends; any thread releases a record. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/store.h"
 

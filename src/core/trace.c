@@ -1,4 +1,6 @@
-/* trace.c — the traceparent check (see trace.h). Reads only its arguments. */
+/* trace.c — the traceparent check (see trace.h). Reads only its arguments.
+ *
+ * Owns: nothing. Locks: none. Threads: any. */
 #include "core/trace.h"
 
 static bool lower_hex(unsigned char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }

@@ -8,9 +8,12 @@
  * partition's window for a later transaction: if the process died after
  * committing it with P, that record would be read again and produce it twice.
  *
- * Threads: workers append to a window when they settle (settle.c, under
- * the partition lock); the fetch thread takes from it and rewinds. Every
- * function here takes the partition lock; none calls out while holding it. */
+ * Owns: nothing: the window is the partition's (partition.c's
+ * cs__part_window_*_locked, cs__part_add_prior). Locks: the partition lock
+ * while a window is taken and its stall read; nothing is called out while
+ * it is held. Threads: workers append to a window when they settle
+ * (settle.c, under the partition lock); the fetch thread takes from it and
+ * rewinds. */
 #include <stdio.h>
 #include <string.h>
 

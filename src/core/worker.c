@@ -3,6 +3,7 @@
  * settlement (settle.c); the stop-the-world gate (measurement only) and the
  * handler time-limit check.
  *
+ * Owns: a lane's run watch (run_lock's fields) and the gate.
  * Threads: one worker per lane; the fetch thread runs the time-limit check
  * (cs__pipeline_check_slow) and closes the gate. No lock is held while a
  * handler runs: admission (partition.c, cs__part_start_run) takes the
