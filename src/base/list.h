@@ -49,7 +49,8 @@
         (h)->first = (e);                                                                                              \
     } while (0)
 
-/* Takes the first element off; the list must not be empty. */
+/* Takes the first element off (its link is left as it was); the list must
+ * not be empty. */
 #define CS_STAILQ_REMOVE_HEAD(h, link)                                                                                 \
     do {                                                                                                               \
         (h)->first = (h)->first->link;                                                                                 \
@@ -95,6 +96,7 @@
         type *next, *prev;                                                                                             \
     }
 
+#define CS_LIST_INIT(h) ((h)->first = NULL)
 #define CS_LIST_EMPTY(h) ((h)->first == NULL)
 #define CS_LIST_FIRST(h) ((h)->first)
 

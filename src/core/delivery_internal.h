@@ -44,7 +44,7 @@ struct cs_delivery {
     char *reason;        /* cs_delivery_set_reason, for this attempt */
     bool decode_failed;  /* counted in decode_failures already */
     int decode_waits;    /* decodes in a row that said "try later" (CS_ERR_UNAVAILABLE), for the back-off */
-    cs_delivery *next;   /* its lane's queue (cs_delivery_queue), or a chain of the caller's */
+    cs_delivery *next; /* its lane's queue (cs_delivery_queue), a run or chain of the caller's, or the spares' stack */
     CS_LIST_LINK(cs_delivery) in_flight; /* its partition's in-flight list */
     bool listed; /* on its partition's in-flight list (which may hold older epochs after a rewind) */
 

@@ -5,12 +5,13 @@
  * partition), the records a dispatch admits, a run that starts, what
  * Tracked commits for it, and its pause at max_open.
  *
- * Owns: every field of cs_part but those settle.c and window.c write under
- * the lock (partition_internal.h says which and why).
+ * Owns: every field of cs_part but the settlement counters settle.c bumps
+ * (atomics).
  * Locks: part->lock (level 5, src/lock_order.h), taken by every function
- * here but the reference counting, the fixed fields, the atomics and the
- * lane placement (the fetch thread's alone); it calls out to nothing while
- * it holds it. Threads: the fetch thread assigns, revokes, releases,
+ * here but the reference counting, the fixed fields, the atomics, the lane
+ * placement (the fetch thread's alone) and the *_locked transitions, whose
+ * callers (settle.c, window.c) hold it; nothing is called out while it is
+ * held. Threads: the fetch thread assigns, revokes, releases,
  * admits and asks what to commit (or the closing thread after it); workers
  * start runs; any thread settles (settle.c). */
 #include "core/partition_internal.h"
@@ -266,7 +267,7 @@ void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part) {
         d->in_flight.next = d->in_flight.prev = NULL;
         d->listed = false;
     }
-    part->inflight.first = NULL;
+    CS_LIST_INIT(&part->inflight);
     part->n_inflight = 0;
     cs__output_list_free(&part->window); /* never committed: the next owner reads their sources again */
     cs__signal_drained(part);
@@ -640,7 +641,7 @@ void cs__part_settled_locked(cs_part *part, const cs_delivery *d) {
     part->dirty = true;
 }
 
-void cs__part_unhold_locked(cs_part *part, bool unassign) {
+void cs__part_release_held_locked(cs_part *part, bool unassign) {
     part->held--;
     if (unassign) part->assigned = false;
 }

@@ -1,14 +1,15 @@
 /* partition_internal.h — the state of one assigned (topic, partition), private
  * to the core. partition.c writes it: its life, epochs, commit state, pause,
  * the records a dispatch admits (lanes.c calls cs__part_admit), a run that
- * starts (worker.c: cs__part_start_run), a held record let go (cs__discard).
- * Two files still write under its lock, for a reason: settle.c (a retry
- * goes back to its lane's head, or the delay heap, under the partition lock,
- * and partition.c cannot call lanes.c or delay.c, which call back into it
- * through delivery_life.c) and window.c (Transactional windows, with the
- * window fields settle.c writes). delivery.c and settle.c read the
- * pipeline's configuration under it. Everything else, the rest of the core
- * and all of src/kafka, goes through partition.h and pipeline.h
+ * starts (worker.c: cs__part_start_run), a held record let go (cs__discard),
+ * a settlement and the Transactional window (the *_locked transitions).
+ * Two other files take its lock, for a reason: settle.c around a settlement
+ * (a retry goes back to its lane's head, or the delay heap, under the
+ * partition lock, and partition.c cannot call lanes.c or delay.c, which call
+ * back into it through delivery_life.c; settle.c also bumps the partition's
+ * atomic counters) and window.c around a window's take. delivery.c reads
+ * the pipeline's configuration under it. Everything else, the rest of the
+ * core and all of src/kafka, goes through partition.h and pipeline.h
  * (tests/unit/check_part_private.sh fails if a file outside src/core
  * includes this header or names a field).
  *
@@ -162,10 +163,12 @@ void cs__part_add_prior(cs_part *part, int64_t offset, uint32_t attempt);
  * d no longer holds it); a retried d holds the window (its outputs of the
  * failed run dropped; the stall clock starts, but for a free run); the
  * outputs of records below pos leave the window for *taken (counted in
- * *n_outputs), and the state is no longer dirty; the stall clock stops. */
+ * *n_outputs), and the state is no longer dirty; the stall clock stops.
+ * cs__part_release_held_locked is a settlement's: unlike cs__part_unhold it
+ * checks no epoch and signals no drain (cs__settle does). */
 void cs__part_inflight_remove_locked(cs_part *part, cs_delivery *d);
 void cs__part_settled_locked(cs_part *part, const cs_delivery *d);
-void cs__part_unhold_locked(cs_part *part, bool unassign);
+void cs__part_release_held_locked(cs_part *part, bool unassign);
 void cs__part_window_add_locked(cs_part *part, cs_delivery *d);
 void cs__part_window_hold_locked(cs_part *part, cs_delivery *d);
 void cs__part_window_take_locked(cs_part *part, int64_t pos, cs_output_list *taken, size_t *n_outputs);

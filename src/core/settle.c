@@ -68,7 +68,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
         atomic_fetch_add_explicit(outcome == CS_ACK ? &part->n_acked : &part->n_dropped, 1, memory_order_relaxed);
         cs__part_settled_locked(part, d);
         if (p->cfg.transactional) window_add(p, part, d);
-        cs__part_unhold_locked(part, false);
+        cs__part_release_held_locked(part, false);
         break;
     default: /* run_one and run_batch normalise handlers' outcomes first: only a bug inside cstream lands here */
         CS_LOG_ERR("handler returned an invalid outcome, treated as retry topic=%s partition=%d offset=%lld "
@@ -80,7 +80,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
             atomic_fetch_add_explicit(&l->retry_unsupported, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&part->n_retry_unsupported, 1, memory_order_relaxed);
             warn = true;
-            cs__part_unhold_locked(part, false);
+            cs__part_release_held_locked(part, false);
         } else if (part->assigned && !atomic_load(&p->stopping)) {
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
@@ -96,7 +96,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
             if (!queued && !cs__lane_push_head(l, d)) {
                 /* The lane stopped meanwhile: going away after all. */
                 keep = false;
-                cs__part_unhold_locked(part, true);
+                cs__part_release_held_locked(part, true);
             }
         } else {
             /* Going away: the record stays open, so it is read again by the
@@ -104,7 +104,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
              * may run before it, so the partition hands out nothing more. */
             atomic_fetch_add_explicit(&l->retried, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&part->n_retried, 1, memory_order_relaxed);
-            cs__part_unhold_locked(part, true);
+            cs__part_release_held_locked(part, true);
         }
         break;
     }

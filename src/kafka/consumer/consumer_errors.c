@@ -183,7 +183,7 @@ bool cs__consumer_rejoin_later(cs_consumer *c) {
 void cs__rejoin_ask(cs_consumer *c, bool stalled) {
     atomic_fetch_add(&c->rejoin.count, 1);
     c->rejoin.wanted = true;
-    c->rejoin.stalled = stalled;
+    if (stalled) c->rejoin.stalled = true;
 }
 
 bool cs__rejoin_take(cs_consumer *c) {

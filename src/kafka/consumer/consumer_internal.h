@@ -57,8 +57,8 @@ typedef struct fetch_part {
     int64_t progress_ms;   /* when it last handed out or settled a record (or was assigned or resumed) */
     uint64_t settled_seen; /* the partition's settlements at the last stuck check */
     /* Paused by the application (cs_sub_pause*, fetch_control.c): not served;
-     * set from the consumer's pause list when the list or the assignment
-     * changes (pauses_dirty). shed: its backlog reached its share of the
+     * set from the consumer's pause list when the list changes
+     * (control.pauses_dirty) or a partition is opened (fetch.opened). shed: its backlog reached its share of the
      * buffer while paused, and its records taken since were dropped (it is
      * not paused in librdkafka); the resume moves librdkafka back to
      * `next` with a seek whose result is checked, and until that seek is
@@ -125,14 +125,17 @@ struct cs_consumer {
          * Taken with rd_kafka_consume_callback_queue only (fetch_take.c
          * says why). Replaced under wake_lock by a rejoin. */
         rd_kafka_queue_t *recq;
-        cs_store *store;      /* records taken and not settled, under the consumer-wide budget */
-        size_t final_peak;    /* the store's peak, once the store is released */
-        bool store_full;      /* taking stopped at the budget, until used <= the resume mark */
-        bool bound_seen;      /* librdkafka's queue may have reached its bound: wake the broker threads */
-        bool fatal;           /* take_cb saw a fatal error */
-        bool in_take;         /* inside rd_kafka_consume_callback_queue */
-        size_t value_bytes;   /* value bytes the current take copied (librdkafka's byte bound counts values) */
-        size_t last_part;     /* take_cb's guess: records come in runs of one partition */
+        cs_store *store;    /* records taken and not settled, under the consumer-wide budget */
+        size_t final_peak;  /* the store's peak, once the store is released */
+        bool store_full;    /* taking stopped at the budget, until used <= the resume mark */
+        bool bound_seen;    /* librdkafka's queue may have reached its bound: wake the broker threads */
+        bool fatal;         /* take_cb saw a fatal error */
+        bool in_take;       /* inside rd_kafka_consume_callback_queue */
+        size_t value_bytes; /* value bytes the current take copied (librdkafka's byte bound counts values) */
+        /* take_cb's guess: records come in runs of one partition. Checked
+         * before use (in range, the record's partition), so one left
+         * behind by a partition removed costs one search. */
+        size_t last_part;
         uint64_t taken_total; /* records (and errors) taken so far */
         /* Records kept in the store so far, published to `stored` after
          * each take, before any of them is handed out (cs_test_sub_taken). */
@@ -192,11 +195,10 @@ struct cs_consumer {
     bool closing;            /* the close path: revoke releases pending payloads */
     bool closed_after_fatal; /* closed without the group: destroy without a consumer close */
     /* The rejoin of a static member refused with UNRELEASED_INSTANCE_ID
-     * under the consumer protocol (consumer.c, "rejoin"): the configuration
-     * to create its consumer again (NULL when no such refusal can come),
-     * whether the fetch thread is to do it, when the first refusal came
-     * (0: none yet), and the refusals so far. Fetch thread, but
-     * `rejoins`, which /metrics and cs_sub_stats_get read. */
+     * under the consumer protocol (consumer.c, "rejoin"), or of a group that
+     * did not come back: the configuration to create its consumer again
+     * (NULL when no such refusal can come). The request and its count are in
+     * `rejoin` below. Fetch thread. */
     rd_kafka_conf_t *rejoin_conf;
     /* Owned by: consumer_errors.c (cs__rejoin_ask, cs__rejoin_take,
      * cs__consumer_rejoin_later): whether the fetch thread is to create the
@@ -240,7 +242,7 @@ struct cs_consumer {
     bool transactional; /* positions commit in transactions (txn), never with plain commits */
     cs_txn *txn;
     int interval_ms; /* commit interval, or window length */
-    /* Owned by: committer.c (the fetch thread; commit_ticks read by any). */
+    /* Owned by: committer.c (the fetch thread; ticks read by any). */
     struct cs_consumer_commit {
         int abort_backoff_ms; /* Transactional: grows with aborts in a row, so a failure that persists does not spin */
         /* Transactional: sources whose outputs failed in the transaction
@@ -475,7 +477,7 @@ void cs__consumer_fatal_error(cs_consumer *c, rd_kafka_resp_err_t orig, const ch
  * false: the refusal is fatal. Fetch thread. */
 bool cs__consumer_rejoin_later(cs_consumer *c);
 /* Fetch thread: the consumer is to be created again (stalled: for a group
- * that did not come back, without a backoff), counted in the rejoins. */
+ * that did not come back, without a backoff), counted in rejoin.count. */
 void cs__rejoin_ask(cs_consumer *c, bool stalled);
 /* Fetch thread, as the rejoin starts: clears the request; whether it was
  * for a stalled group. */

@@ -1,9 +1,9 @@
 /* fetch_backlog.h — a partition's backlog: the records the fetch thread took
  * from librdkafka and has not handed out yet, in offset order, with their
- * count and bytes (a partition's share of the fetch buffer is counted in
- * them). The only code that changes a backlog is fetch_backlog.c.
+ * bytes (a partition's share of the fetch buffer is counted in them). The
+ * only code that changes a backlog is fetch_backlog.c.
  *
- * Owns: the queue's links and counts. The records belong to the store
+ * Owns: the queue's links and its bytes. The records belong to the store
  * (core/store.h): one taken off with cs__backlog_pop is the caller's to hand
  * out or release; the ones dropped here are released here.
  * Locks: none. Threads: the fetch thread only. */
@@ -19,7 +19,7 @@
 
 typedef struct fetch_backlog {
     CS_STAILQ(cs_stored) records; /* linked through cs_stored.next */
-    size_t count, bytes;
+    size_t bytes;
 } fetch_backlog;
 
 /* Appends r, the record after the last one. */

@@ -7,7 +7,8 @@
  * calls fetch_backlog.c only.
  *
  * Owns: c->fetch, c->old_log, and every fetch_part field but settled_seen
- * (fetch_stuck.c's note) and the backlog's queue (fetch_backlog.c's). Locks: wake_lock
+ * (fetch_stuck.c's note), app_paused (fetch_control.c's pause list) and the
+ * backlog's queue (fetch_backlog.c's). Locks: wake_lock
  * (cs__fetch_yield; level 7, src/lock_order.h). Threads: the fetch thread, or
  * the closing thread after the fetch thread exited; cs__fetch_yield and
  * cs__fetch_wake from any thread (they never block). */

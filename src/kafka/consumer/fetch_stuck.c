@@ -24,8 +24,9 @@
  * half full, the partition is paused in librdkafka (the last resort; its
  * records left in recq become outdated and are dropped), and resumed, with a
  * seek to `next`, once its backlog is down to half the share. A single
- * partition is never paused: there is no one to make room for. */
-/* A paused partition keeps its share of backlog (cs__fetch_trim); the rest
+ * partition is never paused: there is no one to make room for.
+ *
+ * A paused partition keeps its share of backlog (cs__fetch_trim); the rest
  * is read again after the resume (seek to `next`, now its first dropped
  * record). One take can fill the store with one partition's records before
  * the check sees it, and a backlog that fills the store would keep every

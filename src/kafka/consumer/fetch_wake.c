@@ -104,6 +104,9 @@ rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t 
     return err;
 }
 
+/* A test's hook (cs_test_sub_fail_refetches): the next n re-fetch seeks fail. */
+void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->wake.refetch_faults, n); }
+
 /* ---- a shed partition's re-fetch ----------------------------------------------
  * A partition the application paused drops the records taken past its share
  * (take_cb), while librdkafka's position moves past them. After the resume,
@@ -111,8 +114,6 @@ rd_kafka_resp_err_t cs__fetch_reposition(cs_consumer *c, cs_part *part, int64_t 
  * whose result is checked, because a seek that did not happen would show the
  * next record taken as a gap after `next`, and the dropped records would be
  * skipped. The backlog, records before `next`, stays. */
-void cs__consumer_fail_refetches(cs_consumer *c, unsigned n) { atomic_store(&c->wake.refetch_faults, n); }
-
 rd_kafka_resp_err_t cs__fetch_refetch(cs_consumer *c, fetch_part *fp, char *why, size_t cap) {
     unsigned faults = atomic_load(&c->wake.refetch_faults);
     while (faults > 0 && !atomic_compare_exchange_weak(&c->wake.refetch_faults, &faults, faults - 1)) {}
