@@ -1,6 +1,10 @@
 /* metrics.c — the metrics collector and the Prometheus text format, and the
  * lock-free duration histograms (metrics.h). What goes into /metrics is
- * ops/app_metrics.c's (cs_app_metrics) and each broker's. */
+ * ops/app_metrics.c's (cs_app_metrics) and each broker's.
+ *
+ * Owns: a collector's text buffer; a histogram's buckets (atomics). Locks:
+ * none. Threads: a collector is one scrape's (the HTTP thread); histograms
+ * are recorded from any thread and read from any. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdarg.h>
 #include <stdbool.h>

@@ -8,7 +8,10 @@
  * once per statistics.interval.ms; /metrics reads from the HTTP thread. The
  * numbers are parsed outside the lock and swapped in under it, so the lock is
  * held for a pointer swap or a copy, never for a parse, and /metrics never
- * asks the network. The lock is a leaf. */
+ * asks the network. The lock is a leaf.
+ *
+ * Owns: the cs_client_stats it is given (its per-broker table). Locks: its
+ * `lock` (a leaf), around every update and read. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

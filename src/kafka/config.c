@@ -6,7 +6,9 @@
  * traces `config show` prints; and the checks the cs_kafka_* and cs_sub_*
  * setters share. Pure functions but cs__kafka_configurable, which reads
  * whether the app has started; any thread. Must never put a secret key's
- * value, or a value read from a file, into a message. */
+ * value, or a value read from a file, into a message.
+ *
+ * Owns: the property lists it builds (their caller frees them). Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

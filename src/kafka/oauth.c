@@ -7,7 +7,9 @@
  * Threads: the setter runs on the configuring thread before start; the refresh
  * runs on librdkafka's background thread (one per handle: the clients' calls
  * may run at the same time, never two for one client).
- * No state of its own: nothing to lock. A token's value is never logged. */
+ * No state of its own: nothing to lock. A token's value is never logged.
+ *
+ * Owns: nothing (the provider is the service's). Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>

@@ -7,7 +7,9 @@
  * only atomics, the configuration and short-lived locks (the broker's ops
  * take a lock that keeps a subscription's state from being freed meanwhile;
  * no stop holds it across a close), so any thread may call it while the app
- * exists. The collector and the text format: base/metrics.c. */
+ * exists. The collector and the text format: base/metrics.c.
+ *
+ * Owns: the text it returns (the caller frees it). Locks: none of its own. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
 #include <stddef.h>

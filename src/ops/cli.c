@@ -10,7 +10,11 @@
  * HTTP thread reads subscriptions only under `ops.lock` while `ops.running`,
  * and the lifecycle thread clears `running` under that lock before it stops
  * the app, so no request ever reads a consumer that is being closed.
- * Never calls exit(): it returns the process status. */
+ * Never calls exit(): it returns the process status.
+ *
+ * Owns: the ops state of one cs_app_main run (which subscriptions the
+ * routes read, whether the app runs). Locks: that state's `lock` (a leaf),
+ * so that no route reads the subscriptions once the app stops. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>

@@ -5,7 +5,9 @@
  * "TOPIC PARTITION CURRENT -> NEW". A dry run unless --execute.
  *
  * Runs on the thread of cs_app_main, with the app never started: the
- * service's own consumers must not be running while its group is reset. */
+ * service's own consumers must not be running while its group is reset.
+ *
+ * Owns: nothing beyond its arguments and the printed plan. Locks: none. */
 /* timegm: _DEFAULT_SOURCE, which the build defines */
 #include <errno.h>
 #include <stdint.h>

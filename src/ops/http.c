@@ -1,7 +1,9 @@
 /* http.c — the operations HTTP server on libmicrohttpd: one internal polling
  * thread, GET and HEAD only, answers from the route function (cli.c's
  * /metrics, /healthz, /readyz). The thread must be started with SIGINT and
- * SIGTERM blocked (cs_app_main does), so signals reach the lifecycle. */
+ * SIGTERM blocked (cs_app_main does), so signals reach the lifecycle.
+ *
+ * Owns: the libmicrohttpd daemon and its thread. Locks: none of its own. */
 #define _POSIX_C_SOURCE 200809L
 #include "ops/http.h"
 

@@ -6,7 +6,10 @@
  * nothing connects with.
  * Threads: the calling thread, with the app not running.
  * Must never: print a secret key's value (config.c masks it in the trace) or
- * a value read from a file (shown as @path); start or connect anything. */
+ * a value read from a file (shown as @path); start or connect anything.
+ *
+ * Owns: the scratch configurations it builds (destroyed before it returns).
+ * Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,12 @@
  * that cs_app_main reads. Its subscriptions are in subscription.c; what
  * services publish through it, in publish.c.
  * Configuration happens on one thread before start; the lifecycle functions
- * run on the app's lifecycle thread. */
+ * run on the app's lifecycle thread.
+ *
+ * Owns: the cs_kafka object, its settings and subscriptions list, and the
+ * producer it starts and retires. Locks: producer_lock (a rwlock outside
+ * the numbered levels, src/lock_order.h; its write side, to retire the
+ * producer), a subscription's stats_lock to swap in its final counters. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,10 @@
  * the attempt counts of the old position belonged to other records.
  *
  * Runs on the thread of cs_app_main, with the app not running; it uses a
- * short-lived consumer handle of its own that never joins the group. */
+ * short-lived consumer handle of its own that never joins the group.
+ *
+ * Owns: the plan it returns, and its one admin request (a group reader,
+ * cs__group_reader, reads the positions). Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,9 @@
  * Threads: the configuring thread before start; cs_sub_stats_get and
  * cs_sub_rdkafka_consumer from any thread, under the subscription's
  * stats_lock (lock order level 2), which the lifecycle thread takes to swap
- * in the final counters (kafka.c, retire_consumer). */
+ * in the final counters (kafka.c, retire_consumer).
+ *
+ * Owns: the cs_sub object and its settings. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,7 +8,10 @@
  * used: it has no timeout and deadlocks on the thread that serves reports.
  * Lock: `lock` guards completions and the space condition; it is never held
  * across a call into librdkafka. A leaf, taken under the broker's producer
- * read lock (src/lock_order.h). */
+ * read lock (src/lock_order.h).
+ *
+ * Owns: the cs_producer, its librdkafka handle, its delivery-report thread
+ * and the completions of blocking publishes. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -5,7 +5,10 @@
  *
  * Threads: any thread publishes; the pipeline's hooks run on workers or
  * settling threads. Each holds the producer's read lock (cs_kafka.producer_lock)
- * only while it queues, so the stop cannot retire the producer under it. */
+ * only while it queues, so the stop cannot retire the producer under it.
+ *
+ * Owns: nothing: it queues on the broker's producer. Locks:
+ * cs_kafka.producer_lock (its read side; src/lock_order.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,10 @@
  * revoke, close), so one transaction at a time and never across a rebalance:
  * the rebalance callback runs on that same thread between two windows.
  * librdkafka's blocking transactional calls serve this producer's delivery
- * reports on the calling thread (no other thread polls it). */
+ * reports on the calling thread (no other thread polls it).
+ *
+ * Owns: the cs_txn, its transactional producer and its dead flag. Locks:
+ * none (one thread). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,6 @@
-/* transaction.h — a Transactional subscription's producer (transaction.c). */
+/* transaction.h — a Transactional subscription's producer (transaction.c).
+ *
+ * Owns: see transaction.c. Threads: the subscription's fetch thread. */
 #ifndef CS_KAFKA_TRANSACTION_H
 #define CS_KAFKA_TRANSACTION_H
 

@@ -1,7 +1,10 @@
 /* testing.c — the test API (cstream/testing.h): a cluster to test against,
  * topics, publishing, committed positions, idle and crash for apps.
  * A cs_test_cluster may be used from several threads: `lock` serialises its
- * producer. */
+ * producer.
+ *
+ * Owns: the cs_test_cluster (its embedded cluster and its producer).
+ * Locks: `lock` (a leaf) around its producer. */
 #define _POSIX_C_SOURCE 200809L
 #include "cstream/testing.h"
 
