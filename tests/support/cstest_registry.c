@@ -13,6 +13,14 @@
 
 #include "cstest.h"
 #include "cstream/avro.h"
+#include "schema/registry_internal.h"
+
+/* The tests' clients wait longer than a service's (10 s in all): under
+ * `make test` the registry's JVM shares 2 cores with four test processes and
+ * the broker, and CI once saw a lookup the registry answered later than 10 s.
+ * A test about timeouts sets its own (cs__registry_timeouts). */
+#define CSTR_CONNECT_TIMEOUT_MS 10000L
+#define CSTR_TIMEOUT_MS 60000L
 
 /* The wire format's header: magic byte 0, then the schema id (4 bytes, big-endian). */
 #define WIRE_HEADER_LEN 5
@@ -39,6 +47,8 @@ bool cstr_init(void) {
 cs_registry *cstr_client_as(const char *password) {
     cs_registry *r = cs_registry_new(cstr_url);
     if (!r) fail_msg("cs_registry_new(%s): %s", cstr_url, cs_errmsg());
+    if (cs__registry_timeouts(r, CSTR_CONNECT_TIMEOUT_MS, CSTR_TIMEOUT_MS) != CS_OK)
+        fail_msg("cs__registry_timeouts: %s", cs_errmsg());
     if (cstr_user && cs_registry_basic_auth(r, cstr_user, password) != CS_OK)
         fail_msg("cs_registry_basic_auth: %s", cs_errmsg());
     return r;

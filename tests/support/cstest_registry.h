@@ -24,7 +24,8 @@ extern const char *cstr_url, *cstr_user, *cstr_password;
  * when no registry is given: the test was not run through tests/with-registry. */
 bool cstr_init(void);
 
-/* A fresh client (nothing cached) as the tests' user, or with another password. */
+/* A fresh client (nothing cached) as the tests' user, or with another
+ * password, with longer timeouts than a service's (a loaded registry). */
 cs_registry *cstr_client(void);
 cs_registry *cstr_client_as(const char *password);
 
