@@ -210,7 +210,6 @@ void cs__pipeline_renew_epoch(cs_pipeline *p, cs_part *part) {
     /* A seek or a rewind starts a new epoch too: what an earlier owner
      * settled is not skipped after one (a seek back means: read again). */
     cs__acked_set_clear(&part->restored_set);
-    part->trunc_note = false;
     part->max_fetched = -1;
     part->passed_to = -1;
     part->end_reported = part->high_reported = -1;
@@ -342,9 +341,17 @@ bool cs__part_seek(cs_pipeline *p, cs_part *part, int64_t offset, int64_t *from)
 /* ---- Tracked: what to commit -------------------------------------------------- */
 
 /* Called with part->lock held: the position and metadata to commit now. */
-void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+void cs__part_state_locked(cs_part *part, bool clean, cs_commit_state *out) {
     int64_t offsets[CS_PRIOR_MAX];
     uint32_t attempts[CS_PRIOR_MAX];
+    int64_t *pos = &out->pos;
+    char *meta = out->meta;
+    size_t cap = sizeof out->meta;
+    out->part = part;
+    out->topic = part->topic;
+    out->partition = part->partition;
+    out->truncated = false;
+    out->reach = out->wanted = 0;
     *pos = cs_tracker_position(part->tracker);
     if (*pos < 0) *pos = part->last_committed; /* nothing fetched yet this epoch */
     /* Nothing open: the position moves past the offsets without a record
@@ -372,23 +379,13 @@ void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, 
     for (size_t i = 0; i < n_runs; i++) wanted += runs[i];
     cs__meta_encode_set(meta, cap, clean, *pos, offsets, attempts, n, runs, n_runs, &reach);
     if (reach < wanted) {
-        /* Counted here, logged by the committer (cs__part_take_truncation):
-         * no logging under the partition lock. */
+        /* Counted here, logged by the committer from the state: no logging
+         * under the partition lock. */
         atomic_fetch_add_explicit(&part->pipe->metadata_truncated, 1, memory_order_relaxed);
-        part->trunc_note = true;
-        part->trunc_reach = reach;
-        part->trunc_wanted = wanted;
+        out->truncated = true;
+        out->reach = reach;
+        out->wanted = wanted;
     }
-}
-
-bool cs__part_take_truncation(cs_part *part, uint64_t *reach, uint64_t *wanted) {
-    pthread_mutex_lock(&part->lock);
-    bool note = part->trunc_note;
-    *reach = part->trunc_reach;
-    *wanted = part->trunc_wanted;
-    part->trunc_note = false;
-    pthread_mutex_unlock(&part->lock);
-    return note;
 }
 
 bool cs__part_set_acked(cs_part *part, int64_t base, const uint32_t *runs, size_t n) {
@@ -401,25 +398,27 @@ bool cs__part_set_acked(cs_part *part, int64_t base, const uint32_t *runs, size_
     return ok;
 }
 
-bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap) {
+bool cs__part_commit_state_now(cs_part *part, cs_commit_state *out) {
+    if (cs__part_log_unknown(part)) return false; /* see cs__part_mark_log_unknown */
     pthread_mutex_lock(&part->lock);
     bool send = part->tracker != NULL;
     if (send) {
-        cs__part_state_locked(part, false, pos, meta, cap);
-        send = *pos >= 0;
+        cs__part_state_locked(part, false, out);
+        send = out->pos >= 0;
     }
     pthread_mutex_unlock(&part->lock);
     return send;
 }
 
-bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap) {
+bool cs__part_commit_state(cs_part *part, bool clean, cs_commit_state *out) {
     bool send = false;
+    if (cs__part_log_unknown(part)) return false; /* see cs__part_mark_log_unknown */
     pthread_mutex_lock(&part->lock);
     /* A clean commit is sent even without news: it tells the next owner that
      * the record at the position was not being run when this one left. */
     if (part->tracker && (part->dirty || clean)) {
-        cs__part_state_locked(part, clean, pos, meta, cap);
-        send = *pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0);
+        cs__part_state_locked(part, clean, out);
+        send = out->pos >= 0 && (out->pos != part->last_committed || strcmp(out->meta, part->last_meta) != 0);
         part->dirty = false;
     }
     pthread_mutex_unlock(&part->lock);
@@ -427,6 +426,7 @@ bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, 
 }
 
 void cs__part_pass_to(cs_part *part, int64_t next) {
+    if (cs__part_log_unknown(part)) return; /* nothing is committed meanwhile */
     pthread_mutex_lock(&part->lock);
     if (part->assigned && part->tracker && cs_tracker_open_count(part->tracker) == 0 && next > part->passed_to) {
         int64_t pos = cs_tracker_position(part->tracker);
@@ -503,6 +503,13 @@ static int prior_attempts(cs_part *part, int64_t offset) {
     return 0;
 }
 
+/* With part->lock held: the epoch's fetch reached `offset` (the window's
+ * first offset, and how far the committed metadata's counts were walked). */
+static void note_fetched_locked(cs_part *part, int64_t offset) {
+    if (part->first_fetched < 0) part->first_fetched = offset;
+    part->max_fetched = offset;
+}
+
 size_t cs__part_admit(cs_part *part, cs_delivery **ds, size_t n, size_t max_open, cs_delivery_queue *refused,
                       cs_delivery_queue *skipped, size_t *n_skipped, bool *paused) {
     size_t done = 0;
@@ -531,8 +538,7 @@ size_t cs__part_admit(cs_part *part, cs_delivery **ds, size_t n, size_t max_open
              * position moves past it once the records before it settle,
              * and no handler sees it again. */
             cs_tracker_settle(part->tracker, d->seq);
-            if (part->first_fetched < 0) part->first_fetched = d->offset;
-            part->max_fetched = d->offset;
+            note_fetched_locked(part, d->offset);
             part->dirty = true;
             CS_STAILQ_INSERT_TAIL(skipped, d, next);
             ds[done] = NULL;
@@ -546,8 +552,7 @@ size_t cs__part_admit(cs_part *part, cs_delivery **ds, size_t n, size_t max_open
             /* Keep an earlier owner's count in the metadata until the record runs. */
             if (d->attempt > 0) cs_tracker_set_attempts(part->tracker, d->seq, (uint32_t)d->attempt);
         }
-        if (part->first_fetched < 0) part->first_fetched = d->offset;
-        part->max_fetched = d->offset;
+        note_fetched_locked(part, d->offset);
         part->held++;
     }
     if (!part->paused && cs__part_load(part) >= max_open) *paused = part->paused = true;

@@ -13,10 +13,13 @@
  * (tests/unit/check_part_private.sh fails if a file outside src/core
  * includes this header or names a field).
  *
- * Lock: `lock` guards every field below it. Lock order: level 5
+ * Owns: declares cs_part; partition.c makes and frees it (counted
+ * references). Locks: `lock` guards every field below it; level 5
  * (lock_order.h): after the consumer's commit_lock and the registry's
  * parts_lock, before a lane, the delay heap, the wake lock and the spares.
- * Never held across a handler call or a blocking call into librdkafka. */
+ * Never held across a handler call or a blocking call into librdkafka.
+ * Threads: the fetch thread, workers, settling threads, the delay timer,
+ * commit results and /metrics, each under `lock` (atomics without it). */
 #ifndef CS_CORE_PARTITION_INTERNAL_H
 #define CS_CORE_PARTITION_INTERNAL_H
 
@@ -88,10 +91,6 @@ struct cs_part {
      * offsets an earlier owner settled, skipped as they are fetched; kept
      * in the commits until fetched. Empty when cfg.acked_set is false. */
     cs_acked_set restored_set;
-    /* The last commit state whose acked set did not fit: how far it reached
-     * and how far it would have (cs__part_take_truncation). */
-    bool trunc_note;
-    uint64_t trunc_reach, trunc_wanted;
     int64_t max_fetched; /* highest offset dispatched this epoch, -1 none */
     /* The source's position past offsets that hold no record (a log's
      * transaction markers, after the last record dispatched), reported while

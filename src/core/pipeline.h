@@ -9,7 +9,13 @@
  * when it was assigned, partition.c); a retry goes back to the head of its lane.
  * Settlement rules depend on the commit mode (Auto: counters only; Tracked:
  * the partition's tracker). Per-lane state has the lane's lock; per-partition
- * state has the partition's lock (see partition_internal.h); counters are atomics. */
+ * state has the partition's lock (see partition_internal.h); counters are atomics.
+ *
+ * Owns: declares cs_pipeline_config (cs__pipeline_new copies it) and the
+ * pipeline's calls; pipeline.c makes and frees a cs_pipeline. Locks: none
+ * here; the functions take the pipeline's own (parts_lock, cs_part.lock,
+ * lane.lock, delay_lock...: pipeline_internal.h, lock_order.h). Threads: each
+ * function says which (fetch thread, workers, any settling thread). */
 #ifndef CS_CORE_PIPELINE_H
 #define CS_CORE_PIPELINE_H
 
@@ -17,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/attempts_meta.h"
 #include "core/broker.h"
 #include "cstream/delivery.h"
 #include "core/delivery_internal.h"
@@ -160,13 +167,31 @@ size_t cs__pipeline_wait_settled(cs_pipeline *p, cs_part *part, int64_t deadline
  * them into a store that does). */
 void cs__pipeline_release_partition(cs_pipeline *p, cs_part *part);
 
+/* What one partition commits, taken in one step under its lock: the
+ * committer builds its request from this and does not come back to the
+ * partition until the result. */
+typedef struct cs_commit_state {
+    cs_part *part;
+    const char *topic; /* the partition's own copy: lives as long as a reference to it */
+    int32_t partition;
+    int64_t pos;            /* the position to commit */
+    char meta[CS_META_MAX]; /* its attempts metadata (attempts_meta.h) */
+    /* The acked set did not all fit in meta: how far it reached, and how
+     * far it would have (records settled past the reach are read again after
+     * a crash). Counted in the pipeline's metadata_truncated too. */
+    bool truncated;
+    uint64_t reach, wanted;
+} cs_commit_state;
+
 /* Tracked: what to commit if the position or the attempt counts changed since
- * the last commit: *pos and meta (attempts_meta.h; `clean` when written by a
- * graceful revoke or stop). False if there is nothing new. */
-bool cs__part_commit_state(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap);
+ * the last commit (`clean` when written by a graceful revoke or stop). False
+ * if there is nothing new, or while the partition's log is unknown
+ * (cs__part_log_unknown). */
+bool cs__part_commit_state(cs_part *part, bool clean, cs_commit_state *out);
 /* Tracked: the state to commit right now (a suspect record's attempt); false
- * if there is no position yet. Callers hold the consumer's commit lock. */
-bool cs__part_commit_state_now(cs_part *part, int64_t *pos, char *meta, size_t cap);
+ * if there is no position yet or the log is unknown. Callers hold the
+ * consumer's commit lock. */
+bool cs__part_commit_state_now(cs_part *part, cs_commit_state *out);
 /* Tracked and Transactional, on the thread that hands the partition's records
  * out, between hand-outs: the source is at `next`, and every offset from the
  * one after the last record it handed out up to `next` holds no record (a
@@ -248,9 +273,9 @@ void cs__pipeline_count_abort(cs_pipeline *p);
 
 /* ---- Transactional windows (window.c) ---------------------------------------- */
 
-/* Called with part->lock held: the position and attempt metadata to commit
- * (with the acked set when cfg.acked_set). */
-void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap);
+/* Called with part->lock held: the state to commit (with the acked set when
+ * cfg.acked_set). */
+void cs__part_state_locked(cs_part *part, bool clean, cs_commit_state *out);
 /* Fetch thread, at assign after cs__part_set_prior: the verified acked set
  * the group's metadata carries for the committed position `base` (runs as in
  * attempts_meta.h). Its settled offsets are skipped as they are fetched:
@@ -258,15 +283,11 @@ void cs__part_state_locked(cs_part *part, bool clean, int64_t *pos, char *meta, 
  * False (nothing skipped) when the subscription does not use acked sets, the
  * partition already fetched records, or out of memory. */
 bool cs__part_set_acked(cs_part *part, int64_t base, const uint32_t *runs, size_t n);
-/* Any thread: true once after a commit state whose acked set did not fit in
- * the metadata; *reach and *wanted say how far it reached and would have. */
-bool cs__part_take_truncation(cs_part *part, uint64_t *reach, uint64_t *wanted);
-/* Fetch thread, closing a window: the partition's position, its metadata and
- * the outputs a transaction committing that position may carry (those of
- * settled records below it, detached in settlement order; appended to
- * *taken). False if there is nothing new to commit. */
-bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output_list *taken,
-                     size_t *n_outputs);
+/* Fetch thread, closing a window: the partition's state to commit and the
+ * outputs a transaction committing its position may carry (those of settled
+ * records below it, detached in settlement order; appended to *taken). False
+ * if there is nothing new to commit, or while the log is unknown. */
+bool cs__window_take(cs_part *part, bool clean, cs_commit_state *out, cs_output_list *taken, size_t *n_outputs);
 /* Fetch thread: true (once) if a retried record has held the partition's
  * position for stall_ms or longer. */
 bool cs__window_stalled(cs_part *part, int64_t now_ms, int stall_ms);

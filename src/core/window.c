@@ -21,16 +21,16 @@
 #include "core/partition_internal.h"
 #include "core/pipeline.h"
 
-bool cs__window_take(cs_part *part, bool clean, int64_t *pos, char *meta, size_t cap, cs_output_list *taken,
-                     size_t *n_outputs) {
+bool cs__window_take(cs_part *part, bool clean, cs_commit_state *out, cs_output_list *taken, size_t *n_outputs) {
+    if (cs__part_log_unknown(part)) return false; /* see cs__part_mark_log_unknown */
     pthread_mutex_lock(&part->lock);
     bool news = false;
     if (part->tracker) {
-        cs__part_state_locked(part, clean, pos, meta, cap);
+        cs__part_state_locked(part, clean, out);
         size_t before = *n_outputs;
-        cs__part_window_take_locked(part, *pos, taken, n_outputs);
-        news =
-            *n_outputs > before || (*pos >= 0 && (*pos != part->last_committed || strcmp(meta, part->last_meta) != 0));
+        cs__part_window_take_locked(part, out->pos, taken, n_outputs);
+        news = *n_outputs > before ||
+               (out->pos >= 0 && (out->pos != part->last_committed || strcmp(out->meta, part->last_meta) != 0));
     }
     pthread_mutex_unlock(&part->lock);
     return news;

@@ -79,11 +79,11 @@ static void stop(cs_pipeline *p) {
 
 /* One take: checks it against the model and marks what it handed out. */
 static void take_and_check(cs_part *part, const bool *settled, bool *taken) {
-    int64_t pos = -1;
-    char meta[CS_META_MAX];
+    cs_commit_state s = {.pos = -1};
     cs_output_list outs = {0};
     size_t n = 0;
-    cs__window_take(part, false, &pos, meta, sizeof meta, &outs, &n);
+    cs__window_take(part, false, &s, &outs, &n);
+    int64_t pos = s.pos;
     int64_t lowest_open = 0;
     while (lowest_open < N && settled[lowest_open]) lowest_open++;
     assert_int_equal(pos, lowest_open);
@@ -99,7 +99,7 @@ static void take_and_check(cs_part *part, const bool *settled, bool *taken) {
     }
     assert_int_equal(counted, n);
     for (int64_t o = 0; o < pos; o++) assert_true(taken[o]); /* nothing below the position stays behind */
-    cs__part_commit_done(part, pos, meta, true);
+    cs__part_commit_done(part, pos, s.meta, true);
     cs__output_list_free(&outs);
 }
 
@@ -156,11 +156,10 @@ static void rewind_forgets_the_window(void **state) {
     for (int i = 101; i < 200; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_OK); /* 100 open */
     assert_int_equal(cs__window_rewind(p, part), 100); /* back to the committed position */
     /* The window is empty and the old epoch's records are stale. */
-    int64_t pos;
-    char meta[CS_META_MAX];
+    cs_commit_state s;
     cs_output_list outs = {0};
     size_t n = 0;
-    cs__window_take(part, false, &pos, meta, sizeof meta, &outs, &n);
+    cs__window_take(part, false, &s, &outs, &n);
     assert_int_equal(n, 0);
     assert_true(CS_STAILQ_EMPTY(&outs));
     for (int i = 100; i < 101; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_ERR_STALE);

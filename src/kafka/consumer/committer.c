@@ -1,10 +1,13 @@
 /* committer.c — Tracked's commits (timer, revoke, close, suspect records),
- * librdkafka's own commits under Auto, and Transactional windows. Fetch
- * thread, or the closing thread after it exited; precommit on any thread.
+ * librdkafka's own commits under Auto, and Transactional windows. A commit
+ * takes each partition's state in one call (cs_commit_state, pipeline.h),
+ * builds its request from those states alone, and comes back to a partition
+ * only with the result.
  *
  * Owns: c->commit. Locks: commit_lock (level 3, src/lock_order.h), held
  * while commit states are taken and enqueued, never while a result is
- * awaited. */
+ * awaited. Threads: the fetch thread, or the closing thread after it exited;
+ * the precommit of a suspect record on any worker. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -28,25 +31,45 @@
 
 /* ---- commits (Tracked) ---------------------------------------------------- */
 
-/* The acked set of the state about to be committed did not all fit in the
+/* The acked set of a state about to be committed did not all fit in the
  * metadata (counted where it was encoded): one line now and then says how
  * far it reaches. */
-static void note_truncation(cs_consumer *c, cs_part *part, int64_t pos) {
-    uint64_t reach, wanted, skipped = 0;
-    if (!cs__part_take_truncation(part, &reach, &wanted)) return;
-    if (cs__ratelimit_allow(&c->truncation_warning, 10000, &skipped))
+static void note_truncation(cs_consumer *c, const cs_commit_state *s) {
+    uint64_t skipped = 0;
+    if (s->truncated && cs__ratelimit_allow(&c->truncation_warning, 10000, &skipped))
         CS_LOG_WARN("acked set truncated to fit the commit metadata: records settled past its reach are read again "
                     "after a crash subscription=%s topic=%s partition=%d position=%lld reach=%llu wanted=%llu "
                     "similar_since_last=%llu",
-                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), (long long)pos,
-                    (unsigned long long)reach, (unsigned long long)wanted, (unsigned long long)skipped);
+                    c->sub->name, s->topic, (int)s->partition, (long long)s->pos, (unsigned long long)s->reach,
+                    (unsigned long long)s->wanted, (unsigned long long)skipped);
+}
+
+/* Adds a partition's state to a commit request: its position, the leader
+ * epoch it was read under, and its metadata. */
+static rd_kafka_topic_partition_t *add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l,
+                                             const cs_commit_state *s) {
+    note_truncation(c, s);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, s->topic, s->partition);
+    e->offset = s->pos;
+    cs__fetch_mark_epoch(c, s->part, e);
+    e->metadata = strdup(s->meta); /* freed with the list */
+    /* Out of memory: committed without attempt counts; the position still moves. */
+    e->metadata_size = e->metadata ? strlen(s->meta) : 0;
+    return e;
+}
+
+/* The partition a commit names, never made here: a commit has nothing to say
+ * of a partition no record came from. Fetch thread (or the closing thread
+ * after it exited): the registry's writer. */
+static cs_part *part_of(cs_consumer *c, const rd_kafka_topic_partition_t *e) {
+    return cs__pipeline_find_part(c->pipe, e->topic, e->partition);
 }
 
 static void commit_result(cs_consumer *c, rd_kafka_resp_err_t err, const rd_kafka_topic_partition_list_t *offsets) {
     for (int i = 0; offsets && i < offsets->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &offsets->elems[i];
         rd_kafka_resp_err_t perr = err ? err : e->err;
-        cs_part *part = cs__consumer_part(c, e->topic, e->partition);
+        cs_part *part = part_of(c, e);
         char meta[CS_META_MAX];
         snprintf(meta, sizeof meta, "%.*s", e->metadata ? (int)e->metadata_size : 0,
                  e->metadata ? (const char *)e->metadata : "");
@@ -90,10 +113,10 @@ void cs__commit_on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kaf
     /* The committed position of each partition, for /metrics: under Auto,
      * cstream learns it only from librdkafka's report of its own commits.
      * Served on the fetch thread (or the closing one after it exited), as
-     * cs__consumer_part requires. */
+     * part_of requires. */
     for (int i = 0; !err && offsets && i < offsets->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &offsets->elems[i];
-        cs_part *part = e->err || e->offset < 0 ? NULL : cs__consumer_part(c, e->topic, e->partition);
+        cs_part *part = e->err || e->offset < 0 ? NULL : part_of(c, e);
         if (part) cs__part_commit_done(part, e->offset, NULL, true);
     }
     if (err) CS_LOG_WARN("auto commit failed subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
@@ -162,8 +185,9 @@ static void pass_markers(cs_consumer *c) {
     }
     for (size_t i = 0; i < c->fetch.n_parts; i++) {
         fetch_part *fp = &c->fetch.parts[i];
+        /* (A partition whose log is unknown ignores cs__part_pass_to.) */
         if (fp->paused || fp->shed || fp->withheld || fp->back_to >= 0 || !cs__backlog_empty(&fp->backlog) ||
-            cs__fetch_app_paused(c, fp) || cs__part_log_unknown(fp->part))
+            cs__fetch_app_paused(c, fp))
             continue;
         which[l->cnt] = i;
         rd_kafka_topic_partition_list_add(l, fp->topic, fp->partition);
@@ -181,13 +205,10 @@ static void pass_markers(cs_consumer *c) {
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
-    if (c->transactional) {
-        close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
-        if (!sync) atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed);
-        return;
-    }
-    if (!c->tracked || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
+/* Tracked: one commit of every partition in `only` (NULL: all assigned)
+ * whose state changed, or every one of them with `sync` (a revoke, the
+ * close: clean states, the result awaited). */
+static void commit_tracked(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
     pass_markers(c);
     /* Taking the states and enqueueing them is one step under commit_lock
      * (lock order: commit_lock, then partition), so that commits reach the
@@ -200,19 +221,9 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         only = all;
     }
     for (int i = 0; only && i < only->cnt; i++) {
-        cs_part *part = cs__consumer_part(c, only->elems[i].topic, only->elems[i].partition);
-        int64_t pos;
-        char meta[CS_META_MAX];
-        if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
-        if (!cs__part_commit_state(part, sync, &pos, meta, sizeof meta)) continue;
-        note_truncation(c, part, pos);
-        rd_kafka_topic_partition_t *e =
-            rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
-        e->offset = pos;
-        cs__fetch_mark_epoch(c, part, e);
-        e->metadata = strdup(meta); /* freed with the list */
-        /* Out of memory: committed without attempt counts; the position still moves. */
-        e->metadata_size = e->metadata ? strlen(meta) : 0;
+        cs_part *part = part_of(c, &only->elems[i]);
+        cs_commit_state s;
+        if (part && cs__part_commit_state(part, sync, &s)) add_state(c, l, &s);
     }
     if (all) rd_kafka_topic_partition_list_destroy(all);
     rd_kafka_queue_t *result_q = NULL;
@@ -234,6 +245,15 @@ void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t 
     pthread_mutex_unlock(&c->commit_lock);
     if (result_q) cs__commit_await(c, result_q, true);
     rd_kafka_topic_partition_list_destroy(l);
+}
+
+void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
+    if (c->transactional) {
+        close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
+        if (!sync) atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed);
+        return;
+    }
+    if (c->tracked && !rd_kafka_fatal_error(c->rk, NULL, 0)) commit_tracked(c, only, sync);
 }
 
 /* ---- windows (Transactional) ---------------------------------------------- */
@@ -276,18 +296,9 @@ static void close_window(cs_consumer *c, bool final) {
     size_t n_outputs = 0;
     cs__pipeline_close_gate(c->pipe); /* only with the measurement switch CSTREAM_TXN_BARRIER */
     for (int i = 0; i < assigned->cnt; i++) {
-        cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
-        int64_t pos;
-        char meta[CS_META_MAX];
-        if (!part || cs__part_log_unknown(part)) continue; /* see mark_topic_partitions */
-        if (!cs__window_take(part, final, &pos, meta, sizeof meta, &outputs, &n_outputs)) continue;
-        rd_kafka_topic_partition_t *e =
-            rd_kafka_topic_partition_list_add(offsets, cs__part_topic(part), cs__part_number(part));
-        e->offset = pos;
-        cs__fetch_mark_epoch(c, part, e);
-        e->metadata = strdup(meta); /* freed with the list */
-        /* Out of memory: committed without attempt counts; the position still moves. */
-        e->metadata_size = e->metadata ? strlen(meta) : 0;
+        cs_part *part = part_of(c, &assigned->elems[i]);
+        cs_commit_state s;
+        if (part && cs__window_take(part, final, &s, &outputs, &n_outputs)) add_state(c, offsets, &s);
     }
     c->commit.n_failed = 0;
     if (offsets->cnt > 0) {
@@ -300,7 +311,7 @@ static void close_window(cs_consumer *c, bool final) {
                      c->sub->name, offsets->cnt, n_outputs, (long long)(cs__now_ms() - began));
         for (int i = 0; i < offsets->cnt; i++) {
             rd_kafka_topic_partition_t *e = &offsets->elems[i];
-            cs_part *part = cs__consumer_part(c, e->topic, e->partition);
+            cs_part *part = part_of(c, e);
             if (!part) continue;
             if (r == CS_TXN_COMMITTED) cs__part_commit_done(part, e->offset, e->metadata, true);
             else if (r == CS_TXN_ABORTED) rewind_partition(c, part);
@@ -325,7 +336,7 @@ static void close_window(cs_consumer *c, bool final) {
     if (!final && !cs__txn_dead(c->txn)) {
         int64_t now = cs__now_ms();
         for (int i = 0; i < assigned->cnt; i++) {
-            cs_part *part = cs__consumer_part(c, assigned->elems[i].topic, assigned->elems[i].partition);
+            cs_part *part = part_of(c, &assigned->elems[i]);
             if (!part || !cs__window_stalled(part, now, c->sub->stall_timeout_ms)) continue;
             CS_LOG_WARN("window aborted: a retried record held it past the stall timeout subscription=%s topic=%s "
                         "partition=%d stall_timeout_ms=%d",
@@ -342,21 +353,20 @@ static void close_window(cs_consumer *c, bool final) {
  * a position never goes backwards on the wire. Any thread. */
 int cs__commit_precommit(void *arg, cs_part *part) {
     cs_consumer *c = arg;
-    int64_t pos;
-    char meta[CS_META_MAX];
+    cs_commit_state s;
     /* The state is taken under commit_lock, so that no older state can be
      * enqueued after this one (and this one after no newer one). */
     pthread_mutex_lock(&c->commit_lock);
-    if (cs__part_log_unknown(part) || !cs__part_commit_state_now(part, &pos, meta, sizeof meta)) {
+    if (!cs__part_commit_state_now(part, &s)) {
         pthread_mutex_unlock(&c->commit_lock);
         return 0;
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, cs__part_topic(part), cs__part_number(part));
-    e->offset = pos;
-    e->metadata = strdup(meta);
+    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, s.topic, s.partition);
+    e->offset = s.pos;
+    e->metadata = strdup(s.meta);
     /* Out of memory: committed without attempt counts; the position still moves. */
-    e->metadata_size = e->metadata ? strlen(meta) : 0;
+    e->metadata_size = e->metadata ? strlen(s.meta) : 0;
     rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
     rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
     pthread_mutex_unlock(&c->commit_lock);
@@ -371,10 +381,10 @@ int cs__commit_precommit(void *arg, cs_part *part) {
         }
     }
     rd_kafka_queue_destroy(q);
-    cs__part_commit_done(part, pos, meta, err == RD_KAFKA_RESP_ERR_NO_ERROR);
+    cs__part_commit_done(part, s.pos, s.meta, err == RD_KAFKA_RESP_ERR_NO_ERROR);
     rd_kafka_topic_partition_list_destroy(l);
     if (err)
         CS_LOG_WARN("attempt not committed before its run subscription=%s topic=%s partition=%d error=\"%s\"",
-                    c->sub->name, cs__part_topic(part), (int)cs__part_number(part), rd_kafka_err2str(err));
+                    c->sub->name, s.topic, (int)s.partition, rd_kafka_err2str(err));
     return err ? -1 : 0;
 }
