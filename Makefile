@@ -228,6 +228,7 @@ fuzz: fuzz-build
 CSTREAM_VERSION := $(shell sed -n 's/^\#define CSTREAM_VERSION "\(.*\)"/\1/p' include/cstream.h)
 docs: docs-deps
 	@scripts/check-architecture
+	@scripts/check-names
 	@mkdir -p $(BUILD)/docs
 	CS_DOCS_DIR=$(BUILD)/docs CS_DOCS_VERSION=$(CSTREAM_VERSION) doxygen docs/Doxyfile
 	@echo "API reference: $(BUILD)/docs/api/index.html"

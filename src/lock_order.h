@@ -1,6 +1,7 @@
 /* lock_order.h — every mutex in cstream, and the order they nest in. No code:
  * the one list that the comment beside each lock refers to ("lock order:
  * level N") and that docs/architecture.md ("Locks and their order") copies.
+ * Owns: nothing (a list). Locks: none; it names them all. Threads: none.
  *
  * A thread holding a lock of level N takes only locks of a higher level.
  * Locks on the same level never nest in each other. A lock without a level
@@ -39,6 +40,8 @@
  *   -  cs_ctl_req.mx           src/kafka/consumer/fetch_control.c  one seek or pause request's completion
  *   -  destroyer.lock          src/kafka/consumer/consumer.c    a consumer destroy that may hang
  *   -  cs_test_cluster.lock    src/kafka/testing/testing.c     the test API's producer (tests only)
+ *   -  cs_client_stats.lock    src/kafka/client_stats.c  a client's last statistics, parsed (swapped
+ *                                                      in whole, read by /metrics)
  *   -  cs__schema_cache.lock   src/schema/schema_cache.h  a registry client's schema cache (never held
  *                                                      across the HTTP request of a miss)
  *   -  regcodec.lock           src/schema/registry_codec.c  a registry-backed codec's prepared writer

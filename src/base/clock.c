@@ -1,8 +1,9 @@
 /* clock.c — monotonic and realtime readings through one source, and the
  * monotonic condition-variable deadline (see clock.h). No state but the
- * source; any thread.
+ * source.
  *
- * Owns: the clock source (an atomic, a test's override). Locks: none. */
+ * Owns: the clock source (an atomic, a test's override). Locks: none.
+ * Threads: any thread. */
 #define _POSIX_C_SOURCE 200809L
 #include "base/clock.h"
 

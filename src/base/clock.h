@@ -14,7 +14,10 @@
  *
  * All readings go through one clock source, clock_gettime unless a unit test
  * installs another (tests/unit/test_clock.c fakes a realtime clock that was
- * stepped and shows that no wait moves with it). */
+ * stepped and shows that no wait moves with it).
+ *
+ * Owns: nothing here; clock.c keeps the clock source (an atomic). Locks: none.
+ * Threads: any thread, cs__clock_set_source included. */
 #ifndef CS_CORE_CLOCK_H
 #define CS_CORE_CLOCK_H
 

@@ -1,5 +1,7 @@
 /* error.c — the per-thread "last error" message behind cs_errmsg().
- * Owns one buffer per thread; touched only by the thread that fails. */
+ *
+ * Owns: last_message, a _Thread_local 2 KB buffer per thread. Locks: none.
+ * Threads: any thread; each reads and writes only its own buffer. */
 #include "base/error.h"
 
 #include <stdio.h>

@@ -1,4 +1,7 @@
-/* error.h — internal helpers that set the calling thread's error message. */
+/* error.h — internal helpers that set the calling thread's error message.
+ *
+ * Owns: nothing; the per-thread message buffers are error.c's. Locks: none.
+ * Threads: any thread; a call writes only the calling thread's buffer. */
 #ifndef CS_CORE_ERROR_H
 #define CS_CORE_ERROR_H
 

@@ -1,8 +1,8 @@
 /* heap.c — the binary min-heap of heap.h: push sifts the new pair up from
- * the end, pop moves the last pair down from the root. No locks, no threads:
- * the owner guards it.
+ * the end, pop moves the last pair down from the root.
  *
- * Owns: the heap's array of pairs (not the values). Locks: none. */
+ * Owns: the heap's array of pairs (not the values). Locks: none. Threads:
+ * none of its own; the owner serialises the calls (delay.c: delay_lock). */
 #include "base/heap.h"
 
 #include <stdlib.h>

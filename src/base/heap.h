@@ -9,7 +9,10 @@
  *
  * Owner: whoever embeds the cs_heap; a zeroed cs_heap is empty and valid.
  * Threads: none of its own; the owner's lock guards it (delay.c: delay_lock).
- * Never calls out. Unit test: tests/unit/test_heap.c. */
+ * Never calls out. Unit test: tests/unit/test_heap.c.
+ *
+ * Owns: declares cs_heap; its owner frees the array with cs__heap_free (the
+ * values stay the owner's). Locks: none of its own. */
 #ifndef CS_CORE_HEAP_H
 #define CS_CORE_HEAP_H
 

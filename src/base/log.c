@@ -1,8 +1,8 @@
 /* log.c — process-wide log threshold and line writer (stderr, one write per line
- * so lines from different threads never interleave). Any thread.
+ * so lines from different threads never interleave).
  *
  * Owns: the threshold and the line format (atomics, read once from the
- * environment). Locks: none. */
+ * environment). Locks: none. Threads: any thread. */
 #define _POSIX_C_SOURCE 200809L
 #include "base/log.h"
 

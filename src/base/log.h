@@ -1,6 +1,10 @@
 /* log.h — log lines are facts with fields: `ts level [app] message key=value ...`.
  * Callers pass the fields in the format string; nothing is formatted when the
- * level is disabled (check cs__log_enabled on hot paths). */
+ * level is disabled (check cs__log_enabled on hot paths).
+ *
+ * Owns: declares cs_ratelimit; the caller embeds one (zeroed) and owns it. The
+ * threshold and format are log.c's. Locks: none; cs_ratelimit is two atomics.
+ * Threads: any thread. */
 #ifndef CS_CORE_LOG_H
 #define CS_CORE_LOG_H
 

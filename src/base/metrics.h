@@ -8,7 +8,12 @@
  * (ops/app_metrics.c) runs (on the HTTP thread); it groups them by family, so that every family's
  * HELP and TYPE come once with all its series, and adds up samples with the
  * same name and labels (two brokers of one app). Collecting must only read
- * atomics or take short locks: never a call that waits on the network. */
+ * atomics or take short locks: never a call that waits on the network.
+ *
+ * Owns: declares cs_histogram (each writer embeds its own) and cs_metrics
+ * (made by cs__metrics_new, freed by cs__metrics_render_free; the caller frees
+ * the returned text). Locks: none; histogram buckets are atomics. Threads: a
+ * histogram is written and read on any thread; a collector is one scrape's. */
 #ifndef CS_BASE_METRICS_H
 #define CS_BASE_METRICS_H
 

@@ -1,13 +1,14 @@
 /* arena.c — yajl's memory, taken from a buffer on the caller's stack.
  *
- * Owns nothing beyond one call: a parser or generator handle allocates its
+ * Owns: nothing beyond one call: a parser or generator handle allocates its
  * state (handle, lexer, state stack, string buffer: ~0.5 KiB, 2.5 KiB once a
  * string has escapes) here instead of with 4-6 mallocs per record. Blocks
  * that do not fit go to malloc, so a long escaped string still works.
  *
  * Threads: an arena belongs to the one call that declared its buffer.
  * Must never: hand out a block that is not aligned for any type, or free a
- * pointer it did not allocate. */
+ * pointer it did not allocate.
+ * Locks: none. */
 #include "codec/codec_internal.h"
 
 #include <stdlib.h>

@@ -3,8 +3,10 @@
  * schema registry (magic byte and schema id) belongs to the registry client,
  * which will hand this codec the writer schema it looked up.
  *
- * Owns the codec and its two parsed schemas; both are immutable after
- * cs_codec_avro_new, so the functions run on any worker thread at once. */
+ * Owns: the codec and its two parsed schemas; both are immutable after
+ * cs_codec_avro_new, so the functions run on any worker thread at once.
+ * Locks: none. Threads: cs_codec_avro_new and cs_codec_avro_destroy on the
+ * caller's thread; decode, encode and schema on any thread at once. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

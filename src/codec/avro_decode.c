@@ -11,10 +11,11 @@
  * before checking the bytes are there. Reading the binary is the easy part
  * (avro_read.c); this file is the mapping.
  *
- * Owns, until the call returns, what it hangs into the caller's struct; on
+ * Owns: until the call returns, what it hangs into the caller's struct; on
  * failure that is freed and the struct zeroed. Threads: pure function, any
  * thread. Must never: let a value the table does not describe reach the
- * struct (range, UTF-8, NUL in a string, a fixed of another size). */
+ * struct (range, UTF-8, NUL in a string, a fixed of another size).
+ * Locks: none. */
 #include "codec/avro_read.h"
 
 #include <stdlib.h>

@@ -3,9 +3,10 @@
  * encoding of a value: a union's default is of its first branch, bytes and
  * fixed are strings of code points 0-255, an enum's is its symbol).
  *
- * Owns nothing: it writes into the caller's struct like the decoder, and a
+ * Owns: nothing; it writes into the caller's struct like the decoder, and a
  * failure is unwound by cs_avro_decode. Threads: any. Must never: write a
- * default that does not fit the member (range, length, symbol). */
+ * default that does not fit the member (range, length, symbol).
+ * Locks: none. */
 #include "codec/avro_read.h"
 
 #include <stdlib.h>

@@ -2,10 +2,11 @@
  * the schema's fields in its order, each from the table field of that name,
  * union branches picked by what the value holds.
  *
- * Owns, for one call, the output buffer (handed to the caller on success).
+ * Owns: for one call, the output buffer (handed to the caller on success).
  * Threads: pure function, any thread. Must never: write a value its schema
  * cannot hold (an int out of range, an enum index past the symbols, a decimal
- * beyond its precision, text that is not UTF-8). */
+ * beyond its precision, text that is not UTF-8).
+ * Locks: none. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

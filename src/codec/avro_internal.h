@@ -4,7 +4,12 @@
  *
  * Why a model of our own next to avro-c: avro-c 1.11 validates a schema but
  * keeps neither field defaults nor logical types, and both are needed to
- * resolve a writer schema against a reader (see avro_schema.c). */
+ * resolve a writer schema against a reader (see avro_schema.c).
+ *
+ * Owns: declares cs_avro_schema, av_node and cs__avro_buf. avro_schema.c makes
+ * and frees a schema with its nodes (cs_avro_schema_new, _destroy); a
+ * cs__avro_buf belongs to the one call that writes it. Locks: none. Threads: a
+ * schema is immutable once made and read by any thread at once. */
 #ifndef CS_AVRO_INTERNAL_H
 #define CS_AVRO_INTERNAL_H
 

@@ -2,9 +2,10 @@
  * against the bytes left before anything is allocated, skipping values the
  * reader does not want, and messages that name the field by its path.
  *
- * Owns nothing beyond one decoder's cursor. Threads: any (one decoder per
+ * Owns: nothing beyond one decoder's cursor. Threads: any (one decoder per
  * call). Must never: read past the end, trust a length or count from the
- * payload, or recurse deeper than CS__AVRO_MAX_DEPTH. */
+ * payload, or recurse deeper than CS__AVRO_MAX_DEPTH.
+ * Locks: none. */
 #include "codec/avro_read.h"
 
 #include <stdarg.h>

@@ -1,7 +1,11 @@
 /* avro_read.h — the decoder's state and its reading of Avro binary
  * (avro_read.c): varints, lengths checked against what is left, skipping a
  * value by its writer schema, and error messages naming the field. Shared by
- * avro_decode.c (values into the struct) and avro_default.c (defaults). */
+ * avro_decode.c (values into the struct) and avro_default.c (defaults).
+ *
+ * Owns: declares decoder, one decode call's cursor and field path, kept on
+ * that call's stack (cs_avro_decode). Locks: none. Threads: any thread, one
+ * decoder per call. */
 #ifndef CS_AVRO_READ_H
 #define CS_AVRO_READ_H
 

@@ -3,12 +3,12 @@
  * which keeps what avro-c drops and resolution needs: field defaults and
  * logical types.
  *
- * Owns a cs_avro_schema: the text, its yajl tree (defaults and names point
+ * Owns: a cs_avro_schema: the text, its yajl tree (defaults and names point
  * into it), and the nodes. Immutable once made.
  *
  * Threads: making and destroying, the caller's thread; using, any thread.
  * Must never: accept a schema avro-c refuses, or recurse deeper than
- * CS__AVRO_MAX_DEPTH. */
+ * CS__AVRO_MAX_DEPTH. Locks: none. */
 #include "codec/avro_internal.h"
 
 #include <stdio.h>

@@ -2,9 +2,9 @@
  * cs_avro_encode writes when a codec has no schema of its own, and what a
  * registry would be given), and the growing buffer the Avro files write into.
  *
- * Owns, for one call, the text being written and the list of names already
+ * Owns: for one call, the text being written and the list of names already
  * defined (a named type is defined once, then referenced by name).
- * Threads: pure function, any thread. */
+ * Locks: none. Threads: pure function, any thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

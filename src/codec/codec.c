@@ -2,8 +2,8 @@
  * one call that frees any codec's decoded value (Avro and Protobuf codecs are
  * made in avro_codec.c and protobuf_codec.c).
  *
- * Owns nothing: the JSON codec is a constant table of functions.
- * Threads: any thread. */
+ * Owns: nothing; the JSON codec is a constant table of functions.
+ * Locks: none. Threads: any thread. */
 #include "codec/codec_internal.h"
 
 static cs_err json_decode(const cs_codec *c, const cs_type *type, const void *data, size_t len, void *out) {

@@ -1,6 +1,10 @@
 /* codec_internal.h — what the codec's files share: kind facts, the table
  * check cache, strict UTF-8, locale-proof numbers, and a yajl allocator that
- * works from a caller's stack buffer. Nothing here is public. */
+ * works from a caller's stack buffer. Nothing here is public.
+ *
+ * Owns: declares cs__codec_arena, which lives for one yajl handle on the
+ * caller's stack (arena.c); the table check cache is type.c's, per thread.
+ * Locks: none. Threads: any thread. */
 #ifndef CS_CODEC_INTERNAL_H
 #define CS_CODEC_INTERNAL_H
 

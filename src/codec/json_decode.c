@@ -2,7 +2,7 @@
  * parser: no tree. Each callback looks at the innermost open object or array
  * (a frame), finds the member the value belongs to and writes it.
  *
- * Owns, for one call: the frame stack (one frame per open object or array, at
+ * Owns: for one call, the frame stack (one frame per open object or array, at
  * most CS_JSON_MAX_DEPTH), yajl's memory (a stack arena), and until the call
  * returns, the strings and arrays it hangs into the caller's struct. On any
  * failure those are freed and the struct is zeroed.
@@ -11,7 +11,8 @@
  * anything but what the struct owns, recurse (deep input is refused at
  * CS_JSON_MAX_DEPTH levels, counted in the callbacks), or let a value the
  * table does not describe reach the struct (wrong type, out of range, invalid
- * UTF-8, embedded NUL, too long for a char array, too many items). */
+ * UTF-8, embedded NUL, too long for a char array, too many items).
+ * Locks: none. */
 #include "codec/codec_internal.h"
 
 #include <stdarg.h>

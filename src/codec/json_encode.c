@@ -1,6 +1,6 @@
 /* json_encode.c — a struct to compact JSON through yajl_gen.
  *
- * Owns, for one call: the output buffer (handed to the caller on success,
+ * Owns: for one call, the output buffer (handed to the caller on success,
  * freed on failure) and yajl_gen's memory (a stack arena). Keys come in table
  * order; yajl_gen escapes strings (quote, backslash, control characters).
  * Integers and doubles are formatted here and written with yajl_gen_number:
@@ -9,7 +9,7 @@
  * Threads: pure function, any thread. Must never: write anything the decoder
  * would refuse (invalid UTF-8, NaN, infinity, more items than max_items,
  * nesting deeper than CS_JSON_MAX_DEPTH), or leave a half-written buffer
- * behind on failure. */
+ * behind on failure. Locks: none. */
 #include "codec/codec_internal.h"
 
 #include <math.h>

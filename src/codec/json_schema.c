@@ -8,8 +8,8 @@
  * text also serves AsyncAPI's default schema format (apart from $schema and
  * $defs).
  *
- * Threads: pure function, any thread. Owns the generator and, until it is
- * handed over, the text. */
+ * Threads: pure function, any thread. Owns: the generator and, until it is
+ * handed over, the text. Locks: none. */
 #include "codec/codec_internal.h"
 
 #include <stdio.h>

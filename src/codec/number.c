@@ -6,7 +6,10 @@
  * the "C" locale (uselocale, per thread), so a service that calls
  * setlocale(LC_ALL, "") in a comma-decimal locale still reads and writes "0.5".
  *
- * Threads: pure functions, any thread; the "C" locale object is created once. */
+ * Threads: pure functions, any thread; the "C" locale object is created once.
+ *
+ * Owns: c_locale, the "C" numeric locale object, made once and never freed.
+ * Locks: none; pthread_once (c_locale_once) guards its creation. */
 #include "codec/codec_internal.h"
 
 #include <locale.h>

@@ -5,7 +5,7 @@
  * `package`, `message NAME {` and braces; every read stops at the NUL, the
  * full name and the nesting are bounded (the text may be a stranger's).
  *
- * Owns nothing; pure functions. Any thread. */
+ * Owns: nothing; pure functions. Locks: none. Threads: any thread. */
 #include "codec/proto_text.h"
 
 #include <string.h>

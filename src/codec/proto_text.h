@@ -7,7 +7,10 @@
  *
  * The text may come from the registry (any producer may have registered it),
  * so nothing in it is trusted: every read stops at the NUL, names and nesting
- * are bounded. Pure functions of their arguments: any thread, no lock. */
+ * are bounded. Pure functions of their arguments: any thread, no lock.
+ *
+ * Owns: nothing; declares cs__proto_decl, valid during one visit only and
+ * pointing into the caller's text. Locks: none. Threads: any thread. */
 #ifndef CS_CODEC_PROTO_TEXT_H
 #define CS_CODEC_PROTO_TEXT_H
 

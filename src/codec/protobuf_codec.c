@@ -4,9 +4,10 @@
  * allocated. The wire framing of a schema registry (magic byte, schema id,
  * message indexes) belongs to the registry client.
  *
- * Owns the codec, its cs_type and its copy of the .proto text; all are
+ * Owns: the codec, its cs_type and its copy of the .proto text; all are
  * immutable after cs_codec_protobuf_new, so the functions run on any worker
- * thread at once. */
+ * thread at once. Locks: none. Threads: cs_codec_protobuf_new and
+ * cs_codec_protobuf_destroy on the caller's thread; the rest on any thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,8 @@
 /* protobuf_internal.h — what protobuf_codec.c and protobuf_wire.c share.
- * Nothing here is public. */
+ * Nothing here is public.
+ *
+ * Owns: nothing; pure functions over the caller's descriptor and payload (what
+ * they allocate is freed before they return). Locks: none. Threads: any. */
 #ifndef CS_CODEC_PROTOBUF_INTERNAL_H
 #define CS_CODEC_PROTOBUF_INTERNAL_H
 

@@ -12,7 +12,8 @@
  *     (per record for such types only; it allocates nothing);
  *   - whether a type can nest that deep at all, once per codec.
  *
- * Owns nothing past a call. Threads: any; pure functions of their arguments. */
+ * Owns: nothing past a call. Locks: none. Threads: any; pure functions of
+ * their arguments. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

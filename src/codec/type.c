@@ -1,11 +1,12 @@
 /* type.c — field tables: what each kind is, checking a table, freeing a value.
  *
- * Owns the per-thread memory of which tables were already checked (a few
+ * Owns: the per-thread memory of which tables were already checked (a few
  * pointers), so decode and encode check a table once per thread, not per
  * record.
  *
  * Threads: pure functions, any thread. Must never: trust a table it has not
- * checked (a wrong offset or size would write outside the caller's struct). */
+ * checked (a wrong offset or size would write outside the caller's struct).
+ * Locks: none; the check memory is _Thread_local. */
 #include "codec/codec_internal.h"
 
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * Every string the codec stores or writes passes here.
  *
  * Threads: pure function, any thread. Runs per string on the hot path: ASCII
- * is checked eight bytes at a time. */
+ * is checked eight bytes at a time. Owns: nothing. Locks: none. */
 #include "codec/codec_internal.h"
 
 #include <string.h>

@@ -9,7 +9,11 @@
  * settled by an earlier owner and is to be skipped (cs__acked_set_take).
  *
  * No lock: the partition's lock guards the set it keeps. Pure but for the
- * copy of the runs that cs__acked_set_load allocates. */
+ * copy of the runs that cs__acked_set_load allocates.
+ *
+ * Owns: declares cs_acked_set; a partition embeds one (restored_set) and
+ * frees its runs with cs__acked_set_clear. Locks: none of its own (the
+ * partition's lock). Threads: the holder of the partition's lock. */
 #ifndef CS_CORE_ACKED_SET_H
 #define CS_CORE_ACKED_SET_H
 

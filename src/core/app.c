@@ -1,7 +1,10 @@
 /* app.c — the application lifecycle: hooks, brokers, stop requests, signals.
- * Owns the brokers added to it. `lock` guards the stop request and the fatal
- * reason (any thread); everything else is touched by the thread that drives
- * the lifecycle (start/wait/stop). */
+ *
+ * Owns: the cs_app: name, version, hooks, the broker slots (each impl
+ * destroyed through its ops in cs_app_destroy) and the fatal reason.
+ * Locks: cs_app.lock (a leaf, lock_order.h) around stop_requested, has_fatal
+ * and fatal; state is an atomic. Threads: the lifecycle thread; any thread
+ * may call cs__app_fatal and cs_app_request_stop, or read state. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <signal.h>

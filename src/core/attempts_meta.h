@@ -7,7 +7,10 @@
  * written on the commit timer (the writer may have died running a record).
  * Entries are lowest offset first. The string is bounded (CS_META_MAX bytes):
  * entries that do not fit are left out, and those records count their
- * attempts from zero after a restart (documented fallback). Pure functions. */
+ * attempts from zero after a restart (documented fallback). Pure functions.
+ *
+ * Owns: nothing; the buffers and cs_meta_read's arrays are the caller's.
+ * Locks: none. Threads: any thread. */
 #ifndef CS_CORE_ATTEMPTS_META_H
 #define CS_CORE_ATTEMPTS_META_H
 

@@ -1,5 +1,10 @@
 /* broker.h — how a broker (Kafka) plugs into the app lifecycle. The app knows
- * nothing else of it: it starts brokers in order, stops them in reverse. */
+ * nothing else of it: it starts brokers in order, stops them in reverse.
+ *
+ * Owns: declares cs_broker_ops and the operations surface's types; app.c keeps
+ * each broker's ops and impl and destroys the impl through ops->destroy.
+ * Locks: none here (app.c's cs_app.lock guards the stop request and the fatal
+ * reason). Threads: each op says its thread; cs__app_fatal runs on any. */
 #ifndef CS_CORE_BROKER_H
 #define CS_CORE_BROKER_H
 

@@ -47,7 +47,7 @@ void *cs__delay_main(void *arg) {
     return NULL;
 }
 
-bool cs__start_delays(cs_pipeline *p) {
+bool cs__delay_start(cs_pipeline *p) {
     p->delay_started = pthread_create(&p->delay_thread, NULL, cs__delay_main, p) == 0;
     return p->delay_started;
 }

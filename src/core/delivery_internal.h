@@ -1,7 +1,13 @@
 /* delivery_internal.h — the record in flight through the core.
  * A delivery belongs to exactly one place at a time: a lane's queue (lane
  * lock), a worker running its handler, or the partition's in-flight list
- * (partition lock) while its handler runs or keeps it pending. */
+ * (partition lock) while its handler runs or keeps it pending.
+ *
+ * Owns: declares cs_delivery; a delivery owns its reason, reply buffer,
+ * decoded value and key and outputs, which cs__delivery_free frees (then
+ * frees d or keeps it as a pool spare). Locks: none of its own; the place
+ * that holds it guards it. Threads: made on the fetch thread, run on a
+ * worker, settled on any thread. */
 #ifndef CS_CORE_DELIVERY_INTERNAL_H
 #define CS_CORE_DELIVERY_INTERNAL_H
 

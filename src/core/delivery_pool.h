@@ -11,7 +11,11 @@
  * Owner: the pipeline holds one reference and every partition one more, so
  * that a delivery settled after its pipeline is gone still finds the pool;
  * the last reference frees the pool and its spares. No lock: a put was one
- * mutex pair per record on the workers' path (docs/benchmarks.md). */
+ * mutex pair per record on the workers' path (docs/benchmarks.md).
+ *
+ * Owns: declares cs_delivery_pool, reference-counted (cs__delivery_pool_ref,
+ * _unref). Locks: none; the shared stack and the counts are atomics.
+ * Threads: put on any thread; take on one thread at a time (the fetch thread). */
 #ifndef CS_CORE_DELIVERY_POOL_H
 #define CS_CORE_DELIVERY_POOL_H
 

@@ -6,7 +6,11 @@
  * it is acked or dropped, on its partition's window until a transaction may
  * carry them (see window.c). One allocation per output holds the record and
  * all its bytes. Not thread-safe: the list's owner (delivery or partition
- * lock) serialises access. */
+ * lock) serialises access.
+ *
+ * Owns: declares cs_output and cs_output_list; the list's holder (a delivery's
+ * outputs, a partition's window) frees it with cs__output_list_free.
+ * Locks: none of its own. Threads: whichever thread holds the list. */
 #ifndef CS_CORE_OUTPUT_H
 #define CS_CORE_OUTPUT_H
 

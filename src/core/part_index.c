@@ -2,8 +2,8 @@
  * (part_index.h): open addressing with linear probing, kept at most half
  * full so that a probe ends after about two slots.
  *
- * Owns: the slots (not the partitions). Locks: none; the pipeline's
- * parts_lock guards every call. Threads: parts_lock's holder. */
+ * Owns: the slots (not the partitions). Locks: none of its own. Threads: as
+ * part_index.h says: the pipeline's only writer, or a reader under parts_lock. */
 #include "core/part_index.h"
 
 #include <assert.h>

@@ -9,9 +9,12 @@
  * value; both must outlive it (a partition's own copy of its topic does).
  *
  * Owner: whoever embeds the cs_part_index; a zeroed one is empty and valid.
- * Threads: none of its own; the owner's lock guards it (pipeline.c: the
- * fetch thread adds under parts_lock, other threads find under it). Never
- * calls out. Unit test: tests/unit/test_part_index.c. */
+ * Threads: none of its own; the owner says who may call (pipeline.c: only
+ * the fetch thread adds, under parts_lock; the fetch thread finds without
+ * it, other threads find under it). Never calls out. Unit test: tests/unit/test_part_index.c.
+ *
+ * Owns: declares cs_part_index; its owner frees the slots with
+ * cs__part_index_free (not the topics or values). Locks: none of its own. */
 #ifndef CS_CORE_PART_INDEX_H
 #define CS_CORE_PART_INDEX_H
 

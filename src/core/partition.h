@@ -12,7 +12,12 @@
  *
  * Threads and locks: each function says which thread calls it; those that
  * read or change the locked state take the partition's lock (lock order level
- * 5, lock_order.h) and call out to nothing while they hold it. */
+ * 5, lock_order.h) and call out to nothing while they hold it.
+ *
+ * Owns: declares the opaque cs_part; partition.c and the core files that
+ * include partition_internal.h own its state. Locks: cs_part.lock (level 5),
+ * taken inside the functions; the log flag and the byte and settlement counts
+ * are atomics. Threads: each function says which. */
 #ifndef CS_CORE_PARTITION_H
 #define CS_CORE_PARTITION_H
 

@@ -75,7 +75,7 @@ cs_pipeline *cs__pipeline_new(const cs_pipeline_config *cfg) {
         cs__pipeline_destroy(p);
         return NULL;
     }
-    if (!cs__start_delays(p)) {
+    if (!cs__delay_start(p)) {
         cs__pipeline_destroy(p);
         return NULL;
     }

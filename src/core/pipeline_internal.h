@@ -169,10 +169,10 @@ cs_err cs__give_up(cs_delivery *d, const outlet *o, const char *why);
 void cs__discard(cs_delivery *d);
 
 /* ---- delay.c ------------------------------------------------------------- */
-/* The delay timer thread (arg: the pipeline), started by cs__start_delays
+/* The delay timer thread (arg: the pipeline), started by cs__delay_start
  * from cs__pipeline_new; false if the thread could not start. */
 void *cs__delay_main(void *arg);
-bool cs__start_delays(cs_pipeline *p);
+bool cs__delay_start(cs_pipeline *p);
 /* A retry with a due time enters the heap (settle.c); false when out of
  * memory. Called with delay_lock held. */
 bool cs__delay_push(cs_pipeline *p, cs_delivery *d);

@@ -1,6 +1,11 @@
 /* source.h — the small interface through which a broker (Kafka) plugs records
  * into the generic core. The core never sees librdkafka: it holds an opaque
- * `msg` per delivery and asks the source for headers and to release it. */
+ * `msg` per delivery and asks the source for headers and to release it.
+ *
+ * Owns: declares cs_source_ops; the source provides a constant table
+ * (store.c: cs__stored_ops) and each partition borrows a pointer to it.
+ * Locks: none. Threads: release on any thread; the header calls on whichever
+ * thread reads the delivery (the fetch thread at fetch, then the handler's). */
 #ifndef CS_CORE_SOURCE_H
 #define CS_CORE_SOURCE_H
 

@@ -9,7 +9,12 @@
  * more, so that deliveries settled after the consumer closed still find it;
  * the last reference frees it. Lock: free_lock is a leaf (lock order: level
  * 6, src/lock_order.h), held only to push or pop a spare chunk; the
- * wake hook runs after it is released. */
+ * wake hook runs after it is released.
+ *
+ * Owns: declares cs_store and cs_stored; store.c owns the chunks and the
+ * spares. Locks: free_lock and wake_mx (level 6 leaves, taken in store.c);
+ * the counts are atomics. Threads: the fetch thread appends, closes and
+ * charges; any thread releases a record or reads the counts. */
 #ifndef CS_CORE_STORE_H
 #define CS_CORE_STORE_H
 
@@ -45,8 +50,10 @@ typedef struct cs_stored_header {
 } cs_stored_header;
 
 /* budget: bytes; resume_mark: taking stops at used >= budget and resumes at
- * used <= resume_mark; wake(arg) is called (any thread, no lock of the
- * store held) when a release brings `used` down across the resume mark. */
+ * used <= resume_mark; wake(arg) is called (any thread, with the
+ * store's wake_mx held, so that cs__store_release can clear it: the hook
+ * takes only the consumer's wake_lock) when a release brings `used` down
+ * across the resume mark. */
 cs_store *cs__store_new(size_t budget, size_t resume_mark, void (*wake)(void *), void *wake_arg);
 /* Drops the owner's reference (chunks still holding records keep it alive). */
 void cs__store_release(cs_store *s);

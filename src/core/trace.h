@@ -1,7 +1,9 @@
 /* trace.h — W3C trace context (https://www.w3.org/TR/trace-context/) as far as
  * cstream carries it: the `traceparent` header of an incoming record, checked
  * once when the record is fetched and kept in its delivery. Pure functions;
- * any thread. */
+ * any thread.
+ *
+ * Owns: nothing. Locks: none. Threads: any thread. */
 #ifndef CS_CORE_TRACE_H
 #define CS_CORE_TRACE_H
 

@@ -5,8 +5,8 @@
  * sequence-number window [base_seq, next_seq) of the entries still kept, the
  * count of open (unsettled) entries and the last delivered offset.
  *
- * Who touches it: one thread at a time - the caller holds the partition's
- * lock around every call. There is no lock, no atomic and no I/O here.
+ * Threads: one at a time - the caller holds the partition's lock around every
+ * call. Locks: none of its own; there is no lock, no atomic and no I/O here.
  *
  * Must never: block, abort or exit (out of memory is reported as -1), reuse a
  * sequence number within the life of the tracker (so a stale seq from before a

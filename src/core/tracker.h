@@ -6,8 +6,8 @@
  * safe to commit (the offset of the lowest delivered-but-unsettled record, or
  * last delivered offset + 1 when nothing is open).
  *
- * Locking: none. The tracker has no lock of its own; the caller serialises
- * every call (one tracker per partition, guarded by that partition's lock).
+ * Locks: none of its own. Threads: one at a time; the caller serialises every
+ * call (one tracker per partition, guarded by that partition's lock).
  *
  * Cost: O(1) amortized per delivery and per settlement. Deliveries are kept in
  * a growable ring; a settlement finds its entry through the sequence number

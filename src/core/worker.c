@@ -8,7 +8,8 @@
  * (cs__pipeline_check_slow) and closes the gate. No lock is held while a
  * handler runs: admission (partition.c, cs__part_start_run) takes the
  * partition lock before it, the time-limit watch takes run_lock (a leaf)
- * around it. */
+ * around it. Locks: run_lock and gate_lock (leaves, src/lock_order.h); a lane's
+ * and a partition's lock only inside lanes.c's and partition.c's calls. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/partition_internal.h"
 #include "core/pipeline_internal.h"

@@ -140,7 +140,7 @@ void cs__client_stats_update(cs_client_stats *s, yajl_val root, bool producer) {
     free(old);
 }
 
-int cs__producer_on_stats_json(cs_client_stats *s, const char *json) {
+int cs__client_stats_from_json(cs_client_stats *s, const char *json) {
     yajl_val root = yajl_tree_parse(json, NULL, 0);
     cs__client_stats_update(s, root, true);
     yajl_tree_free(root);

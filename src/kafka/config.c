@@ -4,11 +4,12 @@
  * (and the source: a setter, or a file line, variable or flag of the
  * operator's layers, config_sources.c) and giving librdkafka's reason; the
  * traces `config show` prints; and the checks the cs_kafka_* and cs_sub_*
- * setters share. Pure functions but cs__kafka_configurable, which reads
- * whether the app has started; any thread. Must never put a secret key's
- * value, or a value read from a file, into a message.
+ * setters share. Pure functions but cs__conf_configurable, which reads
+ * whether the app has started. Must never put a secret key's value, or a
+ * value read from a file, into a message.
  *
- * Owns: the property lists it builds (their caller frees them). Locks: none. */
+ * Owns: the property lists it builds (their caller frees them). Locks: none.
+ * Threads: any thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -218,14 +219,14 @@ void cs__rdkafka_log(const rd_kafka_t *rk, int level, const char *fac, const cha
 
 /* ---- the setters' shared checks (kafka.c, subscription.c) ------------------ */
 
-cs_err cs__kafka_configurable(const cs_kafka *k, const char *what) {
+cs_err cs__conf_configurable(const cs_kafka *k, const char *what) {
     if (!k) return cs__fail(CS_ERR_ARG, "%s: broker is NULL", what);
     if (k->app && cs__app_started(k->app))
         return cs__fail(CS_ERR_STATE, "%s: the app has started; configure before cs_app_start", what);
     return CS_OK;
 }
 
-cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what) {
+cs_err cs__conf_replace_string(char **slot, const char *value, const char *what) {
     char *copy = strdup(value);
     if (!copy) return cs__fail(CS_ERR_NOMEM, "%s: out of memory", what);
     free(*slot);

@@ -9,6 +9,7 @@
  * variable: a _FILE suffix) is read from that file.
  *
  * Owns: the broker's cs_conf_ext (the command line's copies, the entries).
+ * Locks: none.
  * Threads: loaded, bound and checked on the configuring or lifecycle thread
  * before anything connects (kafka_start, the commands of cs_app_main,
  * cs_kafka_committed before start); read-only afterwards, any thread.

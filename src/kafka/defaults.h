@@ -4,7 +4,9 @@
  * (never a literal), and tests/unit/test_defaults.c compares every row of
  * those tables with them and with the values a fresh cs_kafka and cs_sub
  * really hold, so a default changed in one place only fails the build's
- * tests. Constants only. */
+ * tests. Constants only.
+ *
+ * Owns: nothing (macros only). Locks: none. Threads: any. */
 #ifndef CS_KAFKA_DEFAULTS_H
 #define CS_KAFKA_DEFAULTS_H
 

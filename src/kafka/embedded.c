@@ -1,11 +1,11 @@
 /* embedded.c — the embedded Kafka: librdkafka's in-process mock cluster.
  * It speaks the Kafka protocol on loopback, keeps committed offsets per group
  * and runs group rebalances; it does not enforce transactions. It lives in a
- * plain producer handle that exists only to host it. Created and destroyed by
- * one thread; topic creation may come from any thread (the mock locks).
+ * plain producer handle that exists only to host it.
  *
  * Owns: the cs_embedded: the hosting producer handle and its mock cluster.
- * Locks: none of its own. */
+ * Locks: none of its own. Threads: created and destroyed by one thread; topic
+ * creation may come from any thread (the mock locks). */
 #define _POSIX_C_SOURCE 200809L
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>

@@ -1,6 +1,13 @@
 /* kafka_internal.h — the Kafka broker's own structures. Only files under
  * src/kafka include librdkafka. Configuration fields are written before start
- * (by the configuring thread) and read-only afterwards. */
+ * (by the configuring thread) and read-only afterwards.
+ *
+ * Owns: declares cs_kafka and cs_sub (kafka.c and subscription.c make and free
+ * them) and the types the broker's files share. Locks: none here; it declares
+ * cs_sub.stats_lock (level 2), cs_kafka.producer_lock (a rwlock) and
+ * cs_client_stats.lock (a leaf); the publish counters are atomics. Threads:
+ * configuration on the configuring thread before start; each declaration
+ * says its own thread. */
 #ifndef CS_KAFKA_INTERNAL_H
 #define CS_KAFKA_INTERNAL_H
 
@@ -182,7 +189,7 @@ void cs__client_stats_destroy(cs_client_stats *s);
 /* Takes the numbers of one statistics report (root may be NULL: ignored). */
 void cs__client_stats_update(cs_client_stats *s, yajl_val root, bool producer);
 /* Parses a producer's report into s; librdkafka's stats callback returns it. */
-int cs__producer_on_stats_json(cs_client_stats *s, const char *json);
+int cs__client_stats_from_json(cs_client_stats *s, const char *json);
 /* The series: a consumer's if `sub` (its subscription and group), else the
  * producer's. Nothing until a report came. */
 void cs__client_stats_metrics(cs_client_stats *s, cs_metrics *m, const char *sub, const char *group);
@@ -376,8 +383,8 @@ cs_err cs__ext_apply(rd_kafka_conf_t *conf, const cs_kafka *k, cs_conf_role role
 
 /* consumer_conf.c: the values a subscription runs with when the service set
  * none: its commit mode's default (src/kafka/defaults.h), else what it set. */
-size_t cs__sub_max_open(const cs_sub *s);
-int cs__sub_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
+size_t cs__consumer_max_open(const cs_sub *s);
+int cs__consumer_commit_interval_ms(const cs_sub *s); /* Tracked's commit timer, Transactional's window */
 
 /* profile.c: puts the broker's profile properties that apply to a consumer
  * (producer false) or a producer into conf, recording them in t (may be NULL)
@@ -386,15 +393,15 @@ cs_err cs__profile_apply(const cs_kafka *k, rd_kafka_conf_t *conf, cs_conf_trace
 
 /* config.c, for kafka.c's and subscription.c's setters: fails, naming `what`, for
  * a NULL broker (CS_ERR_ARG) or once the app has started (CS_ERR_STATE). */
-cs_err cs__kafka_configurable(const cs_kafka *k, const char *what);
+cs_err cs__conf_configurable(const cs_kafka *k, const char *what);
 
 /* The broker's asyncapi op (asyncapi.c): the app's AsyncAPI document, every
  * Kafka broker of the app included; app and result are not NULL (cs_app_asyncapi
  * checked them). */
-cs_err cs__kafka_asyncapi(cs_app *app, int yaml, char **result);
+cs_err cs__aa_document(cs_app *app, int yaml, char **result);
 /* config.c, for kafka.c and subscription.c: replaces *slot with a copy of value
  * (*slot unchanged when out of memory). */
-cs_err cs__kafka_replace_string(char **slot, const char *value, const char *what);
+cs_err cs__conf_replace_string(char **slot, const char *value, const char *what);
 /* Whether `topic` is one of s's topics, or matches its pattern. Inline:
  * the consumer's files and subscription.c both ask, and subscription.c
  * calls into the consumer (no call cycle, scripts/depgraph). Any thread
@@ -412,21 +419,21 @@ void cs__sub_free(cs_sub *s);
 /* A consumer of `group` that never joins it, with k's properties for every
  * client and for consumers (code, then the loaded operator's layers; k NULL:
  * none). NULL with cs_errmsg set on failure. */
-rd_kafka_t *cs__group_reader(const char *brokers, const char *group, cs_kafka *k);
+rd_kafka_t *cs__committed_reader(const char *brokers, const char *group, cs_kafka *k);
 cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, int32_t partition, int64_t *offset);
 
 /* publish.c: the pipeline's reply hook for a subscription (arg: the cs_sub). */
-int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
-                         size_t value_len);
+int cs__publish_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
+                      size_t value_len);
 
 /* The pipeline's dead-letter hook for a subscription (arg: the cs_sub). */
-int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason);
+int cs__publish_dead_letter(void *arg, cs_delivery *d, const char *reason);
 
 /* Transactional: the dead-letter output of d, and whether a handler may
  * publish to `topic` (pipeline hooks; arg: the cs_sub). */
 #include "core/output.h"
-cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason);
-bool cs__kafka_output_topic_ok(void *arg, const char *topic);
+cs_output *cs__publish_dead_letter_output(void *arg, cs_delivery *d, const char *reason);
+bool cs__publish_output_topic_ok(void *arg, const char *topic);
 
 /* Checks that every topic exists on the cluster rk talks to. */
 cs_err cs__topics_exist(rd_kafka_t *rk, const char *who, char *const *topics, size_t n);
@@ -453,8 +460,8 @@ void cs__conn_watch_install(rd_kafka_conf_t *conf, cs_conn_watch *w);
  * refuses the SASL login or the TLS handshake fails (the message names `who`,
  * the protocol, mechanism and user, or the CA file), else with CS_ERR_KAFKA
  * when no metadata came within timeout_ms. */
-cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *const *topics, size_t n,
-                       int timeout_ms);
+cs_err cs__topics_start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *const *topics, size_t n,
+                              int timeout_ms);
 
 /* consumer.c: the consumers' topic.metadata.refresh.interval.ms unless
  * configured: how soon a subscription notices partitions added to its topics
@@ -464,14 +471,14 @@ cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *
  * naming drain_timeout_ms and max.poll.interval.ms with both values) a
  * subscription in a group whose drain timeout is not shorter than its
  * consumer's effective max.poll.interval.ms. */
-cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app);
+cs_err cs__consumer_check_drain_timeout(cs_sub *s, cs_app *app);
 /* consumer_conf.c: every property of s's consumer but its callbacks, into
  * conf, each key's source into t (may be NULL; config_show.c). `who` names
  * the client in messages. */
 cs_err cs__consumer_conf_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_conf_t *conf, cs_conf_trace *t);
 /* "consumer" or "classic": the group protocol s joins with (while running) or
  * would join with (what its layers select; classic when they cannot be read). */
-const char *cs__sub_protocol_name(cs_sub *s, cs_app *app);
+const char *cs__consumer_protocol_name(cs_sub *s, cs_app *app);
 /* How logs, /metrics and the AsyncAPI document name a group protocol. */
 static inline const char *cs__protocol_label(bool consumer) { return consumer ? "consumer" : "classic"; }
 /* producer.c: every property of k's producer but its callbacks, the same way. */

@@ -3,9 +3,9 @@
  * time (rd_kafka_version()), checked when a cs_kafka starts and shown in the
  * start log, /metrics and --version (docs/librdkafka.md).
  *
- * Owns: nothing (constants and pure functions). Threads: any. Must never:
- * refuse a run-time library newer than the headers (librdkafka keeps its ABI
- * within a major version: 2.x built code runs on any later 2.x). */
+ * Owns: nothing (constants and pure functions). Locks: none. Threads: any.
+ * Must never: refuse a run-time library newer than the headers (librdkafka
+ * keeps its ABI within a major version: 2.x built code runs on any later 2.x). */
 #include <librdkafka/rdkafka.h>
 #include <stdio.h>
 

@@ -20,7 +20,7 @@
 
 cs_err cs_kafka_oauthbearer_token_cb(cs_kafka *k, cs_oauth_token_fn fn, void *user) {
     if (!k) return cs__fail(CS_ERR_ARG, "cs_kafka_oauthbearer_token_cb: k is NULL");
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_oauthbearer_token_cb");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_oauthbearer_token_cb");
     if (err) return err;
     k->oauth_fn = fn;
     k->oauth_user = fn ? user : NULL;

@@ -4,7 +4,8 @@
  * Owns: the profiles' property tables. The broker's choice lives in
  * cs_kafka.profile (set on the configuring thread before start, read by the
  * client builders at start).
- * Threads: the configuring thread only; nothing to lock.
+ * Threads: cs_kafka_profile, on the configuring thread before start;
+ * cs__profile_apply, on the thread that builds a client. Locks: none.
  * Must never: set a property cstream owns, or one that changes a guarantee
  * (acks, idempotence, isolation): a profile trades throughput for latency
  * and nothing else. */
@@ -38,7 +39,7 @@ static const profile_property low_latency[] = {
 };
 
 cs_err cs_kafka_profile(cs_kafka *k, cs_profile p) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_profile");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_profile");
     if (err) return err;
     if (p != CS_PROFILE_DEFAULT && p != CS_PROFILE_LOW_LATENCY)
         return cs__fail(CS_ERR_ARG, "cs_kafka_profile: %d is not a cs_profile", (int)p);

@@ -3,10 +3,11 @@
  * Also the start-up check's reading of that metadata, which is the first time
  * an app talks to the cluster: a refused SASL login or a failed TLS handshake
  * ends it at once with an error naming the broker and the settings involved,
- * instead of a metadata timeout that says nothing about why. Runs on the
- * thread that starts the app.
+ * instead of a metadata timeout that says nothing about why.
  *
- * Owns: nothing (a metadata reply, freed before it returns). Locks: none. */
+ * Owns: nothing (a metadata reply, freed before it returns). Locks: none.
+ * Threads: the thread that starts the app; cs__topics_exist also the test
+ * API's caller (testing.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -128,8 +129,8 @@ static cs_err refused_error(rd_kafka_t *rk, const char *who, const cs_conn_watch
                     who, protocol, conf_value(rk, "ssl.ca.location", ca, sizeof ca), w->refused_why);
 }
 
-cs_err cs__start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *const *topics, size_t n,
-                       int timeout_ms) {
+cs_err cs__topics_start_check(rd_kafka_t *rk, const char *who, cs_conn_watch *w, char *const *topics, size_t n,
+                              int timeout_ms) {
     /* rd_kafka_metadata blocks and error_cb only runs from rd_kafka_poll, so
      * the wait is cut into rounds with a poll between them. The rounds double
      * from 100 ms: short ones catch a refusal soon after it happens, and the

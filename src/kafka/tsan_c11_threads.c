@@ -11,7 +11,11 @@
  * exactly as pthread_mutex_t and pthread_cond_t, which is what makes the casts
  * below the same thing glibc itself does. The library is built with
  * -fvisibility=hidden: these keep default visibility, since what they
- * replace is looked up by name. */
+ * replace is looked up by name.
+ *
+ * Owns: a start block per thrd_create, freed by the new thread (or at once if
+ * pthread_create fails). Locks: none of its own; mtx_* lock librdkafka's
+ * mutexes as pthread mutexes. Threads: whichever thread librdkafka calls from. */
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>

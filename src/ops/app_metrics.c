@@ -6,10 +6,11 @@
  * records, committed offsets and lag, publishes; see docs/guide.md). Reads
  * only atomics, the configuration and short-lived locks (the broker's ops
  * take a lock that keeps a subscription's state from being freed meanwhile;
- * no stop holds it across a close), so any thread may call it while the app
- * exists. The collector and the text format: base/metrics.c.
+ * no stop holds it across a close). The collector and the text format:
+ * base/metrics.c.
  *
- * Owns: the text it returns (the caller frees it). Locks: none of its own. */
+ * Owns: the text it returns (the caller frees it). Locks: none of its own.
+ * Threads: any thread, while the app exists. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
 #include <stddef.h>

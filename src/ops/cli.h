@@ -1,6 +1,10 @@
 /* cli.h — the argument parser behind cs_app_main, on its own so that it can be
  * tested and fuzzed without running an app. Pure: it reads argv, writes
- * messages to the streams it is given, and keeps pointers into argv. */
+ * messages to the streams it is given, and keeps pointers into argv.
+ *
+ * Owns: declares cs__cli_options; the caller owns it (its strings point into
+ * argv) and frees its arrays with cs__cli_options_free. Locks: none.
+ * Threads: the caller's (cs_app_main's thread, or a test's). */
 #ifndef CS_CORE_CLI_H
 #define CS_CORE_CLI_H
 

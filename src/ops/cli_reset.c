@@ -4,7 +4,7 @@
  * (the core knows no Kafka; src/kafka/broker/reset.c answers), and prints it as
  * "TOPIC PARTITION CURRENT -> NEW". A dry run unless --execute.
  *
- * Runs on the thread of cs_app_main, with the app never started: the
+ * Threads: the thread of cs_app_main, with the app never started: the
  * service's own consumers must not be running while its group is reset.
  *
  * Owns: nothing beyond its arguments and the printed plan. Locks: none. */

@@ -3,7 +3,9 @@
  * /metrics, /healthz, /readyz). The thread must be started with SIGINT and
  * SIGTERM blocked (cs_app_main does), so signals reach the lifecycle.
  *
- * Owns: the libmicrohttpd daemon and its thread. Locks: none of its own. */
+ * Owns: the libmicrohttpd daemon and its thread. Locks: none of its own.
+ * Threads: start and stop on cs_app_main's thread (cli.c); the route on the
+ * daemon's polling thread. */
 #define _POSIX_C_SOURCE 200809L
 #include "ops/http.h"
 

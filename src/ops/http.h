@@ -1,5 +1,9 @@
 /* http.h — the operations HTTP server (libmicrohttpd, its own thread). It
- * knows nothing of metrics or health: every GET goes to the route function. */
+ * knows nothing of metrics or health: every GET goes to the route function.
+ *
+ * Owns: declares the opaque cs_http; the caller of cs__http_start owns it and
+ * frees it with cs__http_stop. Locks: none. Threads: start and stop on the
+ * caller's thread; the route runs on the server's own thread. */
 #ifndef CS_CORE_HTTP_H
 #define CS_CORE_HTTP_H
 

@@ -5,9 +5,10 @@
  * writes with (the reader schema given, or the one the field table stands
  * for, cs_avro_schema_of).
  *
- * Owns the reader schema and the schemas derived from tables. Threads: any
+ * Owns: the reader schema and the schemas derived from tables. Threads: any
  * worker at once; `lock` (a leaf) guards the derived list, never held across
- * anything but the list itself and the parse of a table's schema. */
+ * anything but the list itself and the parse of a table's schema.
+ * Locks: avro_reg.lock (a leaf, src/lock_order.h). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

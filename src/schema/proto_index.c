@@ -6,7 +6,7 @@
  * producer may have registered it), so nothing is trusted: every read stops
  * at the NUL, names and nesting are bounded.
  *
- * Owns nothing; pure functions. Any thread. */
+ * Owns: nothing; pure functions. Locks: none. Threads: any thread. */
 #include "schema/proto_index.h"
 
 #include <stdio.h>
@@ -38,7 +38,7 @@ static bool find_visit(void *arg, const cs__proto_decl *d) {
     return true;
 }
 
-cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx, size_t cap, size_t *n) {
+cs_err cs__schema_proto_index_of(const char *text, const char *full_name, int32_t *idx, size_t cap, size_t *n) {
     find f = {.want = full_name, .idx = idx, .cap = cap};
     *n = 0;
     cs_err err = cs__proto_messages(text, find_visit, &f);
@@ -49,7 +49,7 @@ cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx,
     return CS_OK;
 }
 
-void cs__proto_imports(const char *text, cs__proto_import_visit visit, void *arg) {
+void cs__schema_proto_imports(const char *text, cs__proto_import_visit visit, void *arg) {
     size_t depth = 0;
     const char *p = text, *word;
     size_t len;

@@ -9,7 +9,10 @@
  * groups take no index. Payments.Payout declared second in its file is [1];
  * Outer.Inner, the first message inside the first message, is [0, 0].
  *
- * Pure functions of their arguments: any thread, no lock. */
+ * Pure functions of their arguments: any thread, no lock.
+ *
+ * Owns: nothing; the text and the index array are the caller's. Locks: none.
+ * Threads: any thread. */
 #ifndef CS_SCHEMA_PROTO_INDEX_H
 #define CS_SCHEMA_PROTO_INDEX_H
 
@@ -24,7 +27,7 @@
  * cap). CS_ERR_ARG naming it when the text declares no such message; the
  * errors of cs__proto_messages (src/codec/proto_text.h, the walk this is
  * built on). */
-cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx, size_t cap, size_t *n);
+cs_err cs__schema_proto_index_of(const char *text, const char *full_name, int32_t *idx, size_t cap, size_t *n);
 
 /* Called for each `import "name";` (also `import public` / `import weak`)
  * with the imported file's name (len bytes, not NUL-terminated). Returns
@@ -32,6 +35,6 @@ cs_err cs__proto_index_of(const char *text, const char *full_name, int32_t *idx,
 typedef bool (*cs__proto_import_visit)(void *arg, const char *name, size_t len);
 
 /* Walks the imports of `text` (top-level statements only). */
-void cs__proto_imports(const char *text, cs__proto_import_visit visit, void *arg);
+void cs__schema_proto_imports(const char *text, cs__proto_import_visit visit, void *arg);
 
 #endif

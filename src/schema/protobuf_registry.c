@@ -5,10 +5,11 @@
  * imports as schema references; the payload itself is the Protobuf codec's
  * (src/codec/protobuf_codec.c, the generated descriptor).
  *
- * Owns the inner Protobuf codec, the message's index path (computed once
+ * Owns: the inner Protobuf codec, the message's index path (computed once
  * from the .proto text), the imported files' texts and the versions they were
  * registered as. Threads: any worker at once; `lock` (a leaf) guards the
- * imports' versions only, never held across a registry request. */
+ * imports' versions only, never held across a registry request.
+ * Locks: pb_reg.lock (a leaf, src/lock_order.h). */
 #include <protobuf-c/protobuf-c.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -191,7 +192,7 @@ static bool add_ref(void *arg, const char *name, size_t len) {
 static cs_err refs_among(pb_reg *p, const char *text, size_t before, cs__schema_reference *refs, size_t cap,
                          size_t *n) {
     refs_of r = {.p = p, .before = before, .refs = refs, .cap = cap};
-    cs__proto_imports(text, add_ref, &r);
+    cs__schema_proto_imports(text, add_ref, &r);
     *n = r.n;
     return r.err;
 }
@@ -295,7 +296,7 @@ cs_err cs_codec_protobuf_registry_new(cs_registry *reg, const struct ProtobufCMe
         p->desc = desc;
         int32_t idx[CS_WIRE_MAX_MSG_INDEXES];
         size_t n = 0;
-        err = cs__proto_index_of(proto_text, desc->name, idx, CS_WIRE_MAX_MSG_INDEXES, &n);
+        err = cs__schema_proto_index_of(proto_text, desc->name, idx, CS_WIRE_MAX_MSG_INDEXES, &n);
         if (err) {
             char why[PB_REG_WHY_MAX];
             snprintf(why, sizeof why, "%s", cs_errmsg());

@@ -5,11 +5,11 @@
  * Owns: the registry's configuration (URL, credentials, CA file, timeouts),
  * its schema cache (schema_cache.c) and its counters.
  *
- * Who touches it: configuration, on the thread that sets the service up
- * before any lookup; lookups and registrations, on any thread at once (the
- * workers). Counters are atomics; the cache has its own leaf lock. An HTTP
- * request runs with no lock of ours held, on a curl handle of its own (a miss
- * is rare: once per schema id while it stays cached).
+ * Threads: configuration, on the thread that sets the service up before any
+ * lookup; lookups and registrations, on any thread at once (the workers).
+ * Locks: none of its own: counters are atomics; the cache has its own leaf
+ * lock. An HTTP request runs with no lock of ours held, on a curl handle of
+ * its own (a miss is rare: once per schema id while it stays cached).
  *
  * Must never: make a request for a cached id, hold a lock across a request,
  * turn an unreachable registry into a "not found" (the record would be

@@ -12,11 +12,12 @@
  *   incompatible schema (409)       CS_ERR_ENCODE naming the subject
  *
  * Owns: the codec, its registration per encoded type and its prepared writer
- * schemas by id. Threads: any worker at once. `lock` (a leaf, src/lock_order.h)
- * guards the two tables and is never held across a registry request or a call
- * into the format: a miss is looked up and prepared unlocked, then inserted
- * (the first insert wins; ids are immutable in a registry). A prepared schema
- * stays until the codec is destroyed, so a decode uses it unlocked.
+ * schemas by id. Threads: any worker at once. Locks: `lock` (a leaf,
+ * src/lock_order.h) guards the two tables and is never held across a registry
+ * request or a call into the format: a miss is looked up and prepared
+ * unlocked, then inserted (the first insert wins; ids are immutable in a
+ * registry). A prepared schema stays until the codec is destroyed, so a decode
+ * uses it unlocked.
  */
 #include <pthread.h>
 #include <stdbool.h>

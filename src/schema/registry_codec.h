@@ -7,7 +7,12 @@
  * The layer, not the format, owns the framing's magic byte and schema id; a
  * format whose wire form adds more after the id (Protobuf's message indexes)
  * reads and writes that itself, in decode and encode; one whose schemas
- * import others (Protobuf) registers those itself, in `references`. */
+ * import others (Protobuf) registers those itself, in `references`.
+ *
+ * Owns: declares cs__reg_format; a registry-backed codec (registry_codec.c)
+ * takes the format's state and destroys it with the codec. Locks: none here;
+ * registry_codec.c takes regcodec.lock (a leaf), never across a registry
+ * request or a call into the format. Threads: any thread at once. */
 #ifndef CS_SCHEMA_REGISTRY_CODEC_H
 #define CS_SCHEMA_REGISTRY_CODEC_H
 

@@ -6,6 +6,10 @@
  * cache's lock for a hash lookup and makes no request; a miss makes one HTTP
  * request with no cstream lock held.
  *
+ * Owns: nothing here; registry.c owns the cs_registry, and the strings of a
+ * cs__schema_reference are the caller's. Locks: none here; a lookup takes the
+ * cache's lock (schema_cache.h, a leaf). Threads: any thread at once.
+ *
  * Failures come as a cs__reg_status, with cs_errmsg() naming the registry,
  * the subject or id and the registry's own words. What a caller does with
  * each (docs/schema-registry.md): */
@@ -47,7 +51,8 @@ const char *cs__reg_status_name(cs__reg_status st);
  * dead-letter it (UNAVAILABLE, AUTH). */
 int cs__reg_status_retryable(cs__reg_status st);
 
-/* What the client has done since cs_registry_new (atomics; any thread). */
+/* What the client has done since cs_registry_new: a copy of its counters
+ * (which are atomics, bumped on any thread), taken by cs__registry_stats_get. */
 typedef struct cs__registry_stats {
     uint64_t lookups;          /* cs__registry_schema calls */
     uint64_t cache_hits;       /* of those, answered from the cache */

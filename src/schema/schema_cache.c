@@ -6,9 +6,10 @@
  * capacity, so it never rehashes), the recency list and the cache's reference
  * on every schema in it.
  *
- * Who touches it: any thread (the workers that decode records, the thread
- * that registers a schema); every call takes the cache's lock, a leaf lock
- * held for a hash lookup and a few pointer moves, never across I/O.
+ * Threads: any thread (the workers that decode records, the thread that
+ * registers a schema). Locks: the cache's `lock` (a leaf, src/lock_order.h),
+ * taken by every call but init and destroy, held for a hash lookup and a few
+ * pointer moves, never across I/O.
  *
  * Must never: free a schema a caller still holds (reference counts), grow
  * past its capacity, or block on anything but its own lock.

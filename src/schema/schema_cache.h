@@ -2,7 +2,12 @@
  *
  * A cs__schema is immutable once made and reference-counted: a lookup hands
  * out a reference that stays valid after the cache evicts the entry, so a
- * worker decoding with it is never left with a freed schema. */
+ * worker decoding with it is never left with a freed schema.
+ *
+ * Owns: declares cs__schema (its last reference frees it) and
+ * cs__schema_cache, which the registry embeds; cs__schema_cache_destroy drops
+ * the cache's references. Locks: cs__schema_cache.lock (a leaf) around the
+ * hash and the recency list; refs is atomic. Threads: any thread. */
 #ifndef CS_SCHEMA_CACHE_H
 #define CS_SCHEMA_CACHE_H
 

@@ -2,7 +2,8 @@
  * subject.c — the subject a schema is registered under, by Confluent's
  * subject name strategies (TopicName, RecordName, TopicRecordName).
  *
- * Owns nothing: a pure function of its arguments, any thread.
+ * Owns: nothing; a pure function of its arguments.
+ * Locks: none. Threads: any thread.
  */
 #include <stdio.h>
 

@@ -2,7 +2,8 @@
  * wire.c — writes and reads the Confluent wire format's framing: magic byte,
  * schema id, and Protobuf's message indexes (wire.h has the layout).
  *
- * Owns nothing: pure functions over caller buffers. Any thread.
+ * Owns: nothing; pure functions over caller buffers. Locks: none.
+ * Threads: any thread.
  *
  * Must never: read past `len` (the bytes come from a record anybody may have
  * produced), accept a varint longer than a 32-bit value needs, or allocate.

@@ -8,7 +8,9 @@
  *               (the first top-level message) is written as one 0 byte
  *   then        the payload (Avro binary, Protobuf, ...)
  *
- * Pure functions of their arguments: any thread, no allocation, no lock. */
+ * Pure functions of their arguments: any thread, no allocation, no lock.
+ *
+ * Owns: nothing; the buffers are the caller's. Locks: none. Threads: any. */
 #ifndef CS_SCHEMA_WIRE_H
 #define CS_SCHEMA_WIRE_H
 

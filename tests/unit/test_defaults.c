@@ -257,19 +257,19 @@ static void fresh_objects_hold_defaults(void **state) {
     assert_null(s->codec);
     assert_null(s->reply_topic);
 
-    assert_int_equal(cs__sub_max_open(s), CS__DEFAULT_MAX_OPEN_AUTO);
-    assert_int_equal(cs__sub_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS);
+    assert_int_equal(cs__consumer_max_open(s), CS__DEFAULT_MAX_OPEN_AUTO);
+    assert_int_equal(cs__consumer_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS);
     assert_int_equal(cs_sub_commit_mode(s, CS_COMMIT_TRACKED), CS_OK);
-    assert_int_equal(cs__sub_max_open(s), CS__DEFAULT_MAX_OPEN_TRACKED);
-    assert_int_equal(cs__sub_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS);
+    assert_int_equal(cs__consumer_max_open(s), CS__DEFAULT_MAX_OPEN_TRACKED);
+    assert_int_equal(cs__consumer_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS);
     assert_int_equal(cs_sub_commit_mode(s, CS_COMMIT_TRANSACTIONAL), CS_OK);
-    assert_int_equal(cs__sub_max_open(s), CS__DEFAULT_MAX_OPEN_TRACKED);
-    assert_int_equal(cs__sub_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS);
+    assert_int_equal(cs__consumer_max_open(s), CS__DEFAULT_MAX_OPEN_TRACKED);
+    assert_int_equal(cs__consumer_commit_interval_ms(s), CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS);
     /* What the service sets wins over the mode's default. */
     assert_int_equal(cs_sub_max_open(s, 7), CS_OK);
     assert_int_equal(cs_sub_commit_interval_ms(s, 9), CS_OK);
-    assert_int_equal(cs__sub_max_open(s), 7);
-    assert_int_equal(cs__sub_commit_interval_ms(s), 9);
+    assert_int_equal(cs__consumer_max_open(s), 7);
+    assert_int_equal(cs__consumer_commit_interval_ms(s), 9);
     cs_kafka_destroy(k);
 }
 

@@ -43,7 +43,7 @@ static const char SHOP[] = "// message Fake { } in a comment takes no index\n"
 static void expect_path(const char *text, const char *name, const int32_t *want, size_t n) {
     int32_t idx[8];
     size_t got = 99;
-    if (cs__proto_index_of(text, name, idx, 8, &got) != CS_OK) fail_msg("%s: %s", name, cs_errmsg());
+    if (cs__schema_proto_index_of(text, name, idx, 8, &got) != CS_OK) fail_msg("%s: %s", name, cs_errmsg());
     assert_int_equal(got, n);
     for (size_t i = 0; i < n; i++) assert_int_equal(idx[i], want[i]);
 }
@@ -66,31 +66,31 @@ static void no_package_names_the_message_alone(void **state) {
     expect_path(text, "B.C", (int32_t[]){1, 0}, 2);
     int32_t idx[4];
     size_t n;
-    assert_int_equal(cs__proto_index_of(text, "pkg.B", idx, 4, &n), CS_ERR_ARG);
+    assert_int_equal(cs__schema_proto_index_of(text, "pkg.B", idx, 4, &n), CS_ERR_ARG);
 }
 
 static void what_is_not_declared_is_named(void **state) {
     (void)state;
     int32_t idx[4];
     size_t n = 7;
-    assert_int_equal(cs__proto_index_of(SHOP, "shop.v1.Fake", idx, 4, &n), CS_ERR_ARG);
+    assert_int_equal(cs__schema_proto_index_of(SHOP, "shop.v1.Fake", idx, 4, &n), CS_ERR_ARG);
     assert_non_null(strstr(cs_errmsg(), "shop.v1.Fake"));
     assert_int_equal(n, 0);
-    assert_int_equal(cs__proto_index_of(SHOP, "shop.v1.Hidden", idx, 4, &n), CS_ERR_ARG);
-    assert_int_equal(cs__proto_index_of(SHOP, "shop.v1.Nope", idx, 4, &n), CS_ERR_ARG);
+    assert_int_equal(cs__schema_proto_index_of(SHOP, "shop.v1.Hidden", idx, 4, &n), CS_ERR_ARG);
+    assert_int_equal(cs__schema_proto_index_of(SHOP, "shop.v1.Nope", idx, 4, &n), CS_ERR_ARG);
     /* Deeper than the caller's room. */
-    assert_int_equal(cs__proto_index_of(SHOP, "shop.v1.Refund.Reason.Deep", idx, 2, &n), CS_ERR_ARG);
+    assert_int_equal(cs__schema_proto_index_of(SHOP, "shop.v1.Refund.Reason.Deep", idx, 2, &n), CS_ERR_ARG);
 }
 
 static void unbalanced_braces_are_refused(void **state) {
     (void)state;
     int32_t idx[4];
     size_t n;
-    assert_int_equal(cs__proto_index_of("message A { message B {}", "A.B", idx, 4, &n),
+    assert_int_equal(cs__schema_proto_index_of("message A { message B {}", "A.B", idx, 4, &n),
                      CS_OK); /* found before the end */
-    assert_int_equal(cs__proto_index_of("message A { ", "X", idx, 4, &n), CS_ERR_DECODE);
+    assert_int_equal(cs__schema_proto_index_of("message A { ", "X", idx, 4, &n), CS_ERR_DECODE);
     assert_non_null(strstr(cs_errmsg(), "left open"));
-    assert_int_equal(cs__proto_index_of("message A {} }", "X", idx, 4, &n), CS_ERR_DECODE);
+    assert_int_equal(cs__schema_proto_index_of("message A {} }", "X", idx, 4, &n), CS_ERR_DECODE);
     assert_non_null(strstr(cs_errmsg(), "closes nothing"));
 }
 
@@ -131,7 +131,7 @@ static bool import_visit(void *arg, const char *name, size_t len) {
 static void imports_are_listed(void **state) {
     (void)state;
     listing l = {0};
-    cs__proto_imports(SHOP, import_visit, &l);
+    cs__schema_proto_imports(SHOP, import_visit, &l);
     assert_int_equal(l.n, 2);
     assert_string_equal(l.names[0], "common/money.proto");
     assert_string_equal(l.names[1], "other.proto");

@@ -1,11 +1,15 @@
 /* asyncapi.c — the app's AsyncAPI 3.0 document with its Kafka bindings
- * (cs__kafka_asyncapi, the broker's asyncapi op behind cs_app_asyncapi and the
+ * (cs__aa_document, the broker's asyncapi op behind cs_app_asyncapi and the
  * `docs` command): servers, channels, operations and messages from what the
  * brokers describe (broker.h's describe ops), built as a tree
  * (asyncapi_tree.c) and written as JSON or YAML. The messages' payload
  * schemas come from the codecs (asyncapi_payload.c).
  * Any thread, before or while the app runs (configuration is read-only then).
- * Never touches a running consumer. */
+ * Never touches a running consumer.
+ *
+ * Owns: for one call, the document's tree (freed before it returns) and the
+ * text, handed to the caller (*result). Locks: none. Threads: the caller's
+ * (cs_app_asyncapi's). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdbool.h>
 #include <stdio.h>
@@ -256,7 +260,7 @@ static cs_err build(cs_app *app, aa_doc *d, aa_node *root) {
     return CS_OK;
 }
 
-cs_err cs__kafka_asyncapi(cs_app *app, int yaml, char **result) {
+cs_err cs__aa_document(cs_app *app, int yaml, char **result) {
     *result = NULL;
     aa_doc d = {0};
     aa_node *root = cs__aa_new(&d, AA_OBJ, NULL);

@@ -10,7 +10,11 @@
  *     object and any other schema (a .proto text) as a string, which is what
  *     AsyncAPI's Avro and Protobuf schema parsers read. A .proto text gets
  *     the codec's message marked as the payload (asyncapi_proto.c).
- * The thread building the document; the codecs' schema functions are thread-safe. */
+ * The thread building the document; the codecs' schema functions are thread-safe.
+ *
+ * Owns: for one call, the codec's schema text and its parse (freed before it
+ * returns); the nodes it adds belong to the document. Locks: none.
+ * Threads: the thread building the document. */
 #define _POSIX_C_SOURCE 200809L
 #include "kafka/asyncapi/asyncapi_payload.h"
 

@@ -1,6 +1,9 @@
 /* asyncapi_payload.h — the payload schemas of the AsyncAPI document's
  * messages, from the codecs' schema functions (asyncapi_payload.c).
- * The thread building the document. */
+ * The thread building the document.
+ *
+ * Owns: nothing; the schemas it adds belong to the caller's document.
+ * Locks: none. Threads: the thread building the document. */
 #ifndef CS_KAFKA_ASYNCAPI_PAYLOAD_H
 #define CS_KAFKA_ASYNCAPI_PAYLOAD_H
 

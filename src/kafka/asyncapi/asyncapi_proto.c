@@ -11,7 +11,10 @@
  * uses too (src/codec/proto_text.c), with its bounds: a text it cannot follow
  * (or follows only past its bounds) is left as it is, and the AsyncAPI parser
  * then says what it thinks of it.
- * Pure functions of their arguments: any thread. */
+ * Pure functions of their arguments: any thread.
+ *
+ * Owns: nothing; the marked copy is the caller's to free. Locks: none.
+ * Threads: any thread. */
 #include "kafka/asyncapi/asyncapi_proto.h"
 
 #include <stdbool.h>

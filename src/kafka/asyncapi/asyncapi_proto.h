@@ -1,5 +1,8 @@
 /* asyncapi_proto.h — a .proto text made readable to AsyncAPI's Protobuf
- * schema parser (asyncapi_proto.c). Pure functions: any thread. */
+ * schema parser (asyncapi_proto.c). Pure functions: any thread.
+ *
+ * Owns: nothing; the caller frees what cs__aa_proto_mark_root returns.
+ * Locks: none. Threads: any thread. */
 #ifndef CS_KAFKA_ASYNCAPI_PROTO_H
 #define CS_KAFKA_ASYNCAPI_PROTO_H
 

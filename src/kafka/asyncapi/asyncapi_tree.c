@@ -1,7 +1,11 @@
 /* asyncapi_tree.c — the AsyncAPI document's tree of JSON values and its two
  * writers, JSON and block-style YAML (asyncapi_tree.h). Knows nothing of
  * AsyncAPI beyond the characters a component key may hold.
- * The thread building one document; no shared state. */
+ * The thread building one document; no shared state.
+ *
+ * Owns: the nodes it makes (freed with cs__aa_free) and, until handed to the
+ * caller, the text a writer builds. Locks: none. Threads: the thread building
+ * the document. */
 #define _POSIX_C_SOURCE 200809L
 #include "kafka/asyncapi/asyncapi_tree.h"
 

@@ -3,7 +3,11 @@
  * (asyncapi_tree.c). A builder call on a NULL parent, or one that runs out of
  * memory, does nothing and marks the document (aa_doc.oom), so a build reads
  * as a list of additions and checks once at the end.
- * One document per call of cs__kafka_asyncapi: its thread only, no lock. */
+ * One document per call of cs__aa_document: its thread only, no lock.
+ *
+ * Owns: declares aa_node and aa_doc; the builder owns the tree and frees it
+ * with cs__aa_free, the caller frees cs__aa_write's text. Locks: none.
+ * Threads: the thread building the document. */
 #ifndef CS_KAFKA_ASYNCAPI_TREE_H
 #define CS_KAFKA_ASYNCAPI_TREE_H
 

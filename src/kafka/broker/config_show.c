@@ -53,7 +53,7 @@ cs_err cs__kafka_show_config(void *impl, cs_app *app, FILE *out) {
     /* As the start would: the instance id names the static members. */
     const char *env = getenv("CSTREAM_INSTANCE_ID");
     if (!err && !k->instance_id && env && *env)
-        err = cs__kafka_replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID");
+        err = cs__conf_replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID");
     if (err) return err;
     fprintf(out,
             "# %s: each Kafka client's configuration and where each value comes from, lowest first:\n"

@@ -3,13 +3,15 @@
  * and drain everywhere, then commit and close) and the operations surface
  * that cs_app_main reads. Its subscriptions are in subscription.c; what
  * services publish through it, in publish.c.
- * Configuration happens on one thread before start; the lifecycle functions
- * run on the app's lifecycle thread.
+ * Threads: configuration, on one thread before start; the lifecycle
+ * functions, on the app's lifecycle thread; the operations surface, on
+ * cs_app_main's thread or the HTTP thread (/metrics, /readyz; cli.c).
  *
  * Owns: the cs_kafka object, its settings and subscriptions list, and the
  * producer it starts and retires. Locks: producer_lock (a rwlock outside
  * the numbered levels, src/lock_order.h; its write side, to retire the
- * producer), a subscription's stats_lock to swap in its final counters. */
+ * producer); a subscription's stats_lock (level 2) to publish its consumer
+ * at start, to read it for /metrics and to swap in its final counters. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,27 +68,27 @@ void cs_kafka_destroy(cs_kafka *k) {
 }
 
 cs_err cs_kafka_default_group(cs_kafka *k, const char *group) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_default_group");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_default_group");
     if (err) return err;
     if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_kafka_default_group: group name is empty");
-    return cs__kafka_replace_string(&k->default_group, group, "cs_kafka_default_group");
+    return cs__conf_replace_string(&k->default_group, group, "cs_kafka_default_group");
 }
 
 cs_err cs_kafka_instance_id(cs_kafka *k, const char *id) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_instance_id");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_instance_id");
     if (err) return err;
     if (!id || !*id) return cs__fail(CS_ERR_ARG, "cs_kafka_instance_id: the instance id is empty");
-    return cs__kafka_replace_string(&k->instance_id, id, "cs_kafka_instance_id");
+    return cs__conf_replace_string(&k->instance_id, id, "cs_kafka_instance_id");
 }
 
 cs_err cs_kafka_config(cs_kafka *k, const char *key, const char *value) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_config");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_config");
     if (!err) err = cs__conf_check("cs_kafka_config", key, value);
     return err ? err : cs__kvlist_set(&k->config, key, value);
 }
 
 cs_err cs_kafka_group_protocol(cs_kafka *k, cs_group_protocol p) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_group_protocol");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_group_protocol");
     if (!err) err = cs__group_protocol_choice("cs_kafka_group_protocol", p);
     if (err) return err;
     k->group_protocol_set = true;
@@ -100,13 +102,13 @@ cs_err cs__kafka_classic_default(cs_kafka *k, const char *key, const char *value
 }
 
 cs_err cs_kafka_producer_config(cs_kafka *k, const char *key, const char *value) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_producer_config");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_producer_config");
     if (!err) err = cs__conf_check("cs_kafka_producer_config", key, value);
     return err ? err : cs__kvlist_set(&k->producer_config, key, value);
 }
 
 cs_err cs_kafka_topic(cs_kafka *k, const char *topic, int partitions) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_topic");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_topic");
     if (err) return err;
     if (!topic || !*topic) return cs__fail(CS_ERR_ARG, "cs_kafka_topic: topic name is empty");
     if (partitions < 1)
@@ -151,7 +153,7 @@ static cs_err check_groups(cs_kafka *k) {
  * subscriptions need it for their transactional.id. */
 static cs_err resolve_instance_id(cs_kafka *k) {
     const char *env = getenv("CSTREAM_INSTANCE_ID");
-    if (!k->instance_id && env && *env && cs__kafka_replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
+    if (!k->instance_id && env && *env && cs__conf_replace_string(&k->instance_id, env, "CSTREAM_INSTANCE_ID"))
         return CS_ERR_NOMEM;
     if (k->instance_id && (k->embedded || k->mock))
         CS_LOG_INFO("instance id %s: no static membership on the embedded cluster (librdkafka's mock has none), "
@@ -208,7 +210,7 @@ static void on_check_oauth(rd_kafka_t *rk, const char *config, void *opaque) {
  * start) and the topics of a subscription that allows them to be missing
  * (cs_sub_allow_missing_topics); their reply and dead-letter topics are.
  * This is also the app's first request to the cluster, so a refused SASL
- * login or TLS handshake fails the start here, at once (cs__start_check). */
+ * login or TLS handshake fails the start here, at once (cs__topics_start_check). */
 static cs_err check_topics(cs_kafka *k, cs_app *app) {
     size_t n = k->n_topics;
     for (size_t i = 0; i < k->n_subs; i++)
@@ -241,7 +243,7 @@ static cs_err check_topics(cs_kafka *k, cs_app *app) {
         if (!err) err = cs__fail(CS_ERR_KAFKA, "topic check: client could not be created: %s", reason);
     } else {
         err = cs__oauth_started(k, rk, "topic check");
-        if (!err) err = cs__start_check(rk, k->bootstrap, &watch, names, j, 10000);
+        if (!err) err = cs__topics_start_check(rk, k->bootstrap, &watch, names, j, 10000);
         rd_kafka_destroy(rk);
     }
     free(names);
@@ -327,7 +329,7 @@ static cs_err kafka_start(void *impl, cs_app *app) {
      * or flag fails the start before anything connects or is consumed. */
     err = cs__ext_bind(k);
     if (!err) err = check_groups(k);
-    for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__sub_check_drain_timeout(k->subs[i], app);
+    for (size_t i = 0; !err && i < k->n_subs; i++) err = cs__consumer_check_drain_timeout(k->subs[i], app);
     if (!err) err = resolve_instance_id(k);
     if (!err) err = check_transactional(k);
     if (!err && k->embedded && !k->cluster) err = start_embedded(k);
@@ -378,7 +380,7 @@ static void kafka_destroy(void *impl) { cs_kafka_destroy(impl); }
  * app runs (cli.c never calls it during start or stop). */
 static cs_err kafka_set_bootstrap(void *impl, const char *servers) {
     cs_kafka *k = impl;
-    cs_err err = cs__kafka_configurable(k, "--brokers");
+    cs_err err = cs__conf_configurable(k, "--brokers");
     if (err) return err;
     if (k->cluster) return cs__fail(CS_ERR_STATE, "--brokers: the embedded cluster already runs");
     char *copy = servers && *servers ? strdup(servers) : NULL;
@@ -391,7 +393,7 @@ static cs_err kafka_set_bootstrap(void *impl, const char *servers) {
 
 static cs_err kafka_set_external(void *impl, const char *file, char *const *props, size_t n_props) {
     cs_kafka *k = impl;
-    cs_err err = cs__kafka_configurable(k, "--config/-X");
+    cs_err err = cs__conf_configurable(k, "--config/-X");
     return err ? err : cs__ext_set_cli(&k->ext, file, props, n_props);
 }
 
@@ -423,7 +425,7 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
                                 .workers = s->workers,
                                 .max_attempts = s->max_attempts,
                                 .pattern = s->pattern,
-                                .group_protocol = s->partitions ? NULL : cs__sub_protocol_name(s, k->app)};
+                                .group_protocol = s->partitions ? NULL : cs__consumer_protocol_name(s, k->app)};
 }
 
 static void kafka_sub_counters(void *impl, size_t i, cs_broker_sub_counters *out) {
@@ -571,11 +573,11 @@ static const cs_broker_ops kafka_broker_ops = {
     .metrics = kafka_metrics,
     .library = kafka_library,
     .reset_offsets = cs__kafka_reset_offsets,
-    .asyncapi = cs__kafka_asyncapi,
+    .asyncapi = cs__aa_document,
 };
 
 cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_queue_timeout_ms");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_queue_timeout_ms");
     if (err) return err;
     if (ms < CS__QUEUE_TIMEOUT_MIN_MS)
         return cs__fail(CS_ERR_ARG, "cs_kafka_queue_timeout_ms: %d is below %d", ms, CS__QUEUE_TIMEOUT_MIN_MS);
@@ -584,7 +586,7 @@ cs_err cs_kafka_queue_timeout_ms(cs_kafka *k, int ms) {
 }
 
 cs_err cs_kafka_flush_timeout_ms(cs_kafka *k, int ms) {
-    cs_err err = cs__kafka_configurable(k, "cs_kafka_flush_timeout_ms");
+    cs_err err = cs__conf_configurable(k, "cs_kafka_flush_timeout_ms");
     if (err) return err;
     if (ms < CS__FLUSH_TIMEOUT_MIN_MS)
         return cs__fail(CS_ERR_ARG, "cs_kafka_flush_timeout_ms: %d is below %d", ms, CS__FLUSH_TIMEOUT_MIN_MS);

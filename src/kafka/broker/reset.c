@@ -10,11 +10,11 @@
  * 1 and none is treated as suspect. That is what an operator's move means:
  * the attempt counts of the old position belonged to other records.
  *
- * Runs on the thread of cs_app_main, with the app not running; it uses a
+ * Threads: the thread of cs_app_main, with the app not running; it uses a
  * short-lived consumer handle of its own that never joins the group.
  *
  * Owns: the plan it returns, and its one admin request (a group reader,
- * cs__group_reader, reads the positions). Locks: none. */
+ * cs__committed_reader, reads the positions). Locks: none. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -296,7 +296,7 @@ cs_err cs__kafka_reset_offsets(void *impl, const cs_broker_reset *req, cs_broker
     const char *group = NULL;
     cs_err err = pick_group(k, req->group, &group);
     if (err) return err;
-    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, k);
+    rd_kafka_t *rk = cs__committed_reader(k->bootstrap, group, k);
     if (!rk) return CS_ERR_KAFKA;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(16);
     err = refuse_live_members(rk, group);

@@ -3,11 +3,11 @@
  * read while it runs: its stats and its librdkafka consumer.
  *
  * Threads: the configuring thread before start; cs_sub_stats_get and
- * cs_sub_rdkafka_consumer from any thread, under the subscription's
- * stats_lock (lock order level 2), which the lifecycle thread takes to swap
- * in the final counters (kafka.c, retire_consumer).
+ * cs_sub_rdkafka_consumer from any thread.
  *
- * Owns: the cs_sub object and its settings. */
+ * Owns: the cs_sub object and its settings. Locks: the subscription's
+ * stats_lock (lock order level 2), in those two readers; the lifecycle thread
+ * takes it to swap in the final counters (kafka.c, retire_consumer). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +40,7 @@ void cs__sub_free(cs_sub *s) {
 
 static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, cs_handler_fn handler,
                        cs_batch_fn batch_handler, size_t max_batch, void *user, bool pattern) {
-    if (cs__kafka_configurable(k, "cs_kafka_subscribe")) return NULL;
+    if (cs__conf_configurable(k, "cs_kafka_subscribe")) return NULL;
     if (!topics || n_topics == 0) {
         cs__fail(CS_ERR_ARG, "cs_kafka_subscribe: at least one topic is needed");
         return NULL;
@@ -116,9 +116,9 @@ static cs_sub *new_sub(cs_kafka *k, const char *const *topics, size_t n_topics, 
     s->mode = CS__DEFAULT_COMMIT;
     s->lanes = CS__DEFAULT_LANES;
     s->workers = CS__DEFAULT_WORKERS;
-    s->max_open = 0; /* the commit mode's default, see cs__sub_max_open */
+    s->max_open = 0; /* the commit mode's default, see cs__consumer_max_open */
     s->fetch_buffer_bytes = (size_t)CS__DEFAULT_FETCH_BUFFER_BYTES;
-    s->commit_interval_ms = 0; /* the commit mode's default, see cs__sub_commit_interval_ms */
+    s->commit_interval_ms = 0; /* the commit mode's default, see cs__consumer_commit_interval_ms */
     s->window_records = CS__DEFAULT_WINDOW_RECORDS;
     s->stall_timeout_ms = CS__DEFAULT_STALL_TIMEOUT_MS;
     s->drain_timeout_ms = CS__DEFAULT_DRAIN_TIMEOUT_MS;
@@ -156,14 +156,14 @@ cs_sub *cs_kafka_subscribe_pattern(cs_kafka *k, const char *pattern, cs_handler_
 
 static cs_err sub_configurable(const cs_sub *s, const char *what) {
     if (!s) return cs__fail(CS_ERR_ARG, "%s: subscription is NULL", what);
-    return cs__kafka_configurable(s->k, what);
+    return cs__conf_configurable(s->k, what);
 }
 
 cs_err cs_sub_group(cs_sub *s, const char *group) {
     cs_err err = sub_configurable(s, "cs_sub_group");
     if (err) return err;
     if (!group || !*group) return cs__fail(CS_ERR_ARG, "cs_sub_group(%s): group name is empty", s->name);
-    return cs__kafka_replace_string(&s->group, group, "cs_sub_group");
+    return cs__conf_replace_string(&s->group, group, "cs_sub_group");
 }
 
 cs_err cs_sub_partitions(cs_sub *s, const int32_t *partitions, size_t n) {
@@ -388,7 +388,7 @@ cs_err cs_sub_reply(cs_sub *s, const char *topic, int queue_timeout_ms) {
                         "consumed again, in a loop",
                         s->name, topic);
     s->reply_queue_timeout_ms = queue_timeout_ms;
-    return cs__kafka_replace_string(&s->reply_topic, topic, "cs_sub_reply");
+    return cs__conf_replace_string(&s->reply_topic, topic, "cs_sub_reply");
 }
 
 cs_err cs_sub_max_attempts(cs_sub *s, int n) {
@@ -412,7 +412,7 @@ cs_err cs_sub_dead_letter(cs_sub *s, const char *topic) {
                         "cs_sub_dead_letter(%s): dead-letter topic %s matches the subscription's pattern: its dead "
                         "letters would be consumed again, in a loop",
                         s->name, topic);
-    return cs__kafka_replace_string(&s->dead_letter, topic, "cs_sub_dead_letter");
+    return cs__conf_replace_string(&s->dead_letter, topic, "cs_sub_dead_letter");
 }
 
 cs_err cs_sub_on_assign(cs_sub *s, cs_partitions_fn fn, void *user) {

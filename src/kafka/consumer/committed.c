@@ -1,7 +1,9 @@
 /* committed.c — reading a group's committed offsets from the cluster with a
- * short-lived consumer that never joins the group. Any thread.
+ * short-lived consumer that never joins the group.
  *
- * Owns: nothing of a consumer (a short-lived handle of its own). Locks: none. */
+ * Owns: nothing of a consumer (a short-lived handle of its own). Locks: none.
+ * Threads: the configuring thread before start (its first call loads the
+ * external configuration), any thread while the app runs (kafka.h). */
 #include "base/error.h"
 #include "kafka/kafka_internal.h"
 
@@ -13,7 +15,7 @@ static void on_oauth_refresh(rd_kafka_t *rk, const char *config, void *opaque) {
     cs__oauth_refresh(opaque, rk, config, "group reader");
 }
 
-rd_kafka_t *cs__group_reader(const char *brokers, const char *group, cs_kafka *k) {
+rd_kafka_t *cs__committed_reader(const char *brokers, const char *group, cs_kafka *k) {
     char reason[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     /* The operator's layers: a cluster that needs SASL needs it here too. */
@@ -58,7 +60,7 @@ cs_err cs__read_committed(rd_kafka_t *rk, const char *group, const char *topic, 
 cs_err cs_kafka_committed(cs_kafka *k, const char *group, const char *topic, int32_t partition, int64_t *offset) {
     if (!k || !group || !topic || !offset) return cs__fail(CS_ERR_ARG, "cs_kafka_committed: missing argument");
     if (!k->bootstrap) return cs__fail(CS_ERR_STATE, "cs_kafka_committed: the embedded cluster is not running yet");
-    rd_kafka_t *rk = cs__group_reader(k->bootstrap, group, k);
+    rd_kafka_t *rk = cs__committed_reader(k->bootstrap, group, k);
     if (!rk) return CS_ERR_KAFKA;
     cs_err err = cs__read_committed(rk, group, topic, partition, offset);
     rd_kafka_destroy(rk);

@@ -438,7 +438,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
     }
     c->tracked = s->mode != CS_COMMIT_AUTO;
     c->transactional = s->mode == CS_COMMIT_TRANSACTIONAL;
-    c->interval_ms = cs__sub_commit_interval_ms(s);
+    c->interval_ms = cs__consumer_commit_interval_ms(s);
     pthread_mutex_init(&c->commit_lock, NULL);
     pthread_mutex_init(&c->wake_lock, NULL);
     cs__control_init(c);
@@ -505,20 +505,20 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         /* Auto keeps its queue small (it is Auto's loss window); under Tracked
          * the cap only bounds memory: a full partition is not served until it
          * drains to half, its records wait in the fetch buffer (fetch_handout.c). */
-        .max_open = cs__sub_max_open(s),
+        .max_open = cs__consumer_max_open(s),
         .handler_time_limit_ms = s->handler_time_limit_ms,
         .wake = cs__fetch_wake,
         .wake_arg = c,
-        .send_reply = s->reply_topic && !c->transactional ? cs__kafka_send_reply : NULL,
+        .send_reply = s->reply_topic && !c->transactional ? cs__publish_reply : NULL,
         .reply_arg = s,
         .max_attempts = s->max_attempts,
-        .send_dead_letter = s->dead_letter && !c->transactional ? cs__kafka_send_dead_letter : NULL,
+        .send_dead_letter = s->dead_letter && !c->transactional ? cs__publish_dead_letter : NULL,
         .dead_letter_arg = s,
         .transactional = c->transactional,
         .reply_topic = s->reply_topic,
-        .make_dead_letter = s->dead_letter && c->transactional ? cs__kafka_dead_letter_output : NULL,
+        .make_dead_letter = s->dead_letter && c->transactional ? cs__publish_dead_letter_output : NULL,
         .make_dead_letter_arg = s,
-        .output_topic_ok = cs__kafka_output_topic_ok,
+        .output_topic_ok = cs__publish_output_topic_ok,
         .output_topic_arg = s,
         .window_records = c->transactional ? s->window_records : 0,
         /* Measurement switch (bench/): stop-the-world window commits, to

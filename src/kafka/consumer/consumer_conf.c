@@ -4,12 +4,13 @@
  * properties over them, the operator's layers over those
  * (config_sources.c), the group protocol they select and the classic-only
  * properties it refuses, the keys cstream owns (group, static membership,
- * offsets) and the callbacks. Called once, by cs__consumer_start
- * (consumer.c), on the thread that starts the app, and by `config show`
- * (config_show.c) before start; it calls nothing back and must never touch a
+ * offsets) and the callbacks. It calls nothing back and must never touch a
  * running consumer.
  *
- * Owns: c->rdk_bound. Locks: none. */
+ * Owns: c->rdk_bound. Locks: none. Threads: the thread that starts the app
+ * (cs__consumer_start, consumer.c, once; kafka.c's start) and `config show`
+ * (config_show.c) before start; cs__consumer_protocol_name also for kafka.c's
+ * describe_sub (the operations surface: cs_app_main's or the HTTP thread). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -39,12 +40,12 @@ static size_t conf_size(rd_kafka_conf_t *conf, const char *key) {
 
 /* ---- the subscription's defaults --------------------------------------------- */
 
-size_t cs__sub_max_open(const cs_sub *s) {
+size_t cs__consumer_max_open(const cs_sub *s) {
     if (s->max_open) return s->max_open;
     return s->mode == CS_COMMIT_AUTO ? CS__DEFAULT_MAX_OPEN_AUTO : CS__DEFAULT_MAX_OPEN_TRACKED;
 }
 
-int cs__sub_commit_interval_ms(const cs_sub *s) {
+int cs__consumer_commit_interval_ms(const cs_sub *s) {
     if (s->commit_interval_ms) return s->commit_interval_ms;
     return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
                                               : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
@@ -210,7 +211,7 @@ static bool wants_consumer_protocol(cs_sub *s, cs_app *app, const char *who, cs_
     return consumer;
 }
 
-const char *cs__sub_protocol_name(cs_sub *s, cs_app *app) {
+const char *cs__consumer_protocol_name(cs_sub *s, cs_app *app) {
     if (s->consumer) return cs__protocol_label(s->consumer_protocol);
     char saved[2048]; /* asked for by a document or a page: leaves the caller's cs_errmsg() as it was */
     snprintf(saved, sizeof saved, "%s", cs_errmsg());
@@ -262,7 +263,7 @@ static cs_err service_layers(cs_sub *s, cs_app *app, const char *who, rd_kafka_c
  * bound. The value is known only at start: either layer may set it after
  * cs_sub_drain_timeout_ms, so cs_app_start refuses rather than a setter or a
  * clamp that would silently shorten what the service asked for. */
-cs_err cs__sub_check_drain_timeout(cs_sub *s, cs_app *app) {
+cs_err cs__consumer_check_drain_timeout(cs_sub *s, cs_app *app) {
     /* Manual assignment joins no group: librdkafka watches the poll interval
      * of subscribed consumers only, and there is no rebalance to miss. */
     if (s->partitions) return CS_OK;

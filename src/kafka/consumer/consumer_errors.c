@@ -1,11 +1,12 @@
 /* consumer_errors.c — what librdkafka reports to a consumer that is not a
  * record: subscribed topics that go away (and a log that restarted), client
  * errors (error_cb), error records, fatal errors, and the out-of-memory stop
- * of the fetch path. Fetch thread (error callbacks run inside its poll), or
- * the closing thread after the fetch thread exited. It calls only
- * fetch_parts.c of the consumer's files.
+ * of the fetch path. It calls only fetch_parts.c of the consumer's files.
  *
- * Owns: c->errors, c->rejoin. Locks: none. */
+ * Owns: c->errors, c->rejoin. Locks: none. Threads: the fetch thread (error
+ * callbacks run inside its poll), or the closing thread after the fetch thread
+ * exited; cs__errors_init and cs__errors_free, the consumer's start and
+ * destroy; cs__errors_broker_answered, /readyz's thread (cs__consumer_ready). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -100,7 +101,7 @@ static void mark_topic_partitions(cs_consumer *c, const char *topic) {
  * existed: records 0-4 of a recreated topic lost). A record above them: the
  * same log, nothing to do. Either way commits resume. Under Auto there is no
  * tracker to reset, only the line to log. Fetch thread. */
-void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
+void cs__errors_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset) {
     cs__part_clear_log_unknown(part);
     int64_t next = cs__part_next_offset(part);
     if (next < 0 || offset >= next) return;

@@ -9,6 +9,10 @@
  * rebalance.c (assign, revoke) and committer.c (Tracked commits,
  * Transactional windows).
  *
+ * Owns: declares cs_consumer and fetch_part; consumer.c makes and frees a
+ * cs_consumer, and each sub-struct's comment says which file writes it
+ * ("Owned by:"). Locks: the consumer's commit_lock (level 3), requests.lock
+ * (3) and wake_lock (7), each taken in its owner file (src/lock_order.h).
  * Threads: the fetch thread (fetch_main in consumer.c) is the only one that
  * polls, takes records, assigns and commits while the subscription runs; the
  * rebalance callback runs on it, inside rd_kafka_consumer_poll. After the
@@ -511,7 +515,7 @@ int cs__subscribed_topic_in(const cs_consumer *c, const char *topic);
  * field; "error_cb": read from the reason), logged with it. */
 void cs__topic_unavailable(cs_consumer *c, int i, rd_kafka_resp_err_t err, const char *source, const char *reason);
 void cs__topic_available(cs_consumer *c, const char *topic);
-void cs__settle_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset);
+void cs__errors_log_restart(cs_consumer *c, cs_part *part, const char *topic, int64_t offset);
 
 /* ---- consumer_metrics.c ----------------------------------------------------- */
 /* Adds one to the subscribed topic's counter in `counters` (one per

@@ -2,13 +2,19 @@
  * (cs_sub_stats_get) and its /metrics series, read from the counters the
  * fetch path, the pipeline and the commits keep, and from librdkafka's
  * statistics (the partitions' ends here; brokers and the fetch queue in
- * client_stats.c); the fetch path counts its
- * per-topic events through cs__consumer_count_topic (fetch thread). Reading
- * never changes the consumer and never waits on the network; it runs on the
- * caller's thread (the scraping thread or a stats reader, with the
- * subscription's stats lock held).
+ * client_stats.c); the fetch path counts its per-topic events through
+ * cs__consumer_count_topic. Reading never changes the consumer and never
+ * waits on the network.
  *
- * Owns: nothing (it reads). Locks: none of its own. */
+ * Owns: no state of its own: it reads the counters others keep, bumps the
+ * per-topic counters it is handed, and hands librdkafka's statistics to
+ * their owners (the partitions' ends to partition.c, the client stats to
+ * client_stats.c). Locks: none of its own. Threads: reading, the caller's
+ * thread (the scraping thread or a stats reader, with the
+ * subscription's stats lock held; cs__consumer_paused, /readyz's thread under
+ * ops_state.lock instead); cs__consumer_count_topic, the fetch thread; the
+ * statistics callback, the thread that polls the consumer (the fetch thread,
+ * or the closing thread after it exited). */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

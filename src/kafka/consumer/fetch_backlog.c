@@ -1,5 +1,8 @@
 /* fetch_backlog.c — a partition's backlog (fetch_backlog.h): the one place
- * its queue and its bytes change. Fetch thread only. */
+ * its queue and its bytes change. Fetch thread only.
+ *
+ * Owns: a backlog's queue links and byte count (the records are the store's).
+ * Locks: none. Threads: the fetch thread only. */
 #include "kafka/consumer/fetch_backlog.h"
 
 void cs__backlog_push(fetch_backlog *b, cs_stored *r) {

@@ -187,7 +187,7 @@ static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
  * of back_to, the first record not settled (cs__part_reread_from) and the
  * first still waiting in its backlog: what was settled above it comes again
  * (duplicates), nothing is skipped. A log reported gone and created again
- * takes the other path (cs__settle_log_restart). A move librdkafka refuses
+ * takes the other path (cs__errors_log_restart). A move librdkafka refuses
  * is tried again; the partition takes nothing meanwhile. */
 static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
     cs_part *part = fp->part;

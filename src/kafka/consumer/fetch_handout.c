@@ -1,10 +1,10 @@
 /* fetch_handout.c — handing records out: the store -> the pipeline's lanes,
  * one round over the partitions at a time, each under max_open, the lanes'
  * room and its quarter of the buffer; under Auto the offset of the last
- * record handed out is stored here. Fetch thread only.
+ * record handed out is stored here.
  *
  * Owns: c->handout. Locks: none of its own (the partitions' through
- * src/core). */
+ * src/core). Threads: the fetch thread only. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>
@@ -111,7 +111,7 @@ static bool serve_part(cs_consumer *c, fetch_part *fp, run *rn) {
                 break;
             }
             if (!r->old_log || r->offset < cs__part_next_offset(part))
-                cs__settle_log_restart(c, part, topic, r->offset);
+                cs__errors_log_restart(c, part, topic, r->offset);
         }
         cs_delivery *d = prepare(c, fp, r);
         if (!d) break;

@@ -1,9 +1,9 @@
 /* fetch_stuck.c — a stuck partition: one that stopped settling, at max_open,
  * is paused in librdkafka once its backlog passes its share of the fetch
  * buffer, and resumed once it settles; a partition with a quarter of the
- * buffer in flight gets no more (cs__fetch_out_capped). Fetch thread only.
+ * buffer in flight gets no more (cs__fetch_out_capped).
  *
- * Owns: fetch_part.settled_seen. Locks: none. */
+ * Owns: fetch_part.settled_seen. Locks: none. Threads: the fetch thread only. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -165,7 +165,7 @@ static void take_cb(rd_kafka_message_t *m, void *opaque) {
      * taken twice. A gap is legitimate with compaction and read_committed
      * (aborted records, markers): counted only. A log that may have restarted
      * (its topic reported gone) is settled at hand-out
-     * (cs__settle_log_restart), not here. */
+     * (cs__errors_log_restart), not here. */
     if (fp->next >= 0 && !cs__part_log_unknown(fp->part)) {
         if (m->offset < fp->next - 1) {
             /* Further back than that race goes: librdkafka moved the fetch

@@ -4,10 +4,11 @@
  * resumed (fetch_stuck.c); and moving a partition to another offset, for a
  * Transactional rewind (committer.c) and an application's seek
  * (fetch_control.c), and a shed partition's checked re-fetch after its resume.
- * Fetch thread only.
  *
- * Owns: c->wake. Locks: none. cs__consumer_fail_refetches (a test hook):
- * any thread. */
+ * Owns: c->wake. Locks: none. Threads: the fetch thread, or the closing thread
+ * after it exited (the close's revoke: cs__fetch_wake_kept; a Transactional
+ * window aborted at the close: cs__fetch_reposition); cs__consumer_fail_refetches
+ * (a test hook): any thread. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdatomic.h>

@@ -308,7 +308,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
          * its partitions to the others while its handlers still run them:
          * the commit below would be refused and the records run twice. So
          * cs_app_start refuses a drain_timeout_ms that is not shorter
-         * (cs__sub_check_drain_timeout, consumer_conf.c). */
+         * (cs__consumer_check_drain_timeout, consumer_conf.c). */
         int64_t deadline = cs__now_ms() + c->sub->drain_timeout_ms;
         for (int i = 0; i < l->cnt; i++) {
             cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);

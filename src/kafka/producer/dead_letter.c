@@ -5,9 +5,9 @@
  * than handed to librdkafka as a NULL name. And the WARN line that says a
  * record went to the dead-letter topic (Tracked: from its delivery report,
  * once the cluster accepted it) or was staged in a window's transaction
- * (Transactional). Any thread; no allocation (the caller sizes the arrays).
+ * (Transactional). No allocation (the caller sizes the arrays).
  *
- * Owns: nothing (the caller's arrays). Locks: none. */
+ * Owns: nothing (the caller's arrays). Locks: none. Threads: any thread. */
 #include <stdio.h>
 #include <string.h>
 

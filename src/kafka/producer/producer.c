@@ -6,12 +6,15 @@
  * full local queue is waited out, at most the queue timeout, on the `space`
  * condition that every delivery report signals. RD_KAFKA_MSG_F_BLOCK is not
  * used: it has no timeout and deadlocks on the thread that serves reports.
- * Lock: `lock` guards completions and the space condition; it is never held
- * across a call into librdkafka. A leaf, taken under the broker's producer
- * read lock (src/lock_order.h).
  *
  * Owns: the cs_producer, its librdkafka handle, its delivery-report thread
- * and the completions of blocking publishes. */
+ * and the completions of blocking publishes. Locks: `lock`, for the space
+ * condition (a leaf, taken under the broker's producer read lock), and a
+ * blocking publish's own `lock`, for its completion (a leaf; src/lock_order.h);
+ * neither is held across a call into librdkafka. Threads: any thread publishes
+ * (publish.c); delivery reports, errors and statistics on the report thread
+ * (and on the lifecycle thread inside flush and close); start, flush and
+ * close on the app's lifecycle thread (kafka.c). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -163,7 +166,7 @@ static int on_stats(rd_kafka_t *rk, char *json, size_t len, void *opaque) {
     (void)rk;
     (void)len;
     cs_producer *p = opaque;
-    return cs__producer_on_stats_json(p->rdk_stats, json);
+    return cs__client_stats_from_json(p->rdk_stats, json);
 }
 
 /* A token for OAUTHBEARER (librdkafka's background thread, oauth.c). */

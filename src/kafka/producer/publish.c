@@ -48,8 +48,8 @@ cs_err cs_publish_async(cs_kafka *k, const cs_record *rec, cs_publish_fn done, v
     return err;
 }
 
-int cs__kafka_send_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
-                         size_t value_len) {
+int cs__publish_reply(void *arg, cs_delivery *d, bool gate, const void *key, size_t key_len, const void *value,
+                      size_t value_len) {
     cs_sub *s = arg;
     cs_kafka *k = s->k;
     cs_record r = {.topic = s->reply_topic,
@@ -84,7 +84,7 @@ static cs_record dead_letter_record(cs_sub *s, cs_delivery *d, const char *reaso
     return r;
 }
 
-int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
+int cs__publish_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     cs_sub *s = arg;
     cs_kafka *k = s->k;
     size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
@@ -106,7 +106,7 @@ int cs__kafka_send_dead_letter(void *arg, cs_delivery *d, const char *reason) {
     return err ? -1 : 0;
 }
 
-cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *reason) {
+cs_output *cs__publish_dead_letter_output(void *arg, cs_delivery *d, const char *reason) {
     cs_sub *s = arg;
     size_t cap = cs_delivery_header_count(d) + CS_DLQ_HEADERS;
     cs_header *h = calloc(cap, sizeof *h);
@@ -121,7 +121,7 @@ cs_output *cs__kafka_dead_letter_output(void *arg, cs_delivery *d, const char *r
     return o;
 }
 
-bool cs__kafka_output_topic_ok(void *arg, const char *topic) {
+bool cs__publish_output_topic_ok(void *arg, const char *topic) {
     cs_sub *s = arg;
     if (s->reply_topic && !strcmp(topic, s->reply_topic)) return true;
     if (s->dead_letter && !strcmp(topic, s->dead_letter)) return true;

@@ -5,11 +5,12 @@
  * the registry refuses, or that cannot be encoded while the registry is
  * down, is never published.
  *
- * Owns nothing beyond one call: the encoded bytes are freed before it
+ * Owns: nothing beyond one call: the encoded bytes are freed before it
  * returns (librdkafka copied them). Threads: any thread, as cs_publish; the
  * codec's encode is thread-safe by contract (cstream/codec.h), and a
  * registry-backed codec may make its one registration request here, so the
- * call can block for the registry client's request timeout on its first use. */
+ * call can block for the registry client's request timeout on its first use.
+ * Locks: none here (cs_publish takes the producer's). */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -2,9 +2,12 @@
  * transaction per window, carrying the window's outputs and the consumed
  * positions (with the consumer's group metadata, KIP-447), committed as one.
  *
- * Threads: only the subscription's fetch thread calls in (window close,
- * revoke, close), so one transaction at a time and never across a rebalance:
- * the rebalance callback runs on that same thread between two windows.
+ * Threads: one thread at a time: the starting thread (cs__txn_start), then
+ * the subscription's fetch thread (window close, revoke), or the closing
+ * thread once the fetch thread has exited (the close's last window), then
+ * the destroying thread. So one transaction at a time and never across a
+ * rebalance: the rebalance callback runs on the fetch thread between two
+ * windows.
  * librdkafka's blocking transactional calls serve this producer's delivery
  * reports on the calling thread (no other thread polls it).
  *

@@ -1,6 +1,7 @@
 /* transaction.h — a Transactional subscription's producer (transaction.c).
  *
- * Owns: see transaction.c. Threads: the subscription's fetch thread. */
+ * Owns: see transaction.c. Locks: none. Threads: one at a time (the
+ * starting, fetch, closing and destroying threads in turn: transaction.c). */
 #ifndef CS_KAFKA_TRANSACTION_H
 #define CS_KAFKA_TRANSACTION_H
 

@@ -1,10 +1,10 @@
 /* testing.c — the test API (cstream/testing.h): a cluster to test against,
  * topics, publishing, committed positions, idle and crash for apps.
- * A cs_test_cluster may be used from several threads: `lock` serialises its
- * producer.
  *
  * Owns: the cs_test_cluster (its embedded cluster and its producer).
- * Locks: `lock` (a leaf) around its producer. */
+ * Locks: `lock` (a leaf) around its producer; a subscription's stats_lock
+ * (level 2) to read its consumer's counters. Threads: any; a
+ * cs_test_cluster may be used from several threads at once. */
 #define _POSIX_C_SOURCE 200809L
 #include "cstream/testing.h"
 
@@ -455,7 +455,7 @@ cs_err cs_test_end_offset(cs_test_cluster *c, const char *topic, int32_t partiti
 }
 
 cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition, int64_t *offset) {
-    rd_kafka_t *rk = cs__group_reader(c->brokers, group, NULL);
+    rd_kafka_t *rk = cs__committed_reader(c->brokers, group, NULL);
     if (!rk) return CS_ERR_KAFKA;
     cs_err err = cs__read_committed(rk, group, topic, partition, offset);
     rd_kafka_destroy(rk);
@@ -464,7 +464,7 @@ cs_err cs_test_committed(cs_test_cluster *c, const char *group, const char *topi
 
 cs_err cs_test_wait_committed(cs_test_cluster *c, const char *group, const char *topic, int32_t partition,
                               int64_t at_least, int timeout_ms) {
-    rd_kafka_t *rk = cs__group_reader(c->brokers, group, NULL);
+    rd_kafka_t *rk = cs__committed_reader(c->brokers, group, NULL);
     if (!rk) return CS_ERR_KAFKA;
     int64_t deadline = cs__now_ms() + timeout_ms, off = -1;
     cs_err err = CS_OK;
