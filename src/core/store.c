@@ -1,7 +1,8 @@
 /* store.c — the consumer's record store (store.h).
  *
  * Owns: the chunks, the budget's counts and the spare chunks. Locks:
- * free_lock and wake_mx (level 6, leaves, src/lock_order.h). Threads: the
+ * free_lock (level 6, a leaf) and wake_mx (level 6; the wake hook takes
+ * only the consumer's wake_lock under it), src/lock_order.h. Threads: the
  * fetch thread appends; any thread releases a record. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/store.h"

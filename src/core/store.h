@@ -12,8 +12,9 @@
  * wake hook runs after it is released.
  *
  * Owns: declares cs_store and cs_stored; store.c owns the chunks and the
- * spares. Locks: free_lock and wake_mx (level 6 leaves, taken in store.c);
- * the counts are atomics. Threads: the fetch thread appends, closes and
+ * spares. Locks: free_lock (level 6, a leaf) and wake_mx (level 6; only
+ * the consumer's wake_lock is taken under it), both taken in store.c; the
+ * counts are atomics. Threads: the fetch thread appends, closes and
  * charges; any thread releases a record or reads the counts. */
 #ifndef CS_CORE_STORE_H
 #define CS_CORE_STORE_H

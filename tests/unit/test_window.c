@@ -167,10 +167,40 @@ static void rewind_forgets_the_window(void **state) {
     stop(p);
 }
 
+/* A take is the whole state a commit needs (the committer does not come
+ * back to the partition for its name), and a partition whose log is unknown
+ * gives none: nothing of it is committed until a record shows which log it
+ * is (cs__part_mark_log_unknown). */
+static void a_take_names_its_partition_and_an_unknown_log_gives_none(void **state) {
+    (void)state;
+    cs_part *part;
+    cs_pipeline *p = start(&part);
+    for (int i = 0; i < 10; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_OK);
+    cs_commit_state s = {0};
+    cs_output_list outs = {0};
+    size_t n = 0;
+    cs__part_mark_log_unknown(part);
+    assert_false(cs__window_take(part, false, &s, &outs, &n));
+    assert_int_equal(n, 0);
+    assert_null(s.part); /* untouched */
+    cs__part_clear_log_unknown(part);
+    assert_true(cs__window_take(part, false, &s, &outs, &n));
+    assert_ptr_equal(s.part, part);
+    assert_string_equal(s.topic, "in");
+    assert_int_equal(s.partition, 0);
+    assert_int_equal(s.pos, 10);
+    assert_int_equal(n, 10); /* the outputs of 0..9 */
+    assert_false(s.truncated); /* no acked set under Transactional */
+    cs__output_list_free(&outs);
+    for (int i = 10; i < N; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_OK);
+    stop(p);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(outputs_ride_only_with_their_committed_source),
         cmocka_unit_test(rewind_forgets_the_window),
+        cmocka_unit_test(a_take_names_its_partition_and_an_unknown_log_gives_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

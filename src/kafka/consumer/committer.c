@@ -370,6 +370,7 @@ int cs__commit_precommit(void *arg, cs_part *part) {
     rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
     rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
     pthread_mutex_unlock(&c->commit_lock);
+    note_truncation(c, &s); /* rate-limited with atomics: any thread */
     if (!err) {
         rd_kafka_event_t *ev = rd_kafka_queue_poll(q, RESULT_TIMEOUT_MS);
         if (!ev) err = RD_KAFKA_RESP_ERR__TIMED_OUT;
