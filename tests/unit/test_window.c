@@ -189,7 +189,7 @@ static void a_take_names_its_partition_and_an_unknown_log_gives_none(void **stat
     assert_string_equal(s.topic, "in");
     assert_int_equal(s.partition, 0);
     assert_int_equal(s.pos, 10);
-    assert_int_equal(n, 10); /* the outputs of 0..9 */
+    assert_int_equal(n, 10);   /* the outputs of 0..9 */
     assert_false(s.truncated); /* no acked set under Transactional */
     cs__output_list_free(&outs);
     for (int i = 10; i < N; i++) assert_int_equal(cs_delivery_settle(held[i], CS_ACK), CS_OK);
