@@ -44,18 +44,21 @@ static void note_truncation(cs_consumer *c, const cs_commit_state *s) {
                     (unsigned long long)s->wanted, (unsigned long long)skipped);
 }
 
-/* Adds a partition's state to a commit request: its position, the leader
- * epoch it was read under, and its metadata. */
-static rd_kafka_topic_partition_t *add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l,
-                                             const cs_commit_state *s) {
-    note_truncation(c, s);
+/* Adds a partition's state to a commit request: its position and metadata. */
+static rd_kafka_topic_partition_t *add_entry(rd_kafka_topic_partition_list_t *l, const cs_commit_state *s) {
     rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, s->topic, s->partition);
     e->offset = s->pos;
-    cs__fetch_mark_epoch(c, s->part, e);
     e->metadata = strdup(s->meta); /* freed with the list */
     /* Out of memory: committed without attempt counts; the position still moves. */
     e->metadata_size = e->metadata ? strlen(s->meta) : 0;
     return e;
+}
+
+/* The same on the fetch thread, with the leader epoch the partition was
+ * read under (cs__fetch_mark_epoch reads the fetch thread's own table). */
+static void add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l, const cs_commit_state *s) {
+    note_truncation(c, s);
+    cs__fetch_mark_epoch(c, s->part, add_entry(l, s));
 }
 
 /* The partition a commit names, never made here: a commit has nothing to say
@@ -362,11 +365,7 @@ int cs__commit_precommit(void *arg, cs_part *part) {
         return 0;
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_t *e = rd_kafka_topic_partition_list_add(l, s.topic, s.partition);
-    e->offset = s.pos;
-    e->metadata = strdup(s.meta);
-    /* Out of memory: committed without attempt counts; the position still moves. */
-    e->metadata_size = e->metadata ? strlen(s.meta) : 0;
+    add_entry(l, &s);
     rd_kafka_queue_t *q = rd_kafka_queue_new(c->rk);
     rd_kafka_resp_err_t err = rd_kafka_commit_queue(c->rk, l, q, NULL, NULL);
     pthread_mutex_unlock(&c->commit_lock);
