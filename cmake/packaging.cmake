@@ -52,7 +52,7 @@ This package holds the shared library, libcstream.so.0.")
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_NAME libcstream-dev)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEVELOPMENT_PACKAGE_DEPENDS
-    "libcstream0 (= ${cstream_deb_version}), librdkafka-dev, libyajl-dev, libavro-dev, libprotobuf-c-dev, libmicrohttpd-dev, libcurl4-openssl-dev")
+    "libcstream0 (= ${cstream_deb_version}), librdkafka-dev, libyajl-dev, libavro-dev, libprotobuf-c-dev, libmicrohttpd-dev, libcurl4-openssl-dev, libsqlite3-dev, libpq-dev")
 set(CPACK_DEBIAN_DEVELOPMENT_DESCRIPTION
     "C framework for Kafka services - development files
 cstream runs plain C handlers on Kafka records; each handler settles every

@@ -50,6 +50,12 @@ typedef enum cs_commit_mode {
      * exactly once, across crashes. Needs an instance id
      * (cs_kafka_instance_id). See docs/transactions.md. */
     CS_COMMIT_TRANSACTIONAL,
+    /** Exactly-once into a database: settles like Tracked, and the
+     * handlers' writes and the consumed positions commit together in one
+     * database transaction per window, the positions fenced by an owner
+     * epoch. Set with cs_sub_commit_database (cstream/database.h). See
+     * docs/database.md. */
+    CS_COMMIT_DATABASE,
 } cs_commit_mode;
 
 /** Where a group without a committed offset starts (cs_sub_start_at). */
@@ -976,8 +982,9 @@ typedef struct cs_sub_stats {
     uint64_t decode_failures;    /**< records that did not decode (cs_sub_decode) */
     uint64_t dead_lettered;      /**< records the dead-letter topic accepted */
     uint64_t exhausted;          /**< records dropped at max_attempts without a dead-letter topic */
-    uint64_t transactions;       /**< transactions committed (Transactional) */
-    uint64_t aborts;             /**< windows aborted (Transactional): their records were read again */
+    uint64_t transactions;       /**< transactions committed (Transactional; Database: windows committed) */
+    uint64_t aborts;             /**< windows aborted (Transactional) or rolled back (Database): their records
+                                     were read again */
     uint64_t outputs;            /**< outputs committed in transactions (Transactional) */
     uint64_t fetch_buffer_peak;  /**< the most bytes the fetch buffer held (cs_sub_fetch_buffer_bytes) */
     uint64_t stuck_pauses;       /**< partitions paused because their records stopped settling */
@@ -993,6 +1000,8 @@ typedef struct cs_sub_stats {
     uint64_t rejoins;            /**< times the consumer was created again to rejoin its group: after a join
                                      refused with UNRELEASED_INSTANCE_ID (consumer group protocol, static
                                      member), or a lost group session not back within 60 s */
+    uint64_t db_fenced;          /**< partitions this instance stopped handling because another one claimed
+                                     them in the database (Database mode) */
 } cs_sub_stats;
 /** The subscription's counters now.
  *

@@ -47,7 +47,7 @@ typedef struct cs_broker_sub_desc {
 #define CS__BROKER_SUB_COUNTERS(X) \
     X(delivered) X(acked) X(dropped) X(retried) X(retry_unsupported) X(stale) X(slow_handlers) X(commits) \
     X(commit_failures) X(pauses) X(decode_failures) X(dead_lettered) X(exhausted) X(transactions) X(aborts) \
-    X(outputs) X(skipped_settled) X(metadata_truncated)
+    X(outputs) X(skipped_settled) X(metadata_truncated) X(db_fenced)
 // clang-format on
 typedef struct cs_broker_sub_counters {
 #define CS__COUNTER_MEMBER(m) uint64_t m;

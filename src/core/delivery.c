@@ -190,3 +190,12 @@ cs_err cs_delivery_publish(cs_delivery *d, const cs_record *rec) {
     cs__delivery_add_output(d, out);
     return CS_OK;
 }
+
+const cs_run_store *cs__delivery_run_store(cs_delivery *d) {
+    cs_part *part = d->part;
+    pthread_mutex_lock(&part->lock);
+    cs_pipeline *p = part->pipe;
+    const cs_run_store *rs = p && d->epoch == part->epoch && !atomic_load(&p->crashed) ? p->cfg.store : NULL;
+    pthread_mutex_unlock(&part->lock);
+    return rs;
+}

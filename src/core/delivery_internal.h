@@ -20,6 +20,7 @@
 #include "cstream/delivery.h"
 #include "core/output.h"
 #include "core/partition.h"
+#include "core/run_store.h"
 #include "core/trace.h"
 
 struct cs_delivery {
@@ -69,6 +70,12 @@ struct cs_delivery {
     size_t reply_key_len, reply_value_len;
     bool reply_key_null, reply_value_null;
 
+    /* Database: this record's writes were kept and its reply settles it
+     * later (the window waits for that); or its run was refused the
+     * database's writes because it went pending (its ack counts as a retry). */
+    const cs_run_store *store_await;
+    bool store_refused;
+
     /* Transactional: this attempt's outputs (cs_delivery_publish, and the
      * reply and dead-letter record once settled), in the order produced */
     cs_output_list outputs;
@@ -95,6 +102,9 @@ typedef CS_STAILQ(cs_delivery) cs_delivery_queue;
 
 /* Transactional: appends o to d's outputs (d's owner calls it). */
 void cs__delivery_add_output(cs_delivery *d, cs_output *o);
+
+/* The store d's run may write into (Database mode), if d is current; else NULL. */
+const cs_run_store *cs__delivery_run_store(cs_delivery *d);
 
 /* Reads d's traceparent header (d->part and d->msg set); called once at fetch. */
 void cs__delivery_read_trace(cs_delivery *d);

@@ -439,6 +439,13 @@ void cs__part_pass_to(cs_part *part, int64_t next) {
     pthread_mutex_unlock(&part->lock);
 }
 
+void cs__part_last_commit(cs_part *part, int64_t *pos, char *meta, size_t cap) {
+    pthread_mutex_lock(&part->lock);
+    *pos = part->last_committed;
+    snprintf(meta, cap, "%s", part->last_meta);
+    pthread_mutex_unlock(&part->lock);
+}
+
 void cs__part_commit_done(cs_part *part, int64_t position, const char *meta, bool ok) {
     pthread_mutex_lock(&part->lock);
     /* The coordinator keeps the commit it applied last, and results come back

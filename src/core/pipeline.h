@@ -86,6 +86,10 @@ typedef struct cs_pipeline_config {
      * are skipped (cs__part_set_acked). False: cs1, everything above the
      * committed position is read again (the subscription turned it off). */
     bool acked_set;
+    /* Database (tracked is set too): the store a handler's run writes into
+     * (run_store.h); the worker ends a run's writes before settling it.
+     * NULL: none. */
+    const cs_run_store *store;
     /* Tracked: commits a suspect record's attempt before it runs (sync). */
     int (*precommit)(void *arg, cs_part *part);
     void *precommit_arg;
@@ -188,6 +192,9 @@ typedef struct cs_commit_state {
  * if there is nothing new, or while the partition's log is unknown
  * (cs__part_log_unknown). */
 bool cs__part_commit_state(cs_part *part, bool clean, cs_commit_state *out);
+/* The position and metadata the last successful commit stored (-1: none
+ * since the assignment). Fetch thread. */
+void cs__part_last_commit(cs_part *part, int64_t *pos, char *meta, size_t cap);
 /* Tracked: the state to commit right now (a suspect record's attempt); false
  * if there is no position yet or the log is unknown. Callers hold the
  * consumer's commit lock. */
@@ -270,6 +277,8 @@ void cs__pipeline_count_commit(cs_pipeline *p, bool ok);
 void cs__pipeline_count_pause(cs_pipeline *p);
 void cs__pipeline_count_transaction(cs_pipeline *p, size_t outputs);
 void cs__pipeline_count_abort(cs_pipeline *p);
+/* Database: a partition another instance claimed stopped being handled. */
+void cs__pipeline_count_fenced(cs_pipeline *p);
 
 /* ---- Transactional windows (window.c) ---------------------------------------- */
 

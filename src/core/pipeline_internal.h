@@ -97,7 +97,8 @@ struct cs_pipeline {
      * commits whose acked set did not fit in the metadata */
     _Atomic uint64_t skipped_settled, metadata_truncated;
     _Atomic uint64_t transactions, aborts, outputs;
-    _Atomic size_t settled; /* Transactional: records settled since the window opened */
+    _Atomic uint64_t db_fenced; /* Database: partitions another instance claimed */
+    _Atomic size_t settled;     /* Transactional: records settled since the window opened */
     /* Deliveries waiting in the lanes (not yet running), all lanes: the
      * source hands out no more past queue_cap (its records wait in its own
      * budgeted buffer, not as deliveries), and a worker taking the count

@@ -50,6 +50,7 @@ void cs__pipeline_stats(cs_pipeline *p, cs_broker_sub_counters *out) {
     out->pauses = atomic_load(&p->pauses);
     out->transactions = atomic_load(&p->transactions);
     out->aborts = atomic_load(&p->aborts);
+    out->db_fenced = atomic_load(&p->db_fenced);
     out->outputs = atomic_load(&p->outputs);
     out->skipped_settled = atomic_load(&p->skipped_settled);
     out->metadata_truncated = atomic_load(&p->metadata_truncated);
@@ -81,6 +82,8 @@ void cs__pipeline_count_transaction(cs_pipeline *p, size_t outputs) {
 }
 
 void cs__pipeline_count_abort(cs_pipeline *p) { atomic_fetch_add_explicit(&p->aborts, 1, memory_order_relaxed); }
+
+void cs__pipeline_count_fenced(cs_pipeline *p) { atomic_fetch_add_explicit(&p->db_fenced, 1, memory_order_relaxed); }
 
 size_t cs__pipeline_settled(cs_pipeline *p) { return atomic_load_explicit(&p->settled, memory_order_relaxed); }
 

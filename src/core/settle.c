@@ -31,9 +31,10 @@ static void warn_retry_unsupported(cs_pipeline *p, const cs_delivery *d) {
 }
 
 /* Called with part->lock held (Transactional): d's outputs join its
- * partition's window, where they wait for a transaction that commits past d. */
+ * partition's window, where they wait for a transaction that commits past d.
+ * Transactional and Database: a full window wakes the fetch thread. */
 static void window_add(cs_pipeline *p, cs_part *part, cs_delivery *d) {
-    cs__part_window_add_locked(part, d);
+    if (p->cfg.transactional) cs__part_window_add_locked(part, d);
     size_t n = atomic_fetch_add_explicit(&p->settled, 1, memory_order_relaxed) + 1;
     if (p->cfg.window_records && n == p->cfg.window_records && p->cfg.wake) p->cfg.wake(p->cfg.wake_arg);
 }
@@ -46,6 +47,11 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
      * that revoke and stop still wait for them and release their payloads. */
     if (d->listed) cs__part_inflight_remove_locked(part, d);
     bool current = d->epoch == part->epoch;
+    if (d->store_await) { /* Database: the window waits for this record, whose writes it holds */
+        d->store_await->await_done(d->store_await->arg,
+                                   current && p && !atomic_load(&p->crashed) && outcome != CS_RETRY);
+        d->store_await = NULL;
+    }
     if (!current || !p || atomic_load(&p->crashed)) {
         if (p) atomic_fetch_add_explicit(&p->lanes[d->lane].stale, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&part->n_stale, 1, memory_order_relaxed);
@@ -67,7 +73,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
         atomic_fetch_add_explicit(outcome == CS_ACK ? &l->acked : &l->dropped, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(outcome == CS_ACK ? &part->n_acked : &part->n_dropped, 1, memory_order_relaxed);
         cs__part_settled_locked(part, d);
-        if (p->cfg.transactional) window_add(p, part, d);
+        if (p->cfg.transactional || p->cfg.store) window_add(p, part, d);
         cs__part_release_held_locked(part, false);
         break;
     default: /* run_one and run_batch normalise handlers' outcomes first: only a bug inside cstream lands here */
@@ -231,6 +237,8 @@ static bool stage_reply(cs_delivery *d, const outlet *o) {
  * not); a reply that cannot even be queued is a retry at once. A retry after
  * the last allowed attempt gives the record up instead. */
 cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome) {
+    if (d->store_refused) outcome = CS_RETRY; /* its writes were rolled back (worker.c, keep_writes) */
+    d->store_refused = false;
     bool reply = outcome == CS_ACK && d->reply_buf;
     if (!reply && outcome != CS_RETRY) return cs__settle(d, outcome);
     outlet o = cs__outlet_of(d);

@@ -267,6 +267,57 @@ static bool exhausted_at_admission(cs_pipeline *p, cs_delivery *d) {
 static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, bool batch);
 static bool outcome_valid(cs_outcome o);
 
+/* Database: whether the run's writes may stay. Only if every record of it
+ * settles as handled; else they are undone, and a record acked or dropped
+ * beside a retry (a batch) is retried too, its writes being gone. A pending
+ * record's writes go as well: its later ack must not count as handled
+ * (settle.c reads store_refused). */
+static bool keep_writes(cs_pipeline *p, cs_delivery **ds, cs_outcome *outcomes, size_t n) {
+    bool keep = true;
+    for (size_t i = 0; i < n; i++) keep = keep && (outcomes[i] == CS_ACK || outcomes[i] == CS_DROP);
+    if (keep) return true;
+    for (size_t i = 0; i < n; i++) {
+        if (outcomes[i] == CS_PENDING) {
+            ds[i]->store_refused = true;
+            CS_LOG_ERR("handler that wrote to the database returned pending: its writes are rolled back and its "
+                       "settlement counts as a retry subscription=%s topic=%s partition=%d offset=%lld" CS_TRACE_FMT,
+                       p->name, ds[i]->topic, (int)ds[i]->partition, (long long)ds[i]->offset, CS_TRACE_ARGS(ds[i]));
+        } else if (outcomes[i] != CS_RETRY) {
+            if (!ds[i]->reason) cs_delivery_set_reason(ds[i], "its batch's database writes were rolled back");
+            outcomes[i] = CS_RETRY;
+        }
+    }
+    return false;
+}
+
+/* Settles a run's records: acks, drops (and their replies) in fetch order;
+ * then retries backwards, so that they reach the lane's head in fetch order.
+ * A run that took the database (Database mode) ends its writes first and
+ * holds the database until its records are settled (run_store.h). */
+static void settle_run(cs_pipeline *p, cs_delivery **ds, cs_outcome *outcomes, size_t n) {
+    const cs_run_store *rs = p->cfg.store;
+    bool held = rs && rs->held(rs->arg);
+    bool kept = held && keep_writes(p, ds, outcomes, n);
+    if (held) rs->end_run(rs->arg, kept);
+    for (size_t i = 0; i < n; i++) {
+        cs_outcome o = outcomes[i];
+        if (o == CS_PENDING || o == CS_RETRY) continue;
+        /* The reply settles it later: the window waits for that. */
+        if (kept && o == CS_ACK && ds[i]->reply_buf) {
+            ds[i]->store_await = rs;
+            rs->await_add(rs->arg);
+        }
+        cs_delivery *d = ds[i];
+        bool awaited = d->store_await != NULL;
+        cs_err err = cs__settle_or_reply(d, o); /* d may be gone */
+        if (kept && !awaited && err == CS_ERR_STALE)
+            rs->poison(rs->arg, "a record whose writes it holds was revoked before it settled");
+    }
+    for (size_t i = n; i-- > 0;)
+        if (outcomes[i] == CS_RETRY) cs__settle_or_reply(ds[i], CS_RETRY);
+    if (held) rs->unlock(rs->arg);
+}
+
 static void run_one(lane *l, cs_delivery *d) {
     cs_pipeline *p = l->pipe;
     bool counted = counts_at_admission(p, d);
@@ -281,12 +332,11 @@ static void run_one(lane *l, cs_delivery *d) {
     cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
     cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
-    if (outcome == CS_PENDING) return; /* d is the handler's now */
     if (!outcome_valid(outcome)) {
         unset_to_retry(p, d, outcome, false);
         outcome = CS_RETRY;
     }
-    cs__settle_or_reply(d, outcome);
+    settle_run(p, &d, &outcome, 1); /* a pending d is the handler's now */
 }
 
 static const char *commit_mode_name(const cs_pipeline *p) {
@@ -345,14 +395,7 @@ static void run_kept(lane *l, size_t kept) {
         unset_to_retry(p, l->batch[i], l->outcomes[i], true);
         l->outcomes[i] = CS_RETRY;
     }
-    /* Acks, drops (and their replies) in fetch order; then retries backwards,
-     * so that they reach the lane's head in fetch order. */
-    for (size_t i = 0; i < kept; i++) {
-        cs_outcome o = l->outcomes[i];
-        if (o != CS_PENDING && o != CS_RETRY) cs__settle_or_reply(l->batch[i], o);
-    }
-    for (size_t i = kept; i-- > 0;)
-        if (l->outcomes[i] == CS_RETRY) cs__settle_or_reply(l->batch[i], CS_RETRY);
+    settle_run(p, l->batch, l->outcomes, kept);
 }
 
 /* A batch runs as one handler call, but for an element whose codec cannot

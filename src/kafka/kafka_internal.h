@@ -19,6 +19,7 @@
 #include <string.h>
 #include <yajl/yajl_tree.h>
 
+#include "cstream/database.h"
 #include "cstream/kafka.h"
 #include "cstream/publish.h"
 #include "core/broker.h"
@@ -289,6 +290,7 @@ struct cs_sub {
     regex_t topic_re;
     bool allow_missing; /* cs_sub_allow_missing_topics: not checked at start */
     cs_commit_mode mode;
+    cs_db *db; /* Database mode: the service's database (borrowed; cs_sub_commit_database) */
     cs_lane_key lanes;
     int workers;
     size_t max_open;

@@ -45,9 +45,10 @@ static const counter counters[] = {
     C(commits, "Successful explicit commits (Tracked)."),
     C(commit_failures, "Failed explicit commits (retried on the next tick)."),
     C(pauses, "Partitions paused at max_open."),
-    C(transactions, "Transactions committed (Transactional)."),
+    C(transactions, "Transactions committed (Transactional, Database)."),
     C(outputs, "Outputs committed in transactions (Transactional)."),
-    C(aborts, "Windows aborted and read again (Transactional)."),
+    C(aborts, "Windows aborted or rolled back and read again (Transactional, Database)."),
+    C(db_fenced, "Partitions no longer handled because another instance claimed them in the database (Database)."),
     C(skipped_settled, "Records not handed to a handler because the committed acked set says an earlier owner "
                        "settled them (Tracked)."),
     C(metadata_truncated, "Commits whose acked set did not fit in the offset metadata: the records past its reach "

@@ -269,9 +269,11 @@ cs_err cs_sub_allow_missing_topics(cs_sub *s, int allow) {
 cs_err cs_sub_commit_mode(cs_sub *s, cs_commit_mode mode) {
     cs_err err = sub_configurable(s, "cs_sub_commit_mode");
     if (err) return err;
-    if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED && mode != CS_COMMIT_TRANSACTIONAL)
+    if (mode != CS_COMMIT_AUTO && mode != CS_COMMIT_TRACKED && mode != CS_COMMIT_TRANSACTIONAL &&
+        mode != CS_COMMIT_DATABASE)
         return cs__fail(CS_ERR_ARG, "cs_sub_commit_mode(%s): unknown commit mode %d", s->name, (int)mode);
     s->mode = mode;
+    if (mode != CS_COMMIT_DATABASE) s->db = NULL; /* cs_sub_commit_database gives it */
     return CS_OK;
 }
 

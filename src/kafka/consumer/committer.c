@@ -1,5 +1,6 @@
 /* committer.c — Tracked's commits (timer, revoke, close, suspect records),
- * librdkafka's own commits under Auto, and Transactional windows. A commit
+ * librdkafka's own commits under Auto, and Transactional windows (Database
+ * windows are database_window.c's). A commit
  * takes each partition's state in one call (cs_commit_state, pipeline.h),
  * builds its request from those states alone, and comes back to a partition
  * only with the result.
@@ -56,7 +57,7 @@ static rd_kafka_topic_partition_t *add_entry(rd_kafka_topic_partition_list_t *l,
 
 /* The same on the fetch thread, with the leader epoch the partition was
  * read under (cs__fetch_mark_epoch reads the fetch thread's own table). */
-static void add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l, const cs_commit_state *s) {
+void cs__commit_add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l, const cs_commit_state *s) {
     note_truncation(c, s);
     cs__fetch_mark_epoch(c, s->part, add_entry(l, s));
 }
@@ -175,7 +176,7 @@ rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool r
  * it is open (cs__part_pass_to). A seek makes librdkafka forget its position
  * until it serves again, so a stale one is never read. Fetch thread (or the
  * closing thread after it exited): no take runs meanwhile. */
-static void pass_markers(cs_consumer *c) {
+void cs__commit_pass_markers(cs_consumer *c) {
     /* After an out-of-memory or fatal stop inside a take, librdkafka's
      * position may already count a record take_cb could not store: it is
      * no marker, and must be read again. */
@@ -212,7 +213,7 @@ static void pass_markers(cs_consumer *c) {
  * whose state changed, or every one of them with `sync` (a revoke, the
  * close: clean states, the result awaited). */
 static void commit_tracked(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
-    pass_markers(c);
+    cs__commit_pass_markers(c);
     /* Taking the states and enqueueing them is one step under commit_lock
      * (lock order: commit_lock, then partition), so that commits reach the
      * wire in the order their states were taken. */
@@ -226,7 +227,7 @@ static void commit_tracked(cs_consumer *c, const rd_kafka_topic_partition_list_t
     for (int i = 0; only && i < only->cnt; i++) {
         cs_part *part = part_of(c, &only->elems[i]);
         cs_commit_state s;
-        if (part && cs__part_commit_state(part, sync, &s)) add_state(c, l, &s);
+        if (part && cs__part_commit_state(part, sync, &s)) cs__commit_add_state(c, l, &s);
     }
     if (all) rd_kafka_topic_partition_list_destroy(all);
     rd_kafka_queue_t *result_q = NULL;
@@ -251,6 +252,11 @@ static void commit_tracked(cs_consumer *c, const rd_kafka_topic_partition_list_t
 }
 
 void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync) {
+    if (c->sub->db) {
+        cs__commit_db_window(c, sync); /* the whole window: it holds the writes of every partition */
+        if (!sync) atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed);
+        return;
+    }
     if (c->transactional) {
         close_window(c, sync); /* the whole window: a transaction never spans a rebalance */
         if (!sync) atomic_fetch_add_explicit(&c->commit.ticks, 1, memory_order_relaxed);
@@ -291,7 +297,7 @@ void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t
 static void close_window(cs_consumer *c, bool final) {
     if (!c->txn || cs__txn_dead(c->txn) || rd_kafka_fatal_error(c->rk, NULL, 0)) return;
     cs__pipeline_take_settled(c->pipe);
-    pass_markers(c);
+    cs__commit_pass_markers(c);
     rd_kafka_topic_partition_list_t *assigned = NULL;
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     rd_kafka_topic_partition_list_t *offsets = rd_kafka_topic_partition_list_new(assigned->cnt > 0 ? assigned->cnt : 1);
@@ -301,7 +307,7 @@ static void close_window(cs_consumer *c, bool final) {
     for (int i = 0; i < assigned->cnt; i++) {
         cs_part *part = part_of(c, &assigned->elems[i]);
         cs_commit_state s;
-        if (part && cs__window_take(part, final, &s, &outputs, &n_outputs)) add_state(c, offsets, &s);
+        if (part && cs__window_take(part, final, &s, &outputs, &n_outputs)) cs__commit_add_state(c, offsets, &s);
     }
     c->commit.n_failed = 0;
     if (offsets->cnt > 0) {

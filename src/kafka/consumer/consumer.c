@@ -20,6 +20,7 @@
 
 #include "core/broker.h"
 #include "base/error.h"
+#include "database/db.h"
 #include "kafka/consumer/consumer_internal.h"
 
 /* ---- destroying the handle ----------------------------------------------------
@@ -320,7 +321,8 @@ static void *fetch_main(void *arg) {
             int64_t now = cs__now_ms();
             if (atomic_load(&c->fetch.resume_wanted)) cs__fetch_resume_drained(c);
             cs__control_apply(c); /* the application's seeks and pauses */
-            bool window_full = c->transactional && cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
+            bool window_full = (c->transactional || c->sub->db) &&
+                               cs__pipeline_settled(c->pipe) >= c->sub->window_records &&
                                now >= c->next_commit_ms - interval; /* not during an abort backoff */
             if (now >= c->next_commit_ms || window_full) {
                 cs__commit_positions(c, NULL, false);
@@ -423,6 +425,9 @@ static bool txn_barrier_requested(void) {
 }
 
 cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
+    if (s->mode == CS_COMMIT_DATABASE && !s->db)
+        return cs__fail(CS_ERR_ARG, "subscription %s: commit mode database needs its database (cs_sub_commit_database)",
+                        s->name);
     cs_consumer *c = calloc(1, sizeof *c);
     if (!c) return cs__fail(CS_ERR_NOMEM, "subscription %s: out of memory", s->name);
     c->sub = s;
@@ -520,13 +525,17 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
         .make_dead_letter_arg = s,
         .output_topic_ok = cs__publish_output_topic_ok,
         .output_topic_arg = s,
-        .window_records = c->transactional ? s->window_records : 0,
+        .window_records = c->transactional || s->db ? s->window_records : 0,
         /* Measurement switch (bench/): stop-the-world window commits, to
          * compare with the default where handlers keep running meanwhile.
          * Read here, once per subscription start; workers test the bool. */
         .window_barrier = c->window_barrier,
-        .acked_set = c->tracked && !c->transactional && s->acked_set,
-        .precommit = c->transactional ? NULL : cs__commit_precommit, /* plain commits would pass uncommitted outputs */
+        /* Database: always, or a crash would handle again records whose writes committed. */
+        .acked_set = c->tracked && !c->transactional && (s->acked_set || s->db),
+        /* Transactional: plain commits would pass uncommitted outputs.
+         * Database: positions are the database's (no suspect records). */
+        .precommit = c->transactional || s->db ? NULL : cs__commit_precommit,
+        .store = s->db ? cs__db_run_store(s->db) : NULL,
         .precommit_arg = c,
     };
     c->pipe = cs__pipeline_new(&pc);
@@ -552,6 +561,7 @@ cs_err cs__consumer_start(cs_sub *s, cs_app *app, cs_consumer **out) {
                 s->partitions ? "partitions assigned manually, no group rebalance" : "subscribed", s->name,
                 s->group ? s->group : s->k->default_group,
                 c->transactional ? "transactional"
+                : s->db          ? "database"
                 : c->tracked     ? "tracked"
                                  : "auto",
                 s->workers, s->static_id ? s->static_id : "-");

@@ -47,8 +47,10 @@ size_t cs__consumer_max_open(const cs_sub *s) {
 
 int cs__consumer_commit_interval_ms(const cs_sub *s) {
     if (s->commit_interval_ms) return s->commit_interval_ms;
-    return s->mode == CS_COMMIT_TRANSACTIONAL ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
-                                              : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
+    /* A database window is a transaction too: the same length by default. */
+    return s->mode == CS_COMMIT_TRANSACTIONAL || s->mode == CS_COMMIT_DATABASE
+               ? CS__DEFAULT_COMMIT_INTERVAL_TRANSACTIONAL_MS
+               : CS__DEFAULT_COMMIT_INTERVAL_TRACKED_MS;
 }
 
 /* ---- static membership (KIP-345) ----------------------------------------------

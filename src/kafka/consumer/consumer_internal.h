@@ -597,13 +597,34 @@ void cs__start_positions_apply(cs_consumer *c, rd_kafka_topic_partition_list_t *
 /* Commits the partitions in `only` (all known ones if NULL) whose position or
  * attempt counts changed, the counts in the offset metadata (only an explicit
  * commit keeps metadata in librdkafka 2.0.2). Async on the timer; sync, and
- * marked clean, on revoke and close. Transactional: closes the window. */
+ * marked clean, on revoke and close. Transactional and Database: closes the window. */
 void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync);
+/* Adds a partition's state to a commit request, with the leader epoch it was
+ * read under (fetch thread). */
+void cs__commit_add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l, const cs_commit_state *s);
+/* Lets positions pass transaction markers librdkafka served and cstream
+ * never takes (see committer.c). Fetch thread. */
+void cs__commit_pass_markers(cs_consumer *c);
 rd_kafka_queue_t *cs__commit_enqueue(cs_consumer *c, rd_kafka_topic_partition_list_t *l, rd_kafka_resp_err_t *err);
 rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool record);
 int cs__commit_precommit(void *arg, cs_part *part);
 void cs__commit_output_failed(void *arg, cs_part *part, int64_t offset, uint32_t attempt);
 void cs__commit_on_offset_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
                                  void *opaque);
+
+/* ---- database_window.c (Database mode) ---------------------------------------- */
+/* Closes the window: the changed positions written under their fences and
+ * committed with the handlers' writes, or everything rolled back and read
+ * again. `final` (revoke, close): clean states. Fetch thread. */
+void cs__commit_db_window(cs_consumer *c, bool final);
+/* At assign: commits the open window, then claims every partition of l in
+ * the database, filling each entry's offset (-1: no row yet) and metadata
+ * (the acked set). Retried a few times; the app stops if it never works. */
+rd_kafka_resp_err_t cs__commit_db_claim(cs_consumer *c, rd_kafka_topic_partition_list_t *l);
+/* Sets l's offsets for the assign from the claimed rows (no row: the start). */
+void cs__commit_db_start_at(cs_consumer *c, rd_kafka_topic_partition_list_t *l,
+                            const rd_kafka_topic_partition_list_t *claimed);
+/* At revoke: forgets l's claims; `lost`: the open window must not commit. */
+void cs__commit_db_release(cs_consumer *c, const rd_kafka_topic_partition_list_t *l, bool lost);
 
 #endif

@@ -90,12 +90,16 @@ static bool set_within_log(cs_consumer *c, const rd_kafka_topic_partition_t *e, 
  * has no position yet), it may have died running one of the first records:
  * those records are "suspect", and each of them has its attempt committed
  * before it runs (see cs__part_set_prior). Metadata that does not verify is
- * ignored with one warning: nothing is skipped, attempts count from zero. */
-static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t *l) {
+ * ignored with one warning: nothing is skipped, attempts count from zero.
+ * Database: the same from the rows claimed in the service's database, whose
+ * positions are also where l starts (database_window.c). */
+static void load_attempts(cs_consumer *c, rd_kafka_topic_partition_list_t *l) {
     rd_kafka_topic_partition_list_t *committed = rd_kafka_topic_partition_list_copy(l);
     rd_kafka_topic_partition_list_t *running = rd_kafka_topic_partition_list_new(l->cnt);
-    rd_kafka_resp_err_t err = rd_kafka_committed(c->rk, committed, 10000);
-    bool use_set = c->tracked && !c->transactional && c->sub->acked_set;
+    /* Database: the positions are the database's, claimed here. */
+    rd_kafka_resp_err_t err =
+        c->sub->db ? cs__commit_db_claim(c, committed) : rd_kafka_committed(c->rk, committed, 10000);
+    bool use_set = c->tracked && !c->transactional && (c->sub->acked_set || c->sub->db);
     uint32_t *runs = use_set ? malloc(CS_ACKED_MAX_RUNS * sizeof *runs) : NULL; /* out of memory: no set */
     for (int i = 0; i < committed->cnt; i++) {
         rd_kafka_topic_partition_t *e = &committed->elems[i];
@@ -119,16 +123,21 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
         if (!has_set) rd.n_runs = 0;
         char meta[CS_META_MAX];
         cs__meta_encode(meta, sizeof meta, clean, offs, atts, n);
-        /* Transactional: only transactions commit positions, so there is no
-         * running mark and no suspect records (a crash aborts the window). */
-        if (c->transactional) clean = true;
+        /* Database: a rollback reads the partition again with the set it
+         * committed (database_window.c), so the row is kept whole. */
+        if (c->sub->db && e->metadata && e->offset >= 0 && e->metadata_size < sizeof meta)
+            snprintf(meta, sizeof meta, "%.*s", (int)e->metadata_size, (const char *)e->metadata);
+        /* Transactional and Database: only windows commit positions, so there
+         * is no running mark and no suspect records (a crash rolls the window
+         * back). */
+        if (c->transactional || c->sub->db) clean = true;
         cs__part_set_prior(part, e->offset >= 0 ? e->offset : -1, meta, offs, atts, n, !clean);
         if (rd.n_runs > 0 && cs__part_set_acked(part, e->offset, runs, rd.n_runs))
             CS_LOG_INFO("acked set restored: records settled above the position are skipped subscription=%s group=%s "
                         "topic=%s partition=%d committed=%lld reach=%llu",
                         c->sub->name, group_of(c), e->topic, (int)e->partition, (long long)e->offset,
                         (unsigned long long)rd.reach);
-        if (!c->transactional && clean && e->offset >= 0 && c->sub->max_attempts > 0) {
+        if (!c->transactional && !c->sub->db && clean && e->offset >= 0 && c->sub->max_attempts > 0) {
             /* This owner now runs the partition: say so at once (c=0), or a
              * crash before its first commit would look like a clean leave.
              * With the same acked set: this commit replaces the group's. */
@@ -171,6 +180,7 @@ static void load_attempts(cs_consumer *c, const rd_kafka_topic_partition_list_t 
                         c->sub->name, rd_kafka_err2str(cerr));
     }
     rd_kafka_topic_partition_list_destroy(running);
+    if (c->sub->db && !err) cs__commit_db_start_at(c, l, committed); /* where fetching starts: the rows */
     rd_kafka_topic_partition_list_destroy(committed);
     free(runs);
 }
@@ -188,7 +198,7 @@ static void assign_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
                     cs__protocol_label(c->sub->consumer_protocol));
     }
     if (c->tracked) load_attempts(c, l);
-    cs__start_positions_apply(c, l); /* only where the group has no committed offset */
+    if (!c->sub->db) cs__start_positions_apply(c, l); /* only where the group has no committed offset */
     if (cooperative) {
         rd_kafka_error_t *e = rd_kafka_incremental_assign(c->rk, l);
         if (e) {
@@ -322,6 +332,7 @@ static void revoke_partitions(cs_consumer *c, rd_kafka_topic_partition_list_t *l
     } else {
         CS_LOG_WARN("assignment lost: nothing is committed for the lost partitions subscription=%s", c->sub->name);
     }
+    if (c->sub->db) cs__commit_db_release(c, l, lost);
     for (int i = 0; i < l->cnt; i++) {
         cs_part *part = cs__consumer_part(c, l->elems[i].topic, l->elems[i].partition);
         if (!part) continue;
