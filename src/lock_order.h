@@ -10,6 +10,10 @@
  *   1  ops_state.lock          src/ops/cli.c          cs_app_main's "the app runs" flag against the
  *                                                      HTTP routes (/metrics, /readyz) that read the
  *                                                      subscriptions
+ *   1  cs_db.lock              src/database/database_internal.h  a service's database: the window's
+ *                                                      transaction; held by a handler's run from its
+ *                                                      first write until its records are settled,
+ *                                                      and by the fetch thread for a window commit
  *   2  cs_sub.stats_lock       src/kafka/kafka_internal.h  the subscription's consumer pointer and its
  *                                                      final counters, for readers (cs_sub_stats_get,
  *                                                      /metrics, cs_sub_rdkafka_consumer)
@@ -42,6 +46,9 @@
  *   -  cs_test_cluster.lock    src/kafka/testing/testing.c     the test API's producer (tests only)
  *   -  cs_client_stats.lock    src/kafka/client_stats.c  a client's last statistics, parsed (swapped
  *                                                      in whole, read by /metrics)
+ *   -  cs_db.await_mx          src/database/database_internal.h  the count of records whose writes
+ *                                                      wait for their reply (taken under a partition
+ *                                                      lock by the settling thread)
  *   -  cs__schema_cache.lock   src/schema/schema_cache.h  a registry client's schema cache (never held
  *                                                      across the HTTP request of a miss)
  *   -  regcodec.lock           src/schema/registry_codec.c  a registry-backed codec's prepared writer
@@ -51,7 +58,8 @@
  *   -  pb_reg.lock             src/schema/protobuf_registry.c  the versions of a Protobuf codec's imported
  *                                                      files (never held across a registry request)
  *
- * What no mutex is ever held across: a handler, a hook or any other user
+ * What no mutex is ever held across but cs_db.lock (Database mode: a run's
+ * writes are the window's transaction, so the run holds it): a handler, a hook or any other user
  * callback; a thread join; a librdkafka call that blocks (rd_kafka_consumer_close,
  * rd_kafka_commit or a commit whose result is awaited, rd_kafka_flush,
  * rd_kafka_destroy, a poll with a timeout), with three exceptions, each

@@ -1,7 +1,12 @@
 /* demo.c — the payouts walkthrough (make run): runs the service on the embedded cluster (or
  * CSTREAM_BROKERS), seeds payouts, page views and statement lines, lets the
  * handlers work with a bank and a counters store that fail now and then, and
- * prints what was paid, dropped, retried, lost (Auto) and committed. */
+ * prints what was paid, dropped, retried, lost (Auto) and committed; and
+ * counts, with its own query, the payouts the ledger subscription recorded
+ * in its database (exactly once each: a temporary SQLite file, or
+ * PAYOUTS_DATABASE, a PostgreSQL URL). */
+#include <libpq-fe.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,11 +56,47 @@ static void print_committed(cs_kafka *k, const char *group, const char *topic) {
 }
 
 static bool all_settled(payouts_service *svc) {
-    cs_sub_stats pay, view, rec;
+    cs_sub_stats pay, view, rec, led;
     cs_sub_stats_get(svc->pay_out, &pay);
     cs_sub_stats_get(svc->count_view, &view);
     cs_sub_stats_get(svc->reconcile, &rec);
-    return pay.acked + pay.dropped >= PAYOUTS + 2 && view.delivered >= VIEWS && rec.acked + rec.dropped >= LINES;
+    cs_sub_stats_get(svc->record_payout, &led);
+    return pay.acked + pay.dropped >= PAYOUTS + 2 && view.delivered >= VIEWS && rec.acked + rec.dropped >= LINES &&
+           led.acked + led.dropped >= PAYOUTS + 2;
+}
+
+/* What the ledger holds, by the demo's own query: rows, distinct payouts,
+ * and the balances' total against the rows' total. */
+typedef struct ledger_counts {
+    long long rows, distinct, row_cents, balance_cents;
+} ledger_counts;
+
+static const char LEDGER_QUERY[] = "SELECT (SELECT COUNT(*) FROM ledger), (SELECT COUNT(DISTINCT payout_id) FROM "
+                                   "ledger), (SELECT COALESCE(SUM(amount_cents), 0) FROM ledger), (SELECT "
+                                   "COALESCE(SUM(cents), 0) FROM balances)";
+
+static bool read_ledger(const char *url, ledger_counts *out) {
+    if (!strncmp(url, "sqlite:", 7)) {
+        sqlite3 *db = NULL;
+        sqlite3_stmt *st = NULL;
+        bool ok = sqlite3_open_v2(url + 7, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+                  sqlite3_prepare_v2(db, LEDGER_QUERY, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW;
+        if (ok)
+            *out = (ledger_counts){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                   sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
+        sqlite3_finalize(st);
+        sqlite3_close(db);
+        return ok;
+    }
+    PGconn *c = PQconnectdb(url);
+    PGresult *r = PQstatus(c) == CONNECTION_OK ? PQexec(c, LEDGER_QUERY) : NULL;
+    bool ok = r && PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    if (ok)
+        *out = (ledger_counts){atoll(PQgetvalue(r, 0, 0)), atoll(PQgetvalue(r, 0, 1)), atoll(PQgetvalue(r, 0, 2)),
+                               atoll(PQgetvalue(r, 0, 3))};
+    PQclear(r);
+    PQfinish(c);
+    return ok;
 }
 
 /* One line of progress while the service works (every half second). */
@@ -74,7 +115,15 @@ static void show_progress(const payouts_service *svc, int waited_ms) {
 
 int main(void) {
     clients cl;
-    payouts_options opt = {.clients = &cl, .counters_fail_every = 50, .bank_fail_every = 20, .tune = fast_timings};
+    char ledger_url[128];
+    const char *env = getenv("PAYOUTS_DATABASE");
+    if (env && *env) snprintf(ledger_url, sizeof ledger_url, "%s", env);
+    else snprintf(ledger_url, sizeof ledger_url, "sqlite:/tmp/payouts-ledger-%d.db", (int)getpid());
+    payouts_options opt = {.clients = &cl,
+                           .counters_fail_every = 50,
+                           .bank_fail_every = 20,
+                           .tune = fast_timings,
+                           .ledger_url = ledger_url};
     payouts_service svc;
     if (payouts_service_new(&opt, &svc) != CS_OK || cs_app_start(svc.app) != CS_OK) {
         fprintf(stderr, "payouts: %s\n", cs_errmsg());
@@ -126,12 +175,32 @@ int main(void) {
     printf("reconcile   statements  Tracked, batches of up to 500\n");
     printf("  matched %llu, dropped (empty) %llu\n", (unsigned long long)rec.acked, (unsigned long long)rec.dropped);
     print_committed(svc.kafka, "reconciliation", TOPIC_STATEMENTS);
+    cs_sub_stats led;
+    cs_sub_stats_get(svc.record_payout, &led);
+    ledger_counts lc = {-1, -1, -1, -1};
+    bool ledger_read = read_ledger(ledger_url, &lc);
+    /* Every payout that decodes and is not 0 cents: the huge one included. */
+    long long want_rows = PAYOUTS - PAYOUTS / 50 + 1;
+    printf("record_payout  payouts  Database (%s %s), 4 workers\n", cs_db_kind(svc.ledger_db), ledger_url);
+    printf("  ledger rows %lld for %lld payouts (%lld expected), balances %lld cents = rows %lld cents; windows "
+           "committed %llu, rolled back %llu\n",
+           lc.rows, lc.distinct, want_rows, lc.balance_cents, lc.row_cents, (unsigned long long)led.transactions,
+           (unsigned long long)led.aborts);
     printf("producer: unflushed records at stop %zu, publish failures %d\n", cs_kafka_unflushed_records(svc.kafka),
            (int)publish_failures);
 
     int ok = pay.acked + pay.dropped == PAYOUTS + 2 && pay.decode_failures == 1 && pay.dead_lettered == 2 &&
              view.delivered == VIEWS && view.acked + view.retry_unsupported == VIEWS &&
-             rec.acked + rec.dropped == LINES && !publish_failures;
+             rec.acked + rec.dropped == LINES && !publish_failures && ledger_read && lc.rows == want_rows &&
+             lc.distinct == want_rows && lc.balance_cents == lc.row_cents;
     cs_app_destroy(svc.app);
+    cs_db_free(svc.ledger_db);
+    if (!env || !*env) { /* the demo's own file */
+        char path[160];
+        for (const char *suffix = ""; suffix; suffix = !*suffix ? "-wal" : !strcmp(suffix, "-wal") ? "-shm" : NULL) {
+            snprintf(path, sizeof path, "%s%s", ledger_url + 7, suffix);
+            unlink(path);
+        }
+    }
     return ok ? 0 : 1;
 }

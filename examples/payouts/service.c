@@ -40,6 +40,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     name(n->group, sizeof n->group, opt->prefix, "payouts");
     name(n->analytics, sizeof n->analytics, opt->prefix, "analytics");
     name(n->reconciliation, sizeof n->reconciliation, opt->prefix, "reconciliation");
+    name(n->ledger, sizeof n->ledger, opt->prefix, "ledger");
     hooks.clients = opt->clients;
     hooks.counters_fail_every = opt->counters_fail_every;
     hooks.bank_fail_every = opt->bank_fail_every;
@@ -78,8 +79,23 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     if (!err) err = cs_sub_group(lines, n->reconciliation);
     if (!err) err = cs_sub_commit_mode(lines, CS_COMMIT_TRACKED);
     if (!err) err = cs_sub_decode(lines, &cs_codec_json, &statement_line_type);
+    /* The ledger: each payout recorded once in the database, whatever crashes. */
+    cs_db *db = NULL;
+    cs_sub *ledger = NULL;
+    if (!err && opt->ledger_url) err = cs_db_open(opt->ledger_url, &db);
+    if (!err && db) err = cs_db_exec(db, LEDGER_SCHEMA);
+    if (!err && db) {
+        ledger = cs_kafka_subscribe(k, n->payouts, record_payout, db);
+        err = ledger ? CS_OK : CS_ERR_ARG;
+    }
+    if (!err && ledger) err = cs_sub_group(ledger, n->ledger);
+    if (!err && ledger) err = cs_sub_commit_database(ledger, db);
+    if (!err && ledger) err = cs_sub_workers(ledger, 4);
+    if (!err && ledger) err = cs_sub_lanes(ledger, CS_LANES_BY_KEY);
+    if (!err && ledger) err = cs_sub_decode(ledger, &cs_codec_json, &payout_type);
     if (err) {
         cs_app_destroy(app);
+        cs_db_free(db);
         return err;
     }
     out->app = app;
@@ -87,5 +103,7 @@ cs_err payouts_service_new(const payouts_options *opt, payouts_service *out) {
     out->count_view = views;
     out->pay_out = payouts;
     out->reconcile = lines;
+    out->record_payout = ledger;
+    out->ledger_db = db;
     return CS_OK;
 }

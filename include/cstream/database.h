@@ -79,26 +79,47 @@ typedef struct cs_db cs_db;
  *         message names the table and the column). */
 CS_API cs_err cs_db_open(const char *url, cs_db **out);
 
-/** Closes the connection (an open transaction is rolled back). NULL is ignored. */
+/** Closes the connection (an open transaction is rolled back).
+ * @param db the database, or NULL (ignored). */
 CS_API void cs_db_free(cs_db *db);
 
-/** "sqlite" or "postgresql". */
+/** Runs statements outside any window (autocommit): the service's own
+ * schema at start, say. Call it before the app starts or from its start-up
+ * hook.
+ * @param db the database.
+ * @param sql one or more statements.
+ * @retval CS_OK done.
+ * @retval CS_ERR_ARG db or sql is NULL.
+ * @retval CS_ERR_STATE a window's transaction is open (the app runs).
+ * @retval CS_ERR_UNAVAILABLE the database refused it (the message says why). */
+CS_API cs_err cs_db_exec(cs_db *db, const char *sql);
+
+/** The kind of store.
+ * @param db the database.
+ * @return "sqlite" or "postgresql" (NULL if db is NULL). */
 CS_API const char *cs_db_kind(const cs_db *db);
 
 /** Sets the subscription's commit mode to CS_COMMIT_DATABASE with `db` as
  * its store. `db` must outlive the app; one subscription per database.
+ * @param s the subscription.
+ * @param db its database.
  * @retval CS_OK set.
  * @retval CS_ERR_ARG s or db is NULL, or db is another subscription's.
  * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_commit_database(cs_sub *s, cs_db *db);
 
-/** The SQLite connection for d's writes (sqlite3 *), inside the open
- * transaction; NULL if d's subscription is not in Database mode on SQLite,
- * if d is not current any more, or if the transaction could not begin
- * (cs_errmsg says why; return CS_RETRY). */
+/** The SQLite connection for d's writes, inside the window's transaction
+ * and the run's savepoint (see the rules above).
+ * @param d the delivery being handled.
+ * @return the connection (sqlite3 *), the run's until its outcome is
+ *         settled; NULL if d's subscription is not in Database mode on
+ *         SQLite, if d is not current any more, or if the transaction could
+ *         not begin (cs_errmsg() says why; return CS_RETRY). */
 CS_API struct sqlite3 *cs_delivery_sqlite(cs_delivery *d);
 
-/** The same for PostgreSQL (PGconn *). */
+/** The PostgreSQL connection for d's writes, as cs_delivery_sqlite.
+ * @param d the delivery being handled.
+ * @return the connection (PGconn *), or NULL as cs_delivery_sqlite. */
 CS_API struct pg_conn *cs_delivery_postgres(cs_delivery *d);
 
 #ifdef __cplusplus

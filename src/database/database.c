@@ -119,6 +119,18 @@ void cs_db_free(cs_db *db) {
 
 const char *cs_db_kind(const cs_db *db) { return db ? db->ops->kind : NULL; }
 
+cs_err cs_db_exec(cs_db *db, const char *sql) {
+    if (!db || !sql) return cs__fail(CS_ERR_ARG, "cs_db_exec: db and sql must not be NULL");
+    pthread_mutex_lock(&db->lock);
+    cs_err err = CS_OK;
+    if (db->in_txn)
+        err = cs__fail(CS_ERR_STATE, "cs_db_exec(%s): a window's transaction is open; run it before the app starts",
+                       db->shown);
+    else if (db->ops->exec(db, sql) != 0) err = cs__fail(CS_ERR_UNAVAILABLE, "cs_db_exec(%s): %s", db->shown, db->err);
+    pthread_mutex_unlock(&db->lock);
+    return err;
+}
+
 bool cs__db_bind(cs_db *db, const char *sub_name) {
     if (db->owner) return strcmp(db->owner, sub_name) == 0;
     db->owner = strdup(sub_name);

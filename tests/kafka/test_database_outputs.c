@@ -1,0 +1,217 @@
+/* test_database_outputs.c — Database mode with what leaves the handler
+ * besides its writes, on SQLite: a reply gates its record, so a window holds
+ * no writes of a record whose reply is not out (nothing commits while the
+ * replies are refused; afterwards every record's writes commit once and
+ * every record has a reply, at least once); and a batch's writes are one
+ * savepoint, so an element retried takes the others' writes with it and each
+ * record's writes still commit once. */
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cstest.h"
+#include "cstream/database.h"
+
+enum { PARTS = 2, PER_PART = 10, N = PARTS * PER_PART, NOT_ENOUGH_REPLICAS = 19, REFUSALS = 2000 };
+
+typedef struct fixture {
+    _Atomic int runs;
+    int64_t retry_offset;   /* batch: the element retried, the last of the first batch of two or more */
+    int64_t companions[64]; /* batch: the other elements of that batch */
+    int n_companions;
+} fixture;
+
+static bool insert_effect(cs_delivery *d) {
+    sqlite3 *db = cs_delivery_sqlite(d);
+    if (!db) return false;
+    char sql[256];
+    snprintf(sql, sizeof sql, "INSERT INTO effects (partition, offset, attempt) VALUES (%d, %lld, %d)",
+             (int)cs_delivery_partition(d), (long long)cs_delivery_offset(d), cs_delivery_attempt(d));
+    return sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK;
+}
+
+static cs_outcome reply_handler(cs_delivery *d, void *user) {
+    fixture *f = user;
+    atomic_fetch_add(&f->runs, 1);
+    if (!insert_effect(d)) return CS_RETRY;
+    char v[64];
+    int n = snprintf(v, sizeof v, "%d@%lld", (int)cs_delivery_partition(d), (long long)cs_delivery_offset(d));
+    if (cs_delivery_reply(d, NULL, 0, v, (size_t)n) != CS_OK) return CS_RETRY;
+    return CS_ACK;
+}
+
+static cs_outcome batch_handler(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user) {
+    fixture *f = user;
+    for (size_t i = 0; i < n; i++) {
+        atomic_fetch_add(&f->runs, 1);
+        outcomes[i] = insert_effect(batch[i]) ? CS_ACK : CS_RETRY;
+    }
+    if (f->retry_offset < 0 && n >= 2) { /* once: its companions' writes must go with it */
+        f->retry_offset = cs_delivery_offset(batch[n - 1]);
+        outcomes[n - 1] = CS_RETRY;
+        for (size_t i = 0; i + 1 < n && i < 64; i++) f->companions[f->n_companions++] = cs_delivery_offset(batch[i]);
+    }
+    return CS_EACH;
+}
+
+static sqlite3 *checker(char *path, size_t cap, const char *name) {
+    snprintf(path, cap, "/tmp/cstream-dbout-%d-%s.sqlite", (int)getpid(), name);
+    unlink(path);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_busy_timeout(db, 30000);
+    assert_int_equal(sqlite3_exec(db,
+                                  "PRAGMA journal_mode=WAL; CREATE TABLE effects (partition INTEGER, offset INTEGER, "
+                                  "attempt INTEGER)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    return db;
+}
+
+static long long query(sqlite3 *db, const char *sql) {
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) fail_msg("%s: %s", sql, sqlite3_errmsg(db));
+    long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -999;
+    sqlite3_finalize(st);
+    return v;
+}
+
+static void remove_db(const char *path) {
+    char side[600];
+    unlink(path);
+    snprintf(side, sizeof side, "%s-wal", path);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path);
+    unlink(side);
+}
+
+typedef struct rows_at {
+    sqlite3 *db;
+    long long want; /* the sum of every partition's next offset */
+} rows_at;
+
+static bool rows_reached(void *arg) {
+    rows_at *a = arg;
+    return query(a->db, "SELECT SUM(next_offset) FROM cstream_positions") == a->want;
+}
+
+static bool all_ran(void *arg) { return atomic_load(&((fixture *)arg)->runs) >= N; }
+
+static int reply_counts[PARTS][PER_PART];
+static void count_reply(const void *value, size_t len, void *arg) {
+    (void)arg;
+    char v[64];
+    snprintf(v, sizeof v, "%.*s", (int)len, (const char *)value);
+    int p = -1;
+    long long o = -1;
+    if (sscanf(v, "%d@%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < PER_PART) reply_counts[p][o]++;
+}
+
+/* Every Produce refused (embedded): the records ran and wrote, but no reply
+ * got out, so no window commits their writes. Once Produce is accepted, each
+ * record's writes commit once and each record has its reply. */
+static void replies_gate_the_window(void **state) {
+    (void)state;
+    if (!cs_test_cluster_is_embedded(cst_cluster))
+        cst_skip("refusing every Produce is the mock cluster's fault injection");
+    char topic[128], group[160], replies[160], path[512], url[600];
+    cst_fresh("db-replies", PARTS, topic, group, sizeof topic);
+    snprintf(replies, sizeof replies, "%s.replies", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, replies, 1));
+    for (int p = 0; p < PARTS; p++)
+        for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "v", 1, NULL));
+    sqlite3 *check = checker(path, sizeof path, "replies");
+    static int refusals[REFUSALS];
+    for (int i = 0; i < REFUSALS; i++) refusals[i] = NOT_ENOUGH_REPLICAS;
+    CST_OK(cs_test_cluster_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
+
+    fixture f = {.retry_offset = -1};
+    snprintf(url, sizeof url, "sqlite:%s", path);
+    cs_db *db = NULL;
+    CST_OK(cs_db_open(url, &db));
+    cs_app *app = cs_app_new("database-outputs-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, reply_handler, &f);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_database(s, db));
+    CST_OK(cs_sub_reply(s, replies, 0));
+    CST_OK(cs_sub_workers(s, 2));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+
+    if (!cst_wait(all_ran, &f, 30000)) fail_msg("the records did not all run");
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM effects"), 0);
+    assert_true(query(check, "SELECT COALESCE(MAX(next_offset), -1) FROM cstream_positions") < 0);
+
+    CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, 0));
+    rows_at want = {check, N};
+    if (!cst_wait(rows_reached, &want, 60000)) fail_msg("the rows did not reach the ends once replies got out");
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM effects"), N);
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM (SELECT DISTINCT partition, offset FROM effects)"), N);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cs_db_free(db);
+    memset(reply_counts, 0, sizeof reply_counts);
+    cst_read_uncommitted(replies, 1, count_reply, NULL, 30000);
+    for (int p = 0; p < PARTS; p++)
+        for (int o = 0; o < PER_PART; o++)
+            if (reply_counts[p][o] < 1) fail_msg("record %d@%d has no reply", p, o);
+    sqlite3_close(check);
+    remove_db(path);
+}
+
+/* The last element of the first batch of two or more retries: the batch's
+ * writes roll back together,
+ * every element comes back, and each record's writes commit once. */
+static void a_batch_rolls_back_as_one(void **state) {
+    (void)state;
+    char topic[128], group[160], path[512], url[600];
+    cst_fresh("db-batch", 1, topic, group, sizeof topic);
+    for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
+    sqlite3 *check = checker(path, sizeof path, "batch");
+    fixture f = {.retry_offset = -1};
+    snprintf(url, sizeof url, "sqlite:%s", path);
+    cs_db *db = NULL;
+    CST_OK(cs_db_open(url, &db));
+    cs_app *app = cs_app_new("database-outputs-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe_batch(k, topic, batch_handler, PER_PART, &f);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_database(s, db));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    rows_at want = {check, PER_PART};
+    if (!cst_wait(rows_reached, &want, 60000)) fail_msg("the row did not reach the end");
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM effects"), PER_PART);
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM (SELECT DISTINCT offset FROM effects)"), PER_PART);
+    /* The retried element and whatever ran beside it committed from a later run. */
+    assert_true(f.retry_offset >= 0);
+    char sql0[128];
+    snprintf(sql0, sizeof sql0, "SELECT attempt FROM effects WHERE offset = %lld", (long long)f.retry_offset);
+    assert_int_equal(query(check, sql0), 2);
+    for (int i = 0; i < f.n_companions; i++) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "SELECT attempt FROM effects WHERE offset = %lld", (long long)f.companions[i]);
+        if (query(check, sql) < 2) fail_msg("offset %lld kept the writes of its first run", (long long)f.companions[i]);
+    }
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cs_db_free(db);
+    sqlite3_close(check);
+    remove_db(path);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(replies_gate_the_window),
+        cmocka_unit_test(a_batch_rolls_back_as_one),
+    };
+    return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
+}
