@@ -742,7 +742,7 @@ CS_API cs_err cs_sub_commit_interval_ms(cs_sub *s, int ms);
  * @retval CS_ERR_ARG s is NULL.
  * @retval CS_ERR_STATE the app has started. */
 CS_API cs_err cs_sub_acked_set(cs_sub *s, int on);
-/** Transactional: a window also closes once this many records were settled in
+/** Transactional and Database: a window also closes once this many records were settled in
  * it (default 10000).
  * @param s the subscription.
  * @param n records, 1 to 100000000.

@@ -340,7 +340,7 @@ static void run_one(lane *l, cs_delivery *d) {
 }
 
 static const char *commit_mode_name(const cs_pipeline *p) {
-    return p->cfg.transactional ? "transactional" : p->cfg.tracked ? "tracked" : "auto";
+    return p->cfg.transactional ? "transactional" : p->cfg.store ? "database" : p->cfg.tracked ? "tracked" : "auto";
 }
 
 /* An element the batch handler left CS_UNSET, or an outcome that is none of
