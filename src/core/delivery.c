@@ -195,7 +195,10 @@ const cs_run_store *cs__delivery_run_store(cs_delivery *d) {
     cs_part *part = d->part;
     pthread_mutex_lock(&part->lock);
     cs_pipeline *p = part->pipe;
-    const cs_run_store *rs = p && d->epoch == part->epoch && !atomic_load(&p->crashed) ? p->cfg.store : NULL;
+    /* Assigned too: a partition being revoked, or fenced (Database), takes
+     * no more writes; its record stays open and is read again. */
+    bool current = p && d->epoch == part->epoch && part->assigned && !atomic_load(&p->crashed);
+    const cs_run_store *rs = current ? p->cfg.store : NULL;
     pthread_mutex_unlock(&part->lock);
     return rs;
 }

@@ -103,7 +103,8 @@ typedef CS_STAILQ(cs_delivery) cs_delivery_queue;
 /* Transactional: appends o to d's outputs (d's owner calls it). */
 void cs__delivery_add_output(cs_delivery *d, cs_output *o);
 
-/* The store d's run may write into (Database mode), if d is current; else NULL. */
+/* The store d's run may write into (Database mode), if d is current and its
+ * partition assigned; else NULL. */
 const cs_run_store *cs__delivery_run_store(cs_delivery *d);
 
 /* Reads d's traceparent header (d->part and d->msg set); called once at fetch. */

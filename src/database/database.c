@@ -286,6 +286,16 @@ static void *take_for_run(cs_delivery *d, const cs_db_ops *want, const char *fn)
         return NULL;
     }
     pthread_mutex_lock(&db->lock);
+    /* Asked again under db->lock: a rollback's rewind or a fence (both under
+     * it) may have made d stale while this run waited, and its writes would
+     * then commit without its position. Under the lock nothing can change
+     * that until the run settles. */
+    if (!cs__delivery_run_store(d)) {
+        pthread_mutex_unlock(&db->lock);
+        cs__fail(CS_ERR_STALE, "%s(%s/%d@%lld): the partition was rewound, fenced or revoked; return CS_RETRY", fn,
+                 d->topic, (int)d->partition, (long long)d->offset);
+        return NULL;
+    }
     /* After a window rolled back, no new one begins until its backoff is
      * over: writes made meanwhile would likely roll back too, and a SQLite
      * file would stay locked against every other writer. */

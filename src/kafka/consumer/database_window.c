@@ -214,27 +214,37 @@ void cs__commit_db_window(cs_consumer *c, bool final) {
     cs__pipeline_take_settled(c->pipe);
     cs__commit_pass_markers(c);
     rd_kafka_topic_partition_list_t *assigned = NULL;
-    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) assigned = NULL;
+    /* Without the assignment no position can be written: committing the
+     * writes without them would apply them again after a crash. */
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     cs__db_lock_window(db, REPLY_WAIT_MS);
     char why[512];
     if (cs__db_poisoned(db, why, sizeof why)) {
         roll_back(c, assigned, why);
         cs__db_unlock(db);
-        if (assigned) rd_kafka_topic_partition_list_destroy(assigned);
+        rd_kafka_topic_partition_list_destroy(assigned);
         return;
     }
-    rd_kafka_topic_partition_list_t *l =
-        rd_kafka_topic_partition_list_new(assigned && assigned->cnt ? assigned->cnt : 1);
-    bool truncated = false;
-    for (int i = 0; assigned && i < assigned->cnt; i++) {
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(assigned->cnt ? assigned->cnt : 1);
+    bool truncated = false, log_unknown = false;
+    for (int i = 0; i < assigned->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &assigned->elems[i];
         cs_part *part = cs__pipeline_find_part(c->pipe, e->topic, e->partition);
         cs_commit_state s;
-        if (!part || cs__db_fenced(db, e->topic, e->partition) || !cs__part_commit_state(part, final, &s)) continue;
+        if (!part || cs__db_fenced(db, e->topic, e->partition)) continue;
+        /* Its position cannot be written until a record shows which log it
+         * is (cs__part_log_unknown), and its writes may be in the window. */
+        log_unknown = log_unknown || cs__part_log_unknown(part);
+        if (!cs__part_commit_state(part, final, &s)) continue;
         truncated = truncated || s.truncated;
         cs__commit_add_state(c, l, &s);
     }
-    if (truncated) {
+    if (log_unknown && final) {
+        roll_back(c, assigned, "a partition's log may have restarted: its position cannot be written");
+    } else if (log_unknown) {
+        /* The window stays open: a restarted log makes its records stale,
+         * and a stale record whose writes it holds rolls it back. */
+    } else if (truncated) {
         /* Records settled past the set's reach would be handled again after
          * a crash, their writes committed: exactly-once forbids it. */
         roll_back(c, assigned, "the acked set does not fit in the positions row: lower cs_sub_max_open");
@@ -254,5 +264,5 @@ void cs__commit_db_window(cs_consumer *c, bool final) {
     }
     cs__db_unlock(db);
     rd_kafka_topic_partition_list_destroy(l);
-    if (assigned) rd_kafka_topic_partition_list_destroy(assigned);
+    rd_kafka_topic_partition_list_destroy(assigned);
 }
