@@ -4,7 +4,8 @@
  * replies are refused; afterwards every record's writes commit once and
  * every record has a reply, at least once); and a batch's writes are one
  * savepoint, so an element retried takes the others' writes with it and each
- * record's writes still commit once. */
+ * record's writes still commit once; a record given up goes to the
+ * dead-letter topic with none of its writes, and its position commits. */
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -40,6 +41,18 @@ static cs_outcome reply_handler(cs_delivery *d, void *user) {
     char v[64];
     int n = snprintf(v, sizeof v, "%d@%lld", (int)cs_delivery_partition(d), (long long)cs_delivery_offset(d));
     if (cs_delivery_reply(d, NULL, 0, v, (size_t)n) != CS_OK) return CS_RETRY;
+    return CS_ACK;
+}
+
+/* Offset 3 writes, then fails every time. */
+static cs_outcome failing_handler(cs_delivery *d, void *user) {
+    fixture *f = user;
+    atomic_fetch_add(&f->runs, 1);
+    if (!insert_effect(d)) return CS_RETRY;
+    if (cs_delivery_offset(d) == 3) {
+        cs_delivery_set_reason(d, "refused by the test");
+        return CS_RETRY;
+    }
     return CS_ACK;
 }
 
@@ -208,10 +221,59 @@ static void a_batch_rolls_back_as_one(void **state) {
     remove_db(path);
 }
 
+static long dead_letters;
+static void count_dead_letter(const void *value, size_t len, void *arg) {
+    (void)value, (void)len, (void)arg;
+    dead_letters++;
+}
+
+/* Offset 3 fails 3 times: it goes to the dead-letter topic, none of its
+ * runs' writes commit, and the row passes it. */
+static void a_record_given_up_commits_its_position_without_its_writes(void **state) {
+    (void)state;
+    char topic[128], group[160], dlq[160], path[512], url[600];
+    cst_fresh("db-dlq", 1, topic, group, sizeof topic);
+    snprintf(dlq, sizeof dlq, "%s.dlq", topic);
+    CST_OK(cs_test_topic_create(cst_cluster, dlq, 1));
+    for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
+    sqlite3 *check = checker(path, sizeof path, "dlq");
+    fixture f = {.retry_offset = -1};
+    snprintf(url, sizeof url, "sqlite:%s", path);
+    cs_db *db = NULL;
+    CST_OK(cs_db_open(url, &db));
+    cs_app *app = cs_app_new("database-outputs-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, failing_handler, &f);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_database(s, db));
+    CST_OK(cs_sub_max_attempts(s, 3));
+    CST_OK(cs_sub_dead_letter(s, dlq));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_app_add_kafka(app, k));
+    CST_OK(cs_app_start(app));
+    rows_at want = {check, PER_PART};
+    if (!cst_wait(rows_reached, &want, 60000)) fail_msg("the row did not pass the record given up");
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM effects WHERE offset = 3"), 0);
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM effects"), PER_PART - 1);
+    cs_sub_stats st;
+    cs_sub_stats_get(s, &st);
+    assert_int_equal(st.dead_lettered, 1);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cs_db_free(db);
+    dead_letters = 0;
+    cst_read_uncommitted(dlq, 1, count_dead_letter, NULL, 30000);
+    assert_int_equal(dead_letters, 1);
+    sqlite3_close(check);
+    remove_db(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(replies_gate_the_window),
         cmocka_unit_test(a_batch_rolls_back_as_one),
+        cmocka_unit_test(a_record_given_up_commits_its_position_without_its_writes),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }
