@@ -194,7 +194,7 @@ static void consumer_protocol_rebalance_with_records_in_flight(void **state) {
 
 /* ---- replies gate their source across a move ----------------------------------- */
 
-enum { REPLY_N = 40, NOT_ENOUGH_REPLICAS = 19, REFUSALS = 2000 };
+enum { REPLY_N = 40 };
 
 typedef struct replier {
     cst_seen *seen;
@@ -240,71 +240,6 @@ static cs_app *start_replier(const char *topic, const char *group, const char *d
     return app;
 }
 
-/* An admin request on the real broker; fails the test on an error. */
-static void admin_wait(rd_kafka_queue_t *q, const char *what) {
-    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
-    if (!ev) fail_msg("%s: no answer in 30 s", what);
-    if (rd_kafka_event_error(ev)) fail_msg("%s: %s", what, rd_kafka_event_error_string(ev));
-    const rd_kafka_topic_result_t **tr = NULL;
-    const rd_kafka_ConfigResource_t **cr = NULL;
-    size_t n = 0;
-    if (rd_kafka_event_CreateTopics_result(ev))
-        tr = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &n);
-    else cr = rd_kafka_AlterConfigs_result_resources(rd_kafka_event_AlterConfigs_result(ev), &n);
-    for (size_t i = 0; i < n; i++) {
-        if (tr && rd_kafka_topic_result_error(tr[i]))
-            fail_msg("%s: %s", what, rd_kafka_topic_result_error_string(tr[i]));
-        if (cr && rd_kafka_ConfigResource_error(cr[i]))
-            fail_msg("%s: %s", what, rd_kafka_ConfigResource_error_string(cr[i]));
-    }
-    rd_kafka_event_destroy(ev);
-}
-
-/* Replies that cannot get out, and their release. Embedded: every Produce
- * is refused with a retriable error, so the replies wait in the producer
- * and their sources stay open. Real broker: the reply topic takes records
- * of at most 1 byte (max.message.bytes) until it is altered back, so every
- * reply is refused (MESSAGE_TOO_LARGE, not retriable) and its source comes
- * back as a retry, again and again. (min.insync.replicas above the
- * replication factor refuses nothing on Kafka 4: tried.) */
-static void reply_topic_blocked(const char *done, bool blocked) {
-    if (cs_test_cluster_is_embedded(cst_cluster)) {
-        if (!blocked) {
-            CST_OK(cs_test_cluster_clear_request_errors(cst_cluster, 0));
-            return;
-        }
-        CST_OK(cs_test_topic_create(cst_cluster, done, 1));
-        static int refusals[REFUSALS];
-        for (int i = 0; i < REFUSALS; i++) refusals[i] = NOT_ENOUGH_REPLICAS;
-        CST_OK(cs_test_cluster_push_request_errors(cst_cluster, 0, REFUSALS, refusals));
-        return;
-    }
-    char err[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(conf, "bootstrap.servers", cs_test_cluster_brokers(cst_cluster), err, sizeof err))
-        fail_msg("admin: %s", err);
-    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
-    if (!rk) fail_msg("admin: %s", err);
-    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
-    const char *max_bytes = blocked ? "1" : "1048588";
-    if (blocked) {
-        rd_kafka_NewTopic_t *nt = rd_kafka_NewTopic_new(done, 1, 1, err, sizeof err);
-        if (!nt) fail_msg("topic %s: %s", done, err);
-        rd_kafka_NewTopic_set_config(nt, "max.message.bytes", max_bytes);
-        rd_kafka_CreateTopics(rk, &nt, 1, NULL, q);
-        admin_wait(q, "create the reply topic");
-        rd_kafka_NewTopic_destroy(nt);
-    } else {
-        rd_kafka_ConfigResource_t *res = rd_kafka_ConfigResource_new(RD_KAFKA_RESOURCE_TOPIC, done);
-        rd_kafka_ConfigResource_set_config(res, "max.message.bytes", max_bytes);
-        rd_kafka_AlterConfigs(rk, &res, 1, NULL, q);
-        admin_wait(q, "release the reply topic");
-        rd_kafka_ConfigResource_destroy(res);
-    }
-    rd_kafka_queue_destroy(q);
-    rd_kafka_destroy(rk);
-}
-
 static bool replier_saw_all(void *arg) { return cst_seen_distinct(((replier *)arg)->seen) >= REPLY_N; }
 static bool replier_assigned(void *arg) { return atomic_load(&((replier *)arg)->assigns) > 0; }
 
@@ -327,7 +262,7 @@ static void replies_gate_their_source_across_a_move(const char *strategy) {
     for (int p = 0; p < PARTS; p++)
         for (int i = 0; i < REPLY_N / PARTS; i++)
             CST_OK(cs_test_produce(cst_cluster, topic, p, NULL, 0, "payout", 6, NULL));
-    reply_topic_blocked(done, true);
+    cst_reply_topic_blocked(done, true);
     replier a = {.seen = cst_seen_new(PARTS, REPLY_N)}, b = {.seen = cst_seen_new(PARTS, REPLY_N)};
     cs_app *app_a = start_replier(topic, group, done, strategy, &a);
     assert_true(cst_wait(replier_saw_all, &a, 60000)); /* handled and acked, no reply out */
@@ -344,7 +279,7 @@ static void replies_gate_their_source_across_a_move(const char *strategy) {
                      (long long)committed);
     }
 
-    reply_topic_blocked(done, false);
+    cst_reply_topic_blocked(done, false);
     for (int p = 0; p < PARTS; p++)
         CST_OK(cs_test_wait_committed(cst_cluster, group, topic, p, REPLY_N / PARTS, 60000));
     int moved = 0;

@@ -71,6 +71,15 @@ pid_t cst_spawn(const char *path, char *const argv[]);
  * series is absent or the metrics cannot be read. */
 double cst_metric(cs_app *app, const char *name, const char *labels);
 
+/* Replies that cannot get out, and their release (`blocked` false), for a
+ * reply topic `done` that the call creates when blocking. Embedded: every
+ * Produce is refused with a retriable error, so replies wait in the producer
+ * and their sources stay open. Real broker: the topic takes records of at
+ * most 1 byte (max.message.bytes) until altered back, so every reply is
+ * refused (MESSAGE_TOO_LARGE, not retriable) and its source comes back as a
+ * retry. Fails the test on an admin error. */
+void cst_reply_topic_blocked(const char *done, bool blocked);
+
 /* Writes `count` records of `value_bytes` bytes each (no key) to one
  * partition of `topic`, in bulk, and waits for every delivery report. Fails
  * the test if any record is not written within 120 s. For tests that need
