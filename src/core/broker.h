@@ -29,8 +29,9 @@ typedef struct cs_broker_sub_desc {
     const cs_codec *codec;     /* the subscription's codec, or NULL */
     const cs_codec *key_codec; /* the codec of its keys, or NULL */
     const cs_type *type;
-    int tracked;       /* CS_COMMIT_TRACKED or CS_COMMIT_TRANSACTIONAL */
+    int tracked;       /* CS_COMMIT_TRACKED, CS_COMMIT_TRANSACTIONAL or CS_COMMIT_DATABASE */
     int transactional; /* CS_COMMIT_TRANSACTIONAL */
+    int database;      /* CS_COMMIT_DATABASE */
     int batch;         /* a batch handler */
     int workers;
     int max_attempts;

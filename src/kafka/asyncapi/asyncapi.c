@@ -216,6 +216,7 @@ static cs_err build(cs_app *app, aa_doc *d, aa_node *root) {
                 snprintf(id, sizeof id, "receive.%s", cid);
                 snprintf(summary, sizeof summary, "%s handler, %s commits, %d worker%s%s", s.batch ? "Batch" : "Record",
                          s.transactional ? "transactional (exactly-once)"
+                         : s.database    ? "database (exactly-once into its database)"
                          : s.tracked     ? "tracked (at-least-once)"
                                          : "auto",
                          s.workers, s.workers == 1 ? "" : "s", s.max_attempts ? ", bounded attempts" : "");

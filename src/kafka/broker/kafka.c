@@ -421,6 +421,7 @@ static void kafka_describe_sub(void *impl, size_t i, cs_broker_sub_desc *out) {
                                 .key_codec = s->key_codec,
                                 .tracked = s->mode != CS_COMMIT_AUTO,
                                 .transactional = s->mode == CS_COMMIT_TRANSACTIONAL,
+                                .database = s->mode == CS_COMMIT_DATABASE,
                                 .batch = s->batch_handler != NULL,
                                 .workers = s->workers,
                                 .max_attempts = s->max_attempts,
