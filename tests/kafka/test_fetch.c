@@ -924,9 +924,13 @@ static void no_stall_at_the_bound(void **state) {
     assert_true(st.wakeups >= STALL_BOUNDS_MIN);
     assert_true(wakeups == (double)st.wakeups);
     /* Without the wake-up every bound ends in a run-out (seen: 3 of 3, 4 of
-     * 4); one is allowed for a fetch or broker thread held off the CPU for
-     * ~250 ms on a loaded machine. */
-    assert_true(atomic_load(&pc.ran_out) <= 1);
+     * 4). On a loaded machine a fetch or broker thread held off the CPU for
+     * ~250 ms runs the handler out too: one is allowed, or up to half of the
+     * bounds (seen once in CI: 2 under a full `make test`), which a missing
+     * wake-up, one run-out per bound, never meets. */
+    long ran_out = atomic_load(&pc.ran_out);
+    if (ran_out > 1 && (uint64_t)ran_out * 2 > st.wakeups)
+        fail_msg("the handler ran out of records %ld times at %llu bounds", ran_out, (unsigned long long)st.wakeups);
     CST_OK(cs_app_stop(app));
     cs_app_destroy(app);
 }
