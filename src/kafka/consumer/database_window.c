@@ -37,6 +37,8 @@
 
 static const char *group_of(const cs_consumer *c) { return c->sub->group ? c->sub->group : c->sub->k->default_group; }
 
+static void roll_back_assigned(cs_consumer *c, const char *why);
+
 /* ---- claims (rebalance.c, at assign) ------------------------------------------- */
 
 static int claim_all(cs_consumer *c, rd_kafka_topic_partition_list_t *l) {
@@ -66,6 +68,8 @@ rd_kafka_resp_err_t cs__commit_db_claim(cs_consumer *c, rd_kafka_topic_partition
     cs__commit_db_window(c, true);
     for (int attempt = 1;; attempt++) {
         cs__db_lock_window(db, REPLY_WAIT_MS);
+        if (cs__db_in_txn(db)) /* the window did not commit: the claim must not carry its writes */
+            roll_back_assigned(c, "a window still open at an assignment");
         int rc = claim_all(c, l);
         char why[640];
         snprintf(why, sizeof why, "%s", cs__db_error(db));
@@ -150,6 +154,14 @@ static void roll_back(cs_consumer *c, const rd_kafka_topic_partition_list_t *ass
         if (part && !cs__db_fenced(db, e->topic, e->partition)) rewind_db(c, part);
     }
     cs__pipeline_count_abort(c->pipe);
+}
+
+/* The same for the partitions assigned now. */
+static void roll_back_assigned(cs_consumer *c, const char *why) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) assigned = NULL;
+    roll_back(c, assigned, why);
+    if (assigned) rd_kafka_topic_partition_list_destroy(assigned);
 }
 
 /* Another owner claimed the partition since this one did: its records are
