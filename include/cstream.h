@@ -13,6 +13,7 @@
 #include "cstream/app.h"
 #include "cstream/avro.h"
 #include "cstream/codec.h"
+#include "cstream/database.h" /* Database mode: exactly-once into SQLite or PostgreSQL */
 #include "cstream/delivery.h"
 #include "cstream/error.h"
 #include "cstream/kafka.h"

@@ -30,13 +30,6 @@
 /* The db this thread's run holds (NULL: none). */
 static _Thread_local cs_db *held_by_run;
 
-int cs__db_fail(cs_db *db, const char *what, const char *detail) {
-    snprintf(db->err, sizeof db->err, "%s: %s", what, detail ? detail : "unknown error");
-    return -1;
-}
-
-const char *cs__db_error(const cs_db *db) { return db->err; }
-
 /* ---- open and free ------------------------------------------------------------ */
 
 static bool has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
@@ -77,7 +70,7 @@ cs_err cs_db_open(const char *url, cs_db **out) {
                         url);
     cs_db *db = calloc(1, sizeof *db);
     if (!db) return cs__fail(CS_ERR_NOMEM, "cs_db_open: out of memory");
-    db->ops = ops;
+    db->impl = ops;
     db->target = strdup(target);
     db->shown = ops == &cs__sqlite_ops ? strdup(target) : shown_url(url);
     if (!db->target || !db->shown) {
@@ -104,8 +97,8 @@ cs_err cs_db_open(const char *url, cs_db **out) {
 
 void cs_db_free(cs_db *db) {
     if (!db) return;
-    if (db->conn && db->in_txn) db->ops->rollback(db);
-    if (db->conn) db->ops->close(db);
+    if (db->conn && db->in_txn) db->impl->rollback(db);
+    if (db->conn) db->impl->close(db);
     for (size_t i = 0; i < db->n_claims; i++) free(db->claims[i].topic);
     free(db->claims);
     pthread_cond_destroy(&db->await_cv);
@@ -117,7 +110,7 @@ void cs_db_free(cs_db *db) {
     free(db);
 }
 
-const char *cs_db_kind(const cs_db *db) { return db ? db->ops->kind : NULL; }
+const char *cs_db_kind(const cs_db *db) { return db ? db->impl->kind : NULL; }
 
 cs_err cs_db_exec(cs_db *db, const char *sql) {
     if (!db || !sql) return cs__fail(CS_ERR_ARG, "cs_db_exec: db and sql must not be NULL");
@@ -126,7 +119,7 @@ cs_err cs_db_exec(cs_db *db, const char *sql) {
     if (db->in_txn)
         err = cs__fail(CS_ERR_STATE, "cs_db_exec(%s): a window's transaction is open; run it before the app starts",
                        db->shown);
-    else if (db->ops->exec(db, sql) != 0) err = cs__fail(CS_ERR_UNAVAILABLE, "cs_db_exec(%s): %s", db->shown, db->err);
+    else if (db->impl->exec(db, sql) != 0) err = cs__fail(CS_ERR_UNAVAILABLE, "cs_db_exec(%s): %s", db->shown, db->err);
     pthread_mutex_unlock(&db->lock);
     return err;
 }
@@ -146,7 +139,7 @@ static void poison_locked(cs_db *db, const char *why) {
 
 int cs__db_begin(cs_db *db) {
     if (db->in_txn) return 0;
-    if (db->ops->begin(db) != 0) return -1;
+    if (db->impl->begin(db) != 0) return -1;
     db->in_txn = true;
     return 0;
 }
@@ -156,14 +149,14 @@ bool cs__db_in_txn(const cs_db *db) { return db->in_txn; }
 int cs__db_commit(cs_db *db) {
     if (!db->in_txn) return 0;
     db->in_txn = false;
-    int rc = db->ops->commit(db);
-    if (rc != 0) db->ops->rollback(db); /* a commit that failed may leave the transaction open (SQLITE_BUSY) */
+    int rc = db->impl->commit(db);
+    if (rc != 0) db->impl->rollback(db); /* a commit that failed may leave the transaction open (SQLITE_BUSY) */
     return rc;
 }
 
 void cs__db_rollback(cs_db *db, int backoff_ms) {
     db->next_begin_ms = cs__now_ms() + backoff_ms;
-    if (db->in_txn) db->ops->rollback(db);
+    if (db->in_txn) db->impl->rollback(db);
     db->in_txn = false;
     db->poisoned = false;
     db->poison_why[0] = '\0';
@@ -219,7 +212,7 @@ static cs_db_claim *find_claim(cs_db *db, const char *topic, int32_t partition) 
 int cs__db_claim(cs_db *db, const char *group, const char *topic, int32_t partition, int64_t *next, char *settled,
                  size_t cap) {
     int64_t epoch = 0;
-    if (db->ops->claim(db, group, topic, partition, &epoch, next, settled, cap) != 0) return -1;
+    if (db->impl->claim(db, group, topic, partition, &epoch, next, settled, cap) != 0) return -1;
     cs_db_claim *c = find_claim(db, topic, partition);
     if (!c) {
         if (db->n_claims == db->cap_claims) {
@@ -235,7 +228,7 @@ int cs__db_claim(cs_db *db, const char *group, const char *topic, int32_t partit
         c->topic = t;
         c->partition = partition;
     }
-    c->epoch = epoch;
+    c->owner_epoch = epoch;
     c->fenced = false;
     return 0;
 }
@@ -244,7 +237,7 @@ int cs__db_write(cs_db *db, const char *group, const char *topic, int32_t partit
                  const char *settled) {
     cs_db_claim *c = find_claim(db, topic, partition);
     if (!c || c->fenced) return 0;
-    return db->ops->write(db, group, topic, partition, c->epoch, next, settled);
+    return db->impl->write(db, group, topic, partition, c->owner_epoch, next, settled);
 }
 
 bool cs__db_fenced(cs_db *db, const char *topic, int32_t partition) {
@@ -274,12 +267,12 @@ static void *take_for_run(cs_delivery *d, const cs_db_ops *want, const char *fn)
     }
     const cs_run_store *rs = cs__delivery_run_store(d);
     cs_db *db = rs ? rs->arg : NULL;
-    if (!db || db->ops != want) {
+    if (!db || db->impl != want) {
         cs__fail(CS_ERR_STATE, "%s(%s/%d@%lld): the subscription does not commit into a %s database", fn, d->topic,
                  (int)d->partition, (long long)d->offset, want->kind);
         return NULL;
     }
-    if (held_by_run == db) return db->ops->handle(db);
+    if (held_by_run == db) return db->impl->handle(db);
     if (held_by_run) {
         cs__fail(CS_ERR_STATE, "%s(%s/%d@%lld): this thread's run holds another database", fn, d->topic,
                  (int)d->partition, (long long)d->offset);
@@ -305,16 +298,16 @@ static void *take_for_run(cs_delivery *d, const cs_db_ops *want, const char *fn)
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&db->lock);
     }
-    if (cs__db_begin(db) != 0 || db->ops->exec(db, "SAVEPOINT cs_run") != 0) {
+    if (cs__db_begin(db) != 0 || db->impl->exec(db, "SAVEPOINT cs_run") != 0) {
         cs__fail(CS_ERR_UNAVAILABLE, "%s(%s/%d@%lld): %s database %s: %s", fn, d->topic, (int)d->partition,
-                 (long long)d->offset, db->ops->kind, db->shown, db->err);
+                 (long long)d->offset, db->impl->kind, db->shown, db->err);
         /* A transaction that cannot take a savepoint is unusable. */
         if (db->in_txn) poison_locked(db, db->err);
         pthread_mutex_unlock(&db->lock);
         return NULL;
     }
     held_by_run = db;
-    return db->ops->handle(db);
+    return db->impl->handle(db);
 }
 
 struct sqlite3 *cs_delivery_sqlite(cs_delivery *d) {
@@ -329,12 +322,13 @@ static bool run_held(void *arg) { return held_by_run == arg; }
 
 static void run_end(void *arg, bool keep) {
     cs_db *db = arg;
-    int rc = keep ? db->ops->exec(db, "RELEASE SAVEPOINT cs_run")
-                  : db->ops->exec(db, "ROLLBACK TO SAVEPOINT cs_run") || db->ops->exec(db, "RELEASE SAVEPOINT cs_run");
+    int rc = keep
+                 ? db->impl->exec(db, "RELEASE SAVEPOINT cs_run")
+                 : db->impl->exec(db, "ROLLBACK TO SAVEPOINT cs_run") || db->impl->exec(db, "RELEASE SAVEPOINT cs_run");
     if (rc != 0) {
         /* The run's writes cannot be told apart from the window's any more. */
         CS_LOG_ERR("database savepoint not %s, the window rolls back kind=%s database=%s error=\"%s\"",
-                   keep ? "released" : "rolled back", db->ops->kind, db->shown, db->err);
+                   keep ? "released" : "rolled back", db->impl->kind, db->shown, db->err);
         poison_locked(db, db->err);
     }
 }

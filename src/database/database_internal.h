@@ -51,12 +51,12 @@ extern const cs_db_ops cs__postgres_ops;
 typedef struct cs_db_claim {
     char *topic;
     int32_t partition;
-    int64_t epoch;
+    int64_t owner_epoch;
     bool fenced;
 } cs_db_claim;
 
 struct cs_db {
-    const cs_db_ops *ops;
+    const cs_db_ops *impl;
     char *target;  /* what to connect to: a path, or libpq's conninfo */
     char *shown;   /* for messages: the path, or host/port/db without a password */
     void *conn;    /* sqlite3 *, PGconn * */

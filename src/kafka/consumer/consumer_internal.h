@@ -599,11 +599,17 @@ void cs__start_positions_apply(cs_consumer *c, rd_kafka_topic_partition_list_t *
  * commit keeps metadata in librdkafka 2.0.2). Async on the timer; sync, and
  * marked clean, on revoke and close. Transactional and Database: closes the window. */
 void cs__commit_positions(cs_consumer *c, const rd_kafka_topic_partition_list_t *only, bool sync);
-/* Adds a partition's state to a commit request, with the leader epoch it was
- * read under (fetch thread). */
+/* ---- commit_request.c --------------------------------------------------------- */
+/* A partition's state as an entry of a commit request: its position and
+ * metadata (any thread). */
+rd_kafka_topic_partition_t *cs__commit_add_entry(rd_kafka_topic_partition_list_t *l, const cs_commit_state *s);
+/* The same with the leader epoch it was read under, and the truncation
+ * warning (fetch thread). */
 void cs__commit_add_state(cs_consumer *c, rd_kafka_topic_partition_list_t *l, const cs_commit_state *s);
+/* One line now and then when a state's acked set was cut to fit (any thread). */
+void cs__commit_note_truncation(cs_consumer *c, const cs_commit_state *s);
 /* Lets positions pass transaction markers librdkafka served and cstream
- * never takes (see committer.c). Fetch thread. */
+ * never takes (see commit_request.c). Fetch thread. */
 void cs__commit_pass_markers(cs_consumer *c);
 rd_kafka_queue_t *cs__commit_enqueue(cs_consumer *c, rd_kafka_topic_partition_list_t *l, rd_kafka_resp_err_t *err);
 rd_kafka_resp_err_t cs__commit_await(cs_consumer *c, rd_kafka_queue_t *q, bool record);
