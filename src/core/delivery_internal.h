@@ -74,6 +74,7 @@ struct cs_delivery {
      * later (the window waits for that); or its run was refused the
      * database's writes because it went pending (its ack counts as a retry). */
     const cs_run_store *store_await;
+    uint64_t store_gen; /* the window's generation store_await was taken in */
     bool store_refused;
 
     /* Transactional: this attempt's outputs (cs_delivery_publish, and the

@@ -48,7 +48,7 @@ cs_err cs__settle(cs_delivery *d, cs_outcome outcome) {
     if (d->listed) cs__part_inflight_remove_locked(part, d);
     bool current = d->epoch == part->epoch;
     if (d->store_await) { /* Database: the window waits for this record, whose writes it holds */
-        d->store_await->await_done(d->store_await->arg,
+        d->store_await->await_done(d->store_await->arg, d->store_gen,
                                    current && p && !atomic_load(&p->crashed) && outcome != CS_RETRY);
         d->store_await = NULL;
     }
@@ -237,7 +237,7 @@ static bool stage_reply(cs_delivery *d, const outlet *o) {
  * not); a reply that cannot even be queued is a retry at once. A retry after
  * the last allowed attempt gives the record up instead. */
 cs_err cs__settle_or_reply(cs_delivery *d, cs_outcome outcome) {
-    if (d->store_refused) outcome = CS_RETRY; /* its writes were rolled back (worker.c, keep_writes) */
+    if (d->store_refused) outcome = CS_RETRY; /* its run's writes were rolled back (worker.c, cs__run_take_store) */
     d->store_refused = false;
     bool reply = outcome == CS_ACK && d->reply_buf;
     if (!reply && outcome != CS_RETRY) return cs__settle(d, outcome);

@@ -267,26 +267,46 @@ static bool exhausted_at_admission(cs_pipeline *p, cs_delivery *d) {
 static void unset_to_retry(cs_pipeline *p, cs_delivery *d, cs_outcome outcome, bool batch);
 static bool outcome_valid(cs_outcome o);
 
+/* The run this worker thread is in, while its handler runs: the deliveries
+ * the handler was given (Database mode asks, cs__run_take_store). */
+static _Thread_local struct {
+    cs_delivery *const *ds;
+    size_t n;
+} this_run;
+
+bool cs__run_take_store(cs_delivery *d) {
+    bool mine = false;
+    for (size_t i = 0; i < this_run.n && !mine; i++) mine = this_run.ds[i] == d;
+    /* Until the worker sees the run's outcomes, every record of it counts as
+     * one whose writes may be undone: a record the handler returns pending
+     * and another thread acks at once must not count as handled, its writes
+     * being rolled back (settle_run clears it for the worker's own acks). */
+    for (size_t i = 0; mine && i < this_run.n; i++) this_run.ds[i]->store_refused = true;
+    return mine;
+}
+
 /* Database: whether the run's writes may stay. Only if every record of it
  * settles as handled; else they are undone, and a record acked or dropped
  * beside a retry (a batch) is retried too, its writes being gone. A pending
- * record's writes go as well: its later ack must not count as handled
- * (settle.c reads store_refused). */
+ * record is the handler's now and is not touched: cs__run_take_store marked
+ * it, so its later ack counts as a retry (settle.c). */
 static bool keep_writes(cs_pipeline *p, cs_delivery **ds, cs_outcome *outcomes, size_t n) {
     bool keep = true;
     for (size_t i = 0; i < n; i++) keep = keep && (outcomes[i] == CS_ACK || outcomes[i] == CS_DROP);
     if (keep) return true;
+    size_t pending = 0;
     for (size_t i = 0; i < n; i++) {
         if (outcomes[i] == CS_PENDING) {
-            ds[i]->store_refused = true;
-            CS_LOG_ERR("handler that wrote to the database returned pending: its writes are rolled back and its "
-                       "settlement counts as a retry subscription=%s topic=%s partition=%d offset=%lld" CS_TRACE_FMT,
-                       p->name, ds[i]->topic, (int)ds[i]->partition, (long long)ds[i]->offset, CS_TRACE_ARGS(ds[i]));
+            pending++;
         } else if (outcomes[i] != CS_RETRY) {
             if (!ds[i]->reason) cs_delivery_set_reason(ds[i], "its batch's database writes were rolled back");
             outcomes[i] = CS_RETRY;
         }
     }
+    if (pending)
+        CS_LOG_ERR("handler that wrote to the database returned pending: its run's writes are rolled back and the "
+                   "pending records' settlements count as retries subscription=%s pending=%zu",
+                   p->name, pending);
     return false;
 }
 
@@ -298,14 +318,23 @@ static void settle_run(cs_pipeline *p, cs_delivery **ds, cs_outcome *outcomes, s
     const cs_run_store *rs = p->cfg.store;
     bool held = rs && rs->held(rs->arg);
     bool kept = held && keep_writes(p, ds, outcomes, n);
-    if (held) rs->end_run(rs->arg, kept);
+    if (held && !rs->end_run(rs->arg, kept) && kept) {
+        /* The store could not keep them (its transaction is gone, and the
+         * window rolls back): nothing of the run was handled. */
+        for (size_t i = 0; i < n; i++) {
+            if (!ds[i]->reason) cs_delivery_set_reason(ds[i], "the database transaction was lost");
+            outcomes[i] = CS_RETRY;
+        }
+        kept = false;
+    }
     for (size_t i = 0; i < n; i++) {
         cs_outcome o = outcomes[i];
         if (o == CS_PENDING || o == CS_RETRY) continue;
+        ds[i]->store_refused = false; /* the worker's own outcome: its writes went as the run's did */
         /* The reply settles it later: the window waits for that. */
         if (kept && o == CS_ACK && ds[i]->reply_buf) {
             ds[i]->store_await = rs;
-            rs->await_add(rs->arg);
+            ds[i]->store_gen = rs->await_add(rs->arg);
         }
         cs_delivery *d = ds[i];
         bool awaited = d->store_await != NULL;
@@ -329,7 +358,10 @@ static void run_one(lane *l, cs_delivery *d) {
     start_attempt(l, d);
     if (watch) watch_start(l, d);
     uint64_t t0 = cs__mono_ns(); /* monotonic: a clock step never makes a run negative */
+    this_run.ds = &d;
+    this_run.n = 1;
     cs_outcome outcome = p->cfg.handler(d, p->cfg.user);
+    this_run.n = 0;
     cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
     if (!outcome_valid(outcome)) {
@@ -386,7 +418,10 @@ static void run_kept(lane *l, size_t kept) {
     bool watch = p->cfg.handler_time_limit_ms > 0;
     if (watch) watch_start(l, l->batch[0]);
     uint64_t t0 = cs__mono_ns();
+    this_run.ds = l->batch;
+    this_run.n = kept;
     cs_outcome all = p->cfg.batch_handler(l->batch, kept, l->outcomes, p->cfg.user);
+    this_run.n = 0;
     cs__histogram_observe(&l->handler_seconds, cs__mono_ns() - t0);
     if (watch) watch_stop(l);
     for (size_t i = 0; i < kept; i++) {

@@ -99,7 +99,10 @@ void cs_db_free(cs_db *db) {
     if (!db) return;
     if (db->conn && db->in_txn) db->impl->rollback(db);
     if (db->conn) db->impl->close(db);
-    for (size_t i = 0; i < db->n_claims; i++) free(db->claims[i].topic);
+    for (size_t i = 0; i < db->n_claims; i++) {
+        free(db->claims[i].topic);
+        free(db->claims[i].written_settled);
+    }
     free(db->claims);
     pthread_cond_destroy(&db->await_cv);
     pthread_mutex_destroy(&db->await_mx);
@@ -146,22 +149,66 @@ int cs__db_begin(cs_db *db) {
 
 bool cs__db_in_txn(const cs_db *db) { return db->in_txn; }
 
+/* The window's rows are known committed or not: nothing is left to verify. */
+static void forget_written(cs_db *db) {
+    for (size_t i = 0; i < db->n_claims; i++) {
+        db->claims[i].written = false;
+        free(db->claims[i].written_settled);
+        db->claims[i].written_settled = NULL;
+    }
+    db->commit_unknown = false;
+}
+
 int cs__db_commit(cs_db *db) {
     if (!db->in_txn) return 0;
     db->in_txn = false;
     int rc = db->impl->commit(db);
+    if (rc == -2) {
+        db->commit_unknown = true; /* cs__db_verify tells, once the database answers */
+        return -2;
+    }
     if (rc != 0) db->impl->rollback(db); /* a commit that failed may leave the transaction open (SQLITE_BUSY) */
+    forget_written(db);
     return rc;
+}
+
+int cs__db_verify(cs_db *db, const char *group,
+                  void (*committed)(void *arg, const char *topic, int32_t partition, int64_t next, const char *settled),
+                  void *arg) {
+    if (!db->commit_unknown) return 1;
+    int verdict = -1; /* no row told yet */
+    for (size_t i = 0; i < db->n_claims && verdict < 0; i++) {
+        cs_db_claim *c = &db->claims[i];
+        if (!c->written) continue;
+        int64_t epoch, next;
+        char settled[4096];
+        if (db->impl->read(db, group, c->topic, c->partition, &epoch, &next, settled, sizeof settled) != 0)
+            return -1; /* the database does not answer yet */
+        /* A row another owner claimed since tells nothing: its window may
+         * have written over ours. Ours, it holds what we wrote or not. */
+        if (epoch != c->owner_epoch) continue;
+        verdict = next == c->written_next && !strcmp(settled, c->written_settled ? c->written_settled : "");
+    }
+    if (verdict < 0) verdict = 0; /* every row was claimed by others: ours are fenced whatever happened */
+    for (size_t i = 0; verdict == 1 && i < db->n_claims; i++) {
+        cs_db_claim *c = &db->claims[i];
+        if (c->written) committed(arg, c->topic, c->partition, c->written_next, c->written_settled);
+    }
+    forget_written(db);
+    return verdict;
 }
 
 void cs__db_rollback(cs_db *db, int backoff_ms) {
     db->next_begin_ms = cs__now_ms() + backoff_ms;
     if (db->in_txn) db->impl->rollback(db);
+    forget_written(db);
     db->in_txn = false;
     db->poisoned = false;
     db->poison_why[0] = '\0';
     pthread_mutex_lock(&db->await_mx);
     db->await_poisoned = false;
+    db->awaiting = 0;
+    db->await_gen++;
     pthread_mutex_unlock(&db->await_mx);
 }
 
@@ -225,8 +272,7 @@ int cs__db_claim(cs_db *db, const char *group, const char *topic, int32_t partit
         char *t = strdup(topic);
         if (!t) return cs__db_fail(db, "claim", "out of memory");
         c = &db->claims[db->n_claims++];
-        c->topic = t;
-        c->partition = partition;
+        *c = (cs_db_claim){.topic = t, .partition = partition};
     }
     c->owner_epoch = epoch;
     c->fenced = false;
@@ -237,7 +283,16 @@ int cs__db_write(cs_db *db, const char *group, const char *topic, int32_t partit
                  const char *settled) {
     cs_db_claim *c = find_claim(db, topic, partition);
     if (!c || c->fenced) return 0;
-    return db->impl->write(db, group, topic, partition, c->owner_epoch, next, settled);
+    int rc = db->impl->write(db, group, topic, partition, c->owner_epoch, next, settled);
+    if (rc == 1) {
+        char *copy = strdup(settled);
+        if (!copy) return cs__db_fail(db, "position write", "out of memory");
+        free(c->written_settled);
+        c->written_settled = copy;
+        c->written_next = next;
+        c->written = true;
+    }
+    return rc;
 }
 
 bool cs__db_fenced(cs_db *db, const char *topic, int32_t partition) {
@@ -254,6 +309,7 @@ void cs__db_forget(cs_db *db, const char *topic, int32_t partition) {
     cs_db_claim *c = find_claim(db, topic, partition);
     if (!c) return;
     free(c->topic);
+    free(c->written_settled);
     *c = db->claims[--db->n_claims];
 }
 
@@ -272,23 +328,15 @@ static void *take_for_run(cs_delivery *d, const cs_db_ops *want, const char *fn)
                  (int)d->partition, (long long)d->offset, want->kind);
         return NULL;
     }
-    if (held_by_run == db) return db->impl->handle(db);
-    if (held_by_run) {
-        cs__fail(CS_ERR_STATE, "%s(%s/%d@%lld): this thread's run holds another database", fn, d->topic,
+    /* Only the thread running d's handler, and only for the deliveries it
+     * was given: the connection is let go when that run is settled. */
+    if (!cs__run_take_store(d)) {
+        cs__fail(CS_ERR_STATE, "%s(%s/%d@%lld): only the handler running the delivery may write for it", fn, d->topic,
                  (int)d->partition, (long long)d->offset);
         return NULL;
     }
+    if (held_by_run == db) return db->impl->handle(db);
     pthread_mutex_lock(&db->lock);
-    /* Asked again under db->lock: a rollback's rewind or a fence (both under
-     * it) may have made d stale while this run waited, and its writes would
-     * then commit without its position. Under the lock nothing can change
-     * that until the run settles. */
-    if (!cs__delivery_run_store(d)) {
-        pthread_mutex_unlock(&db->lock);
-        cs__fail(CS_ERR_STALE, "%s(%s/%d@%lld): the partition was rewound, fenced or revoked; return CS_RETRY", fn,
-                 d->topic, (int)d->partition, (long long)d->offset);
-        return NULL;
-    }
     /* After a window rolled back, no new one begins until its backoff is
      * over: writes made meanwhile would likely roll back too, and a SQLite
      * file would stay locked against every other writer. */
@@ -298,7 +346,26 @@ static void *take_for_run(cs_delivery *d, const cs_db_ops *want, const char *fn)
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&db->lock);
     }
-    if (cs__db_begin(db) != 0 || db->impl->exec(db, "SAVEPOINT cs_run") != 0) {
+    /* Asked under db->lock, after any wait: a rollback's rewind or a fence
+     * (both under it) may have made d stale meanwhile, and its writes would
+     * then commit without its position. Under the lock nothing can change
+     * that until the run settles. A window that must roll back, or whose
+     * commit's outcome is not known yet, takes no more writes. */
+    const char *refused = !cs__delivery_run_store(d) ? "the partition was rewound, fenced or revoked"
+                          : db->poisoned             ? "the window rolls back"
+                          : db->commit_unknown       ? "the last commit's outcome is not known yet"
+                                                     : NULL;
+    if (refused) {
+        pthread_mutex_unlock(&db->lock);
+        cs__fail(CS_ERR_STALE, "%s(%s/%d@%lld): %s; return CS_RETRY", fn, d->topic, (int)d->partition,
+                 (long long)d->offset, refused);
+        return NULL;
+    }
+    /* A transaction the database ended by itself (SQLite rolls back on a
+     * full disk, or on INSERT OR ROLLBACK): a savepoint now would begin a new
+     * one, and its release would commit the run's writes alone. */
+    if (db->in_txn && !db->impl->txn_open(db)) poison_locked(db, "the database rolled the transaction back");
+    if (db->poisoned || cs__db_begin(db) != 0 || db->impl->exec(db, "SAVEPOINT cs_run") != 0) {
         cs__fail(CS_ERR_UNAVAILABLE, "%s(%s/%d@%lld): %s database %s: %s", fn, d->topic, (int)d->partition,
                  (long long)d->offset, db->impl->kind, db->shown, db->err);
         /* A transaction that cannot take a savepoint is unusable. */
@@ -320,9 +387,12 @@ struct pg_conn *cs_delivery_postgres(cs_delivery *d) {
 
 static bool run_held(void *arg) { return held_by_run == arg; }
 
-static void run_end(void *arg, bool keep) {
+static bool run_end(void *arg, bool keep) {
     cs_db *db = arg;
-    int rc = keep
+    /* The transaction may be gone (the database rolled it back by itself):
+     * a RELEASE would then commit whatever began since. */
+    int rc = !db->impl->txn_open(db) ? cs__db_fail(db, "savepoint cs_run", "the transaction is no longer open")
+             : keep
                  ? db->impl->exec(db, "RELEASE SAVEPOINT cs_run")
                  : db->impl->exec(db, "ROLLBACK TO SAVEPOINT cs_run") || db->impl->exec(db, "RELEASE SAVEPOINT cs_run");
     if (rc != 0) {
@@ -331,6 +401,7 @@ static void run_end(void *arg, bool keep) {
                    keep ? "released" : "rolled back", db->impl->kind, db->shown, db->err);
         poison_locked(db, db->err);
     }
+    return rc == 0;
 }
 
 static void run_unlock(void *arg) {
@@ -339,20 +410,26 @@ static void run_unlock(void *arg) {
     pthread_mutex_unlock(&db->lock);
 }
 
-static void await_add(void *arg) {
+static uint64_t await_add(void *arg) {
     cs_db *db = arg;
     pthread_mutex_lock(&db->await_mx);
     db->awaiting++;
+    uint64_t gen = db->await_gen;
     pthread_mutex_unlock(&db->await_mx);
+    return gen;
 }
 
-static void await_done(void *arg, bool kept) {
+static void await_done(void *arg, uint64_t gen, bool kept) {
     cs_db *db = arg;
     pthread_mutex_lock(&db->await_mx);
-    /* Only a flag: db->lock is above the partition lock this runs under.
-     * cs__db_poisoned reads it under db->lock, after the count fell. */
-    if (!kept) db->await_poisoned = true;
-    if (--db->awaiting == 0) pthread_cond_broadcast(&db->await_cv);
+    /* A window that rolled back forgot its records (cs__db_rollback): one
+     * settling now says nothing of the window open now. */
+    if (gen == db->await_gen) {
+        /* Only a flag: db->lock is above the partition lock this runs under.
+         * cs__db_poisoned reads it under db->lock, after the count fell. */
+        if (!kept) db->await_poisoned = true;
+        if (--db->awaiting == 0) pthread_cond_broadcast(&db->await_cv);
+    }
     pthread_mutex_unlock(&db->await_mx);
 }
 

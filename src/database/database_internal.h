@@ -38,7 +38,17 @@ typedef struct cs_db_ops {
      * 1 written, 0 fenced (another owner bumped it), -1 error. */
     int (*write)(cs_db *db, const char *group, const char *topic, int32_t partition, int64_t epoch, int64_t next,
                  const char *settled);
+    /* 0 committed, -1 not committed, -2 not known (the connection broke
+     * before the answer came). */
     int (*commit)(cs_db *db);
+    /* Whether the connection has a transaction open (the database may have
+     * rolled one back by itself). */
+    bool (*txn_open)(cs_db *db);
+    /* Outside a transaction: a partition's row as it is (no row: *next -1,
+     * *epoch 0). Used to learn whether a commit whose answer was lost
+     * happened. */
+    int (*read)(cs_db *db, const char *group, const char *topic, int32_t partition, int64_t *epoch, int64_t *next,
+                char *settled, size_t cap);
     void (*rollback)(cs_db *db);
     void (*close)(cs_db *db);
     void *(*handle)(cs_db *db); /* sqlite3 *, PGconn * */
@@ -53,6 +63,11 @@ typedef struct cs_db_claim {
     int32_t partition;
     int64_t owner_epoch;
     bool fenced;
+    /* What the open window wrote for it (written), kept until that window's
+     * COMMIT is known to have happened or not. */
+    bool written;
+    int64_t written_next;
+    char *written_settled;
 } cs_db_claim;
 
 struct cs_db {
@@ -71,6 +86,8 @@ struct cs_db {
     pthread_cond_t await_cv;
     size_t awaiting;     /* records whose writes are in the transaction, settled later */
     bool await_poisoned; /* one of them did not settle as handled */
+    uint64_t await_gen;  /* bumped by every rollback: older settlements count for nothing */
+    bool commit_unknown; /* a COMMIT whose answer was lost: verified before anything else */
 
     char *owner; /* the subscription's name (cs_sub_commit_database) */
     cs_run_store run_store;

@@ -29,9 +29,17 @@ void cs__db_unlock(cs_db *db);
 void cs__db_poison(cs_db *db, const char *why);
 /* With db->lock held: opens the transaction if it is not. */
 int cs__db_begin(cs_db *db);
+/* With db->lock held: after a COMMIT whose answer was lost (cs__db_commit
+ * returned -2), reads the rows it wrote: 1 it happened (`committed` is
+ * called for each row it wrote), 0 it did not, -1 the database does not
+ * answer yet (ask again later). 1 at once if nothing is unknown. */
+int cs__db_verify(cs_db *db, const char *group,
+                  void (*committed)(void *arg, const char *topic, int32_t partition, int64_t next, const char *settled),
+                  void *arg);
 /* With db->lock held: whether the transaction is open (runs wrote, or may have). */
 bool cs__db_in_txn(const cs_db *db);
-/* With db->lock held: commits, or rolls back (both close the transaction). */
+/* With db->lock held: commits (0; -1 it did not happen; -2 its answer was
+ * lost: cs__db_verify), or rolls back (both close the transaction). */
 int cs__db_commit(cs_db *db);
 /* Rolling back also holds new runs off for backoff_ms: they would write into
  * a transaction that likely fails again. */

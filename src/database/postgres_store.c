@@ -30,6 +30,8 @@ static const char CLAIM[] =
     " VALUES ($1, $2, $3::int, -1, '', 1)"
     " ON CONFLICT (group_id, topic, partition) DO UPDATE SET epoch = p.epoch + 1"
     " RETURNING next_offset, settled, epoch";
+static const char READ[] = "SELECT next_offset, settled, epoch FROM cstream_positions"
+                           " WHERE group_id = $1 AND topic = $2 AND partition = $3::int";
 static const char WRITE[] = "UPDATE cstream_positions SET next_offset = $4::bigint, settled = $5"
                             " WHERE group_id = $1 AND topic = $2 AND partition = $3::int AND epoch = $6::bigint";
 
@@ -86,15 +88,21 @@ static int connect_db(cs_db *db) {
 
 static int begin_txn(cs_db *db) {
     /* A connection that broke (a server restart) is made again here, where
-     * no transaction is open: nothing of a window is lost by it. */
-    if (!db->conn || PQstatus(conn_of(db)) != CONNECTION_OK) {
-        if (db->conn) PQreset(conn_of(db));
+     * no transaction is open: nothing of a window is lost by it. One the
+     * server ended while it was idle still reads CONNECTION_OK until it is
+     * used: its BEGIN is what finds out, and it is made again for one more
+     * BEGIN (else the run that asked would retry for nothing). */
+    for (int tries = 0;; tries++) {
         if (!db->conn || PQstatus(conn_of(db)) != CONNECTION_OK) {
-            if (db->conn) return fail(db, "reconnect", PQerrorMessage(conn_of(db)));
-            return connect_db(db);
+            if (db->conn) PQreset(conn_of(db));
+            if (!db->conn || PQstatus(conn_of(db)) != CONNECTION_OK) {
+                if (db->conn) return fail(db, "reconnect", PQerrorMessage(conn_of(db)));
+                if (connect_db(db) != 0) return -1;
+            }
         }
+        int rc = exec_sql(db, "BEGIN ISOLATION LEVEL READ COMMITTED");
+        if (rc == 0 || tries > 0 || PQstatus(conn_of(db)) == CONNECTION_OK) return rc;
     }
-    return exec_sql(db, "BEGIN ISOLATION LEVEL READ COMMITTED");
 }
 
 static int claim(cs_db *db, const char *group, const char *topic, int32_t partition, int64_t *epoch, int64_t *next,
@@ -138,6 +146,46 @@ static int commit_txn(cs_db *db) {
             ? 0
             : fail(db, "commit",
                    PQresultStatus(r) == PGRES_COMMAND_OK ? "the transaction had failed" : PQerrorMessage(conn_of(db)));
+    /* The connection broke: the server may have committed before the answer
+     * was lost. */
+    if (rc != 0 && PQstatus(conn_of(db)) != CONNECTION_OK) rc = -2;
+    PQclear(r);
+    return rc;
+}
+
+static bool txn_open(cs_db *db) {
+    if (!db->conn || PQstatus(conn_of(db)) != CONNECTION_OK) return false;
+    PGTransactionStatusType st = PQtransactionStatus(conn_of(db));
+    return st == PQTRANS_INTRANS || st == PQTRANS_INERROR; /* INERROR: a savepoint still rolls back */
+}
+
+static int read_row(cs_db *db, const char *group, const char *topic, int32_t partition, int64_t *epoch, int64_t *next,
+                    char *settled, size_t cap) {
+    if (!db->conn || PQstatus(conn_of(db)) != CONNECTION_OK) {
+        if (db->conn) PQreset(conn_of(db));
+        if (!db->conn || PQstatus(conn_of(db)) != CONNECTION_OK) {
+            if (db->conn) return fail(db, "reconnect", PQerrorMessage(conn_of(db)));
+            if (connect_db(db) != 0) return -1;
+        }
+    }
+    char part[16];
+    snprintf(part, sizeof part, "%d", (int)partition);
+    const char *params[3] = {group, topic, part};
+    PGresult *r = PQexecParams(conn_of(db), READ, 3, NULL, params, NULL, NULL, 0);
+    int rc = -1;
+    *epoch = 0;
+    *next = -1;
+    settled[0] = '\0';
+    if (PQresultStatus(r) == PGRES_TUPLES_OK) {
+        if (PQntuples(r) == 1) {
+            *next = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+            snprintf(settled, cap, "%s", PQgetvalue(r, 0, 1));
+            *epoch = strtoll(PQgetvalue(r, 0, 2), NULL, 10);
+        }
+        rc = 0;
+    } else {
+        fail(db, "read", PQerrorMessage(conn_of(db)));
+    }
     PQclear(r);
     return rc;
 }
@@ -159,6 +207,8 @@ const cs_db_ops cs__postgres_ops = {
     .claim = claim,
     .write = write_row,
     .commit = commit_txn,
+    .txn_open = txn_open,
+    .read = read_row,
     .rollback = rollback_txn,
     .close = close_conn,
     .handle = handle,

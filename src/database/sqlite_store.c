@@ -19,7 +19,7 @@
 
 typedef struct sqlite_conn {
     sqlite3 *db;
-    sqlite3_stmt *claim, *write;
+    sqlite3_stmt *claim, *write, *read;
 } sqlite_conn;
 
 static const char CREATE_TABLE[] = "CREATE TABLE IF NOT EXISTS cstream_positions ("
@@ -38,6 +38,8 @@ static const char CLAIM[] = "INSERT INTO cstream_positions (group_id, topic, par
                             " VALUES (?1, ?2, ?3, -1, '', 1)"
                             " ON CONFLICT (group_id, topic, partition) DO UPDATE SET epoch = epoch + 1"
                             " RETURNING next_offset, settled, epoch";
+static const char READ[] = "SELECT next_offset, settled, epoch FROM cstream_positions"
+                           " WHERE group_id = ?1 AND topic = ?2 AND partition = ?3";
 static const char WRITE[] = "UPDATE cstream_positions SET next_offset = ?4, settled = ?5"
                             " WHERE group_id = ?1 AND topic = ?2 AND partition = ?3 AND epoch = ?6";
 
@@ -61,6 +63,7 @@ static void close_conn(cs_db *db) {
     if (!c) return;
     sqlite3_finalize(c->claim);
     sqlite3_finalize(c->write);
+    sqlite3_finalize(c->read);
     sqlite3_close_v2(c->db);
     free(c);
     db->conn = NULL;
@@ -95,7 +98,8 @@ static int connect_db(cs_db *db) {
         return -1;
     }
     if (sqlite3_prepare_v2(c->db, CLAIM, -1, &c->claim, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(c->db, WRITE, -1, &c->write, NULL) != SQLITE_OK) {
+        sqlite3_prepare_v2(c->db, WRITE, -1, &c->write, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(c->db, READ, -1, &c->read, NULL) != SQLITE_OK) {
         fail(db, "prepare");
         close_conn(db);
         return -1;
@@ -146,7 +150,30 @@ static int write_row(cs_db *db, const char *group, const char *topic, int32_t pa
     return changed > 0 ? 1 : 0;
 }
 
+/* A failed COMMIT of a local file did not happen (SQLite answers for it
+ * before it returns). */
 static int commit_txn(cs_db *db) { return exec_sql(db, "COMMIT"); }
+
+static bool txn_open(cs_db *db) { return sqlite3_get_autocommit(conn_of(db)->db) == 0; }
+
+static int read_row(cs_db *db, const char *group, const char *topic, int32_t partition, int64_t *epoch, int64_t *next,
+                    char *settled, size_t cap) {
+    sqlite3_stmt *st = conn_of(db)->read;
+    sqlite3_reset(st);
+    bind_key(st, group, topic, partition);
+    int rc = sqlite3_step(st);
+    *epoch = 0;
+    *next = -1;
+    settled[0] = '\0';
+    if (rc == SQLITE_ROW) {
+        *next = sqlite3_column_int64(st, 0);
+        const unsigned char *text = sqlite3_column_text(st, 1);
+        snprintf(settled, cap, "%s", text ? (const char *)text : "");
+        *epoch = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_reset(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : fail(db, "read");
+}
 
 static void rollback_txn(cs_db *db) {
     /* Fails only if SQLite rolled back by itself (an I/O error): then nothing is open. */
@@ -163,6 +190,8 @@ const cs_db_ops cs__sqlite_ops = {
     .claim = claim,
     .write = write_row,
     .commit = commit_txn,
+    .txn_open = txn_open,
+    .read = read_row,
     .rollback = rollback_txn,
     .close = close_conn,
     .handle = handle,

@@ -38,6 +38,7 @@
 static const char *group_of(const cs_consumer *c) { return c->sub->group ? c->sub->group : c->sub->k->default_group; }
 
 static void roll_back_assigned(cs_consumer *c, const char *why);
+static int verify_last_commit(cs_consumer *c);
 
 /* ---- claims (rebalance.c, at assign) ------------------------------------------- */
 
@@ -70,7 +71,7 @@ rd_kafka_resp_err_t cs__commit_db_claim(cs_consumer *c, rd_kafka_topic_partition
         cs__db_lock_window(db, REPLY_WAIT_MS);
         if (cs__db_in_txn(db)) /* the window did not commit: the claim must not carry its writes */
             roll_back_assigned(c, "a window still open at an assignment");
-        int rc = claim_all(c, l);
+        int rc = verify_last_commit(c) < 0 ? -1 : claim_all(c, l);
         char why[640];
         snprintf(why, sizeof why, "%s", cs__db_error(db));
         cs__db_unlock(db);
@@ -175,6 +176,27 @@ static void fence(cs_consumer *c, cs_part *part) {
                c->sub->name, group_of(c), cs__part_topic(part), (int)cs__part_number(part));
 }
 
+/* A row the lost-answer COMMIT wrote, which the database says it holds. */
+static void verified_row(void *arg, const char *topic, int32_t partition, int64_t next, const char *settled) {
+    cs_consumer *c = arg;
+    cs_part *part = cs__pipeline_find_part(c->pipe, topic, partition);
+    if (part) cs__part_commit_done(part, next, settled, true);
+}
+
+/* After a COMMIT whose answer was lost (the connection broke): whether it
+ * happened, from the rows it wrote, before anything else is written. 1
+ * settled either way (not happened: rolled back, read again), -1 the
+ * database does not answer yet. */
+static int verify_last_commit(cs_consumer *c) {
+    int v = cs__db_verify(c->sub->db, group_of(c), verified_row, c);
+    if (v == 1) return 1;
+    if (v == 0) {
+        roll_back_assigned(c, "the last commit did not happen (its answer was lost with the connection)");
+        return 1;
+    }
+    return -1;
+}
+
 /* Results of the Kafka commits that follow a database commit: for lag tools
  * only, so a failure is a line and nothing else. */
 static void on_lag_commit(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *offsets,
@@ -214,7 +236,16 @@ static bool write_and_commit(cs_consumer *c, rd_kafka_topic_partition_list_t *l,
         roll_back(c, assigned, "fenced: another instance claimed a partition of the window");
         return false;
     }
-    if (cs__db_commit(db) != 0) {
+    int rc = cs__db_commit(db);
+    if (rc == -2) {
+        /* Rolling back from memory could apply the window twice if it did
+         * commit: the next window reads the rows first (verify_last_commit). */
+        CS_LOG_WARN("database commit's answer lost with the connection: whether it happened is read from the rows "
+                    "before the next window subscription=%s error=\"%s\"",
+                    c->sub->name, cs__db_error(db));
+        return false;
+    }
+    if (rc != 0) {
         roll_back(c, assigned, cs__db_error(db));
         return false;
     }
@@ -231,6 +262,11 @@ void cs__commit_db_window(cs_consumer *c, bool final) {
     if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
     cs__db_lock_window(db, REPLY_WAIT_MS);
     char why[512];
+    if (verify_last_commit(c) < 0) { /* the database is still away: the next tick asks again */
+        cs__db_unlock(db);
+        rd_kafka_topic_partition_list_destroy(assigned);
+        return;
+    }
     if (cs__db_poisoned(db, why, sizeof why)) {
         roll_back(c, assigned, why);
         cs__db_unlock(db);
