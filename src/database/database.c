@@ -387,6 +387,8 @@ struct pg_conn *cs_delivery_postgres(cs_delivery *d) {
 
 static bool run_held(void *arg) { return held_by_run == arg; }
 
+bool cs__db_held_by_this_thread(void) { return held_by_run != NULL; }
+
 static bool run_end(void *arg, bool keep) {
     cs_db *db = arg;
     /* The transaction may be gone (the database rolled it back by itself):

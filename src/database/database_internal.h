@@ -96,7 +96,4 @@ struct cs_db {
     size_t n_claims, cap_claims;
 };
 
-/* Fills db->err with `what` and the database's message; returns -1. */
-int cs__db_fail(cs_db *db, const char *what, const char *detail);
-
 #endif

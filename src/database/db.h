@@ -22,6 +22,8 @@ bool cs__db_bind(cs_db *db, const char *sub_name);
  * first), then waits up to wait_ms for the records whose replies gate their
  * writes. False if some still wait (the transaction is poisoned then). */
 bool cs__db_lock_window(cs_db *db, int wait_ms);
+/* Whether the calling thread's handler run holds a database (any). */
+bool cs__db_held_by_this_thread(void);
 /* Takes db->lock without waiting for replies (a revoke's bookkeeping). */
 void cs__db_lock(cs_db *db);
 void cs__db_unlock(cs_db *db);
@@ -58,5 +60,8 @@ bool cs__db_fenced(cs_db *db, const char *topic, int32_t partition);
 void cs__db_mark_fenced(cs_db *db, const char *topic, int32_t partition);
 void cs__db_forget(cs_db *db, const char *topic, int32_t partition);
 const char *cs__db_error(const cs_db *db);
+/* Fills db->err with `what` and the database's (or the caller's) message;
+ * returns -1 (db_error.c). */
+int cs__db_fail(cs_db *db, const char *what, const char *detail);
 
 #endif

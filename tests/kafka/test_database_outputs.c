@@ -5,7 +5,11 @@
  * every record has a reply, at least once); and a batch's writes are one
  * savepoint, so an element retried takes the others' writes with it and each
  * record's writes still commit once; a record given up goes to the
- * dead-letter topic with none of its writes, and its position commits. */
+ * dead-letter topic with none of its writes, and its position commits; a
+ * handler that holds the database is refused a call that waits for the
+ * fetch thread (instead of a deadlock); a start at the end is written into
+ * the row at the claim, so that a crash before the first window cannot move
+ * it on past records handled and not committed. */
 #include <sqlite3.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -53,6 +57,19 @@ static cs_outcome failing_handler(cs_delivery *d, void *user) {
         cs_delivery_set_reason(d, "refused by the test");
         return CS_RETRY;
     }
+    return CS_ACK;
+}
+
+/* Writes, then asks to pause its subscription while holding the database. */
+static cs_sub *_Atomic pausing_sub;
+static _Atomic int pause_refused, pause_other;
+static cs_outcome pausing_handler(cs_delivery *d, void *user) {
+    fixture *f = user;
+    atomic_fetch_add(&f->runs, 1);
+    if (!insert_effect(d)) return CS_RETRY;
+    cs_err err = cs_sub_pause(atomic_load(&pausing_sub));
+    if (err == CS_ERR_STATE && strstr(cs_errmsg(), "holds its database")) atomic_fetch_add(&pause_refused, 1);
+    else atomic_fetch_add(&pause_other, 1);
     return CS_ACK;
 }
 
@@ -268,11 +285,93 @@ static void a_record_given_up_commits_its_position_without_its_writes(void **sta
     remove_db(path);
 }
 
+/* Starts a Database-mode subscription on topic with handler h (SQLite at
+ * path); *db_out is freed by the caller after the app. */
+static cs_app *start_db(const char *topic, const char *group, const char *path, cs_handler_fn h, fixture *f,
+                        cs_start where, cs_sub **sub_out, cs_db **db_out) {
+    char url[600];
+    snprintf(url, sizeof url, "sqlite:%s", path);
+    CST_OK(cs_db_open(url, db_out));
+    cs_app *app = cs_app_new("database-outputs-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = cs_kafka_subscribe(k, topic, h, f);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_database(s, *db_out));
+    CST_OK(cs_sub_start_at(s, where));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_app_add_kafka(app, k));
+    *sub_out = s;
+    return app;
+}
+
+/* The handler holds the database and calls cs_sub_pause, which waits for the
+ * fetch thread, whose next window waits for the database: refused with
+ * CS_ERR_STATE, and every record still commits. */
+static void a_handler_holding_the_database_cannot_wait_for_the_fetch_thread(void **state) {
+    (void)state;
+    char topic[128], group[160], path[512];
+    cst_fresh("db-pause", 1, topic, group, sizeof topic);
+    for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
+    sqlite3 *check = checker(path, sizeof path, "pause");
+    fixture f = {.retry_offset = -1};
+    cs_sub *s;
+    cs_db *db;
+    cs_app *app = start_db(topic, group, path, pausing_handler, &f, CS_START_EARLIEST, &s, &db);
+    atomic_store(&pausing_sub, s);
+    atomic_store(&pause_refused, 0);
+    atomic_store(&pause_other, 0);
+    CST_OK(cs_app_start(app));
+    rows_at want = {check, PER_PART};
+    if (!cst_wait(rows_reached, &want, 60000)) fail_msg("the row did not reach the end");
+    assert_int_equal(atomic_load(&pause_refused), PER_PART);
+    assert_int_equal(atomic_load(&pause_other), 0);
+    assert_int_equal(query(check, "SELECT COUNT(*) FROM effects"), PER_PART);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cs_db_free(db);
+    sqlite3_close(check);
+    remove_db(path);
+}
+
+typedef struct row_exists {
+    sqlite3 *db;
+} row_exists;
+static bool row_claimed(void *arg) {
+    return query(((row_exists *)arg)->db, "SELECT COUNT(*) FROM cstream_positions") == 1;
+}
+
+/* Starting at the end with no row: the claim writes the end into the row
+ * before any record is handled. */
+static void a_start_at_the_end_is_written_at_the_claim(void **state) {
+    (void)state;
+    char topic[128], group[160], path[512];
+    cst_fresh("db-latest", 1, topic, group, sizeof topic);
+    for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
+    sqlite3 *check = checker(path, sizeof path, "latest");
+    fixture f = {.retry_offset = -1};
+    cs_sub *s;
+    cs_db *db;
+    cs_app *app = start_db(topic, group, path, failing_handler, &f, CS_START_LATEST, &s, &db);
+    CST_OK(cs_app_start(app));
+    row_exists w = {check};
+    if (!cst_wait(row_claimed, &w, 60000)) fail_msg("the partition was not claimed");
+    assert_int_equal(query(check, "SELECT next_offset FROM cstream_positions"), PER_PART);
+    assert_int_equal(atomic_load(&f.runs), 0);
+    CST_OK(cs_app_stop(app));
+    cs_app_destroy(app);
+    cs_db_free(db);
+    sqlite3_close(check);
+    remove_db(path);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(replies_gate_the_window),
         cmocka_unit_test(a_batch_rolls_back_as_one),
         cmocka_unit_test(a_record_given_up_commits_its_position_without_its_writes),
+        cmocka_unit_test(a_handler_holding_the_database_cannot_wait_for_the_fetch_thread),
+        cmocka_unit_test(a_start_at_the_end_is_written_at_the_claim),
     };
     return cmocka_run_group_tests(tests, cst_cluster_setup, cst_cluster_teardown);
 }

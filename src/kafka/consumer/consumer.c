@@ -625,6 +625,7 @@ static void release_assigned(cs_consumer *c) {
 static void close_after_fatal(cs_consumer *c) {
     c->closed_after_fatal = true;
     release_assigned(c);
+    if (c->sub->db) cs__commit_db_close(c);
     CS_LOG_WARN("consumer closed after a fatal error: nothing committed subscription=%s", c->sub->name);
 }
 
@@ -654,6 +655,7 @@ void cs__consumer_close(cs_consumer *c) {
     c->closing = true;
     cs__commit_positions(c, NULL, true);
     release_assigned(c);
+    if (c->sub->db) cs__commit_db_close(c);
     rd_kafka_resp_err_t err = rd_kafka_consumer_close(c->rk);
     if (err) CS_LOG_WARN("consumer close subscription=%s error=\"%s\"", c->sub->name, rd_kafka_err2str(err));
 }
@@ -666,6 +668,7 @@ void cs__consumer_crash(cs_consumer *c) {
     join_fetch_thread(c);
     cs__pipeline_crash(c->pipe);
     release_assigned(c);
+    if (c->sub->db) cs__commit_db_close(c); /* a crash loses the open window */
     consumer_free_flags(c, RD_KAFKA_DESTROY_F_NO_CONSUMER_CLOSE);
 }
 

@@ -630,6 +630,17 @@ rd_kafka_resp_err_t cs__commit_db_claim(cs_consumer *c, rd_kafka_topic_partition
 /* Sets l's offsets for the assign from the claimed rows (no row: the start). */
 void cs__commit_db_start_at(cs_consumer *c, rd_kafka_topic_partition_list_t *l,
                             const rd_kafka_topic_partition_list_t *claimed);
+/* Commits the window and keeps the database locked, so that no run writes
+ * until cs__commit_db_unhold: an application's seek moves partitions in
+ * between (fetch_control.c). False (nothing held) without the assignment. */
+bool cs__commit_db_hold(cs_consumer *c);
+void cs__commit_db_unhold(cs_consumer *c);
+/* Rolls the window back and reads every assigned partition again from its
+ * row (a fetch position librdkafka moved back: fetch_control.c). */
+void cs__commit_db_roll_back(cs_consumer *c, const char *why);
+/* At the consumer's close, after its last commit: a window still open is
+ * rolled back. */
+void cs__commit_db_close(cs_consumer *c);
 /* At revoke: forgets l's claims; `lost`: the open window must not commit. */
 void cs__commit_db_release(cs_consumer *c, const rd_kafka_topic_partition_list_t *l, bool lost);
 

@@ -53,6 +53,21 @@ static int claim_all(cs_consumer *c, rd_kafka_topic_partition_list_t *l) {
             cs__db_rollback(db, 0);
             return -1;
         }
+        /* No row yet and a start at the end: the end is written now, so that
+         * a crash before the first window does not move the start on past
+         * records handled and not committed. */
+        if (next < 0 && c->sub->start == CS_START_LATEST) {
+            int64_t low = 0, high = 0;
+            rd_kafka_resp_err_t err =
+                rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &low, &high, 5000);
+            if (err || cs__db_write(db, group_of(c), e->topic, e->partition, high, "") != 1) {
+                if (err) cs__db_fail(db, "the end offset of a partition with no row", rd_kafka_err2str(err));
+                cs__db_rollback(db, 0);
+                return -1;
+            }
+            next = high;
+            settled[0] = '\0';
+        }
         e->offset = next;
         free(e->metadata);
         e->metadata = strdup(settled); /* freed with the list; out of memory: no acked set, read again */
@@ -252,38 +267,32 @@ static bool write_and_commit(cs_consumer *c, rd_kafka_topic_partition_list_t *l,
     return true;
 }
 
-void cs__commit_db_window(cs_consumer *c, bool final) {
+/* The window with db->lock held: verified, rolled back or committed. */
+static void window_locked(cs_consumer *c, const rd_kafka_topic_partition_list_t *assigned, bool final) {
     cs_db *db = c->sub->db;
-    cs__pipeline_take_settled(c->pipe);
-    cs__commit_pass_markers(c);
-    rd_kafka_topic_partition_list_t *assigned = NULL;
-    /* Without the assignment no position can be written: committing the
-     * writes without them would apply them again after a crash. */
-    if (rd_kafka_assignment(c->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return;
-    cs__db_lock_window(db, REPLY_WAIT_MS);
     char why[512];
-    if (verify_last_commit(c) < 0) { /* the database is still away: the next tick asks again */
-        cs__db_unlock(db);
-        rd_kafka_topic_partition_list_destroy(assigned);
-        return;
-    }
+    if (verify_last_commit(c) < 0) return; /* the database is still away: the next tick asks again */
     if (cs__db_poisoned(db, why, sizeof why)) {
         roll_back(c, assigned, why);
-        cs__db_unlock(db);
-        rd_kafka_topic_partition_list_destroy(assigned);
         return;
     }
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(assigned->cnt ? assigned->cnt : 1);
+    /* Whether every partition's position can be written, before any state
+     * is taken: taking one marks it as sent, and a window that then stays
+     * open would leave it out of the next one, its writes in it. */
     bool truncated = false, log_unknown = false;
     for (int i = 0; i < assigned->cnt; i++) {
         const rd_kafka_topic_partition_t *e = &assigned->elems[i];
         cs_part *part = cs__pipeline_find_part(c->pipe, e->topic, e->partition);
-        cs_commit_state s;
-        if (!part || cs__db_fenced(db, e->topic, e->partition)) continue;
         /* Its position cannot be written until a record shows which log it
          * is (cs__part_log_unknown), and its writes may be in the window. */
-        log_unknown = log_unknown || cs__part_log_unknown(part);
-        if (!cs__part_commit_state(part, final, &s)) continue;
+        if (part && !cs__db_fenced(db, e->topic, e->partition)) log_unknown = log_unknown || cs__part_log_unknown(part);
+    }
+    for (int i = 0; !log_unknown && i < assigned->cnt; i++) {
+        const rd_kafka_topic_partition_t *e = &assigned->elems[i];
+        cs_part *part = cs__pipeline_find_part(c->pipe, e->topic, e->partition);
+        cs_commit_state s;
+        if (!part || cs__db_fenced(db, e->topic, e->partition) || !cs__part_commit_state(part, final, &s)) continue;
         truncated = truncated || s.truncated;
         cs__commit_add_state(c, l, &s);
     }
@@ -310,7 +319,50 @@ void cs__commit_db_window(cs_consumer *c, bool final) {
         }
         c->commit.abort_backoff_ms = 0;
     }
-    cs__db_unlock(db);
     rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Takes the window's lock with the assignment; false (nothing taken) if
+ * the assignment is not known: no position could be written, and committing
+ * the writes without them would apply them again after a crash. */
+static bool lock_window(cs_consumer *c, rd_kafka_topic_partition_list_t **assigned) {
+    cs__pipeline_take_settled(c->pipe);
+    cs__commit_pass_markers(c);
+    if (rd_kafka_assignment(c->rk, assigned) != RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+    cs__db_lock_window(c->sub->db, REPLY_WAIT_MS);
+    return true;
+}
+
+void cs__commit_db_window(cs_consumer *c, bool final) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (!lock_window(c, &assigned)) return;
+    window_locked(c, assigned, final);
+    cs__db_unlock(c->sub->db);
     rd_kafka_topic_partition_list_destroy(assigned);
+}
+
+bool cs__commit_db_hold(cs_consumer *c) {
+    rd_kafka_topic_partition_list_t *assigned = NULL;
+    if (!lock_window(c, &assigned)) return false;
+    window_locked(c, assigned, false);
+    rd_kafka_topic_partition_list_destroy(assigned);
+    return true;
+}
+
+void cs__commit_db_unhold(cs_consumer *c) { cs__db_unlock(c->sub->db); }
+
+void cs__commit_db_roll_back(cs_consumer *c, const char *why) {
+    cs__db_lock(c->sub->db);
+    roll_back_assigned(c, why);
+    cs__db_unlock(c->sub->db);
+}
+
+void cs__commit_db_close(cs_consumer *c) {
+    cs_db *db = c->sub->db;
+    cs__db_lock(db);
+    /* Writes a handler made after the close's last commit (past the drain
+     * deadline) have no position to go with: they must not outlive the
+     * consumer in a transaction a later one would commit. */
+    if (cs__db_in_txn(db)) cs__db_rollback(db, 0);
+    cs__db_unlock(db);
 }

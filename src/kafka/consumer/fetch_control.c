@@ -160,21 +160,26 @@ static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
         return CS_ERR_STATE;
     }
     /* Transactional: what was settled before the seek commits first, with
-     * its outputs, rather than being discarded with the old epoch's window. */
+     * its outputs, rather than being discarded with the old epoch's window.
+     * Database: the same with its writes, and no run writes until the
+     * partitions moved (a write of the old epoch would commit without its
+     * position). */
+    bool db_held = false;
     if (c->transactional) cs__commit_positions(c, NULL, false);
-    for (size_t i = 0; i < n; i++) {
-        cs_err err = seek_one(c, r, found[i], to[i]);
-        if (!err) continue;
-        if (i > 0) { /* say which moved: the caller cannot tell otherwise */
+    else if (c->sub->db) db_held = cs__commit_db_hold(c);
+    cs_err err = CS_OK;
+    for (size_t i = 0; i < n && !err; i++) {
+        err = seek_one(c, r, found[i], to[i]);
+        if (err && i > 0) { /* say which moved: the caller cannot tell otherwise */
             size_t len = strlen(r->message);
             len += (size_t)snprintf(r->message + len, sizeof r->message - len, "; moved before it:");
             for (size_t j = 0; j < i && len < sizeof r->message; j++)
                 len += (size_t)snprintf(r->message + len, sizeof r->message - len, " %s/%d", found[j]->topic,
                                         (int)found[j]->partition);
         }
-        return err;
     }
-    return CS_OK;
+    if (db_held) cs__commit_db_unhold(c);
+    return err;
 }
 
 /* ---- a fetch position librdkafka moved back ---------------------------------------
@@ -192,6 +197,15 @@ static cs_err apply_seek(cs_consumer *c, cs_ctl_req *r) {
 static void move_back(cs_consumer *c, fetch_part *fp, int64_t now) {
     cs_part *part = fp->part;
     int64_t to = fp->back_to;
+    if (c->sub->db) {
+        /* Database: records settled above the first open one have their
+         * writes in the window, and reading them again would write them
+         * twice. The window rolls back instead, and every partition is read
+         * again from its row (this one included, with its acked set). */
+        cs__fetch_back_settled(fp);
+        cs__commit_db_roll_back(c, "a partition's fetch position moved back");
+        return;
+    }
     if (!cs__part_reread_from(part, &to)) { /* being revoked: its next owner reads from the committed position */
         cs__fetch_withhold(fp);
         cs__fetch_back_settled(fp);

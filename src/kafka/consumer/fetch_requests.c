@@ -26,6 +26,7 @@
 
 #include "core/broker.h"
 #include "base/error.h"
+#include "database/db.h"
 #include "kafka/consumer/consumer_internal.h"
 
 /* The consumer whose fetch thread this is, NULL on other threads. */
@@ -95,9 +96,14 @@ bool cs__control_post(cs_consumer *c, cs_ctl_req *r) {
     pthread_cond_init(&r->cv, NULL);
     r->done = false;
     pthread_mutex_lock(&c->requests.lock);
+    /* A handler holding its database (Database mode) would wait for the
+     * fetch thread while the fetch thread waits for the database. */
     const char *refused = c->requests.closed        ? "not running"
                           : c->requests.rebalancing ? "a rebalance is in progress (try again after it)"
-                                                    : NULL;
+                          : cs__db_held_by_this_thread()
+                              ? "the calling handler holds its database: call it before its first write, or after it "
+                                "settled"
+                              : NULL;
     if (!refused) {
         CS_STAILQ_INSERT_TAIL(&c->requests.queue, r, next);
         atomic_store(&c->requests.pending, true);

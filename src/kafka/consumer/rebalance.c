@@ -61,6 +61,9 @@ static void call_hook(cs_consumer *c, cs_partitions_fn fn, void *user, const rd_
 /* The group of the subscription, for log lines. */
 static const char *group_of(const cs_consumer *c) { return c->sub->group ? c->sub->group : c->sub->k->default_group; }
 
+/* Database mode asks for the high watermark this many times (5 s each). */
+#define DB_WATERMARK_TRIES 6
+
 /* Whether a verified acked set may be used: offsets it says were settled
  * must exist in the log now. A log truncated below them (an unclean leader
  * election, a topic deleted and created again) would have new records at
@@ -69,6 +72,18 @@ static const char *group_of(const cs_consumer *c) { return c->sub->group ? c->su
 static bool set_within_log(cs_consumer *c, const rd_kafka_topic_partition_t *e, uint64_t reach) {
     int64_t low = -1, high = -1;
     rd_kafka_resp_err_t err = rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &low, &high, 5000);
+    /* Database: records in the set have their writes committed, so ignoring
+     * it would write them twice; the high watermark is asked for a while,
+     * and the app stops if it never comes. */
+    for (int tries = 1; err && c->sub->db && tries < DB_WATERMARK_TRIES; tries++)
+        err = rd_kafka_query_watermark_offsets(c->rk, e->topic, e->partition, &low, &high, 5000);
+    if (err && c->sub->db) {
+        cs__app_fatal(c->app,
+                      "%s: the high watermark of %s/%d was not read, and its row's acked set cannot be used without "
+                      "it: %s",
+                      c->who, e->topic, (int)e->partition, rd_kafka_err2str(err));
+        return false;
+    }
     if (err) {
         CS_LOG_WARN("acked set ignored, the high watermark was not read: records above the position are read again "
                     "subscription=%s group=%s topic=%s partition=%d error=\"%s\"",
@@ -113,6 +128,13 @@ static void load_attempts(cs_consumer *c, rd_kafka_topic_partition_list_t *l) {
         if (!err && !e->err && e->offset >= 0) {
             cs_meta_status st = cs__meta_read(e->metadata, e->metadata_size, e->offset, &rd);
             clean = rd.clean;
+            /* Database: the row's set is cstream's own; one it cannot read
+             * would make it write the records in it a second time. */
+            if (c->sub->db && (st == CS_META_FOREIGN || st == CS_META_BAD || !runs))
+                cs__app_fatal(c->app,
+                              "%s: the settled column of %s/%d in cstream_positions is not usable (%s): set it to '' "
+                              "to read every record above next_offset again",
+                              c->who, e->topic, (int)e->partition, runs ? rd.why : "out of memory");
             if (st == CS_META_FOREIGN || st == CS_META_BAD)
                 CS_LOG_WARN("committed metadata ignored (%s): attempts count from zero and records above the position "
                             "are read again subscription=%s group=%s topic=%s partition=%d committed=%lld",
