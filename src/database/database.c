@@ -162,6 +162,7 @@ static void forget_written(cs_db *db) {
 int cs__db_commit(cs_db *db) {
     if (!db->in_txn) return 0;
     db->in_txn = false;
+    db->release_pending = false; /* COMMIT releases it */
     int rc = db->impl->commit(db);
     if (rc == -2) {
         db->commit_unknown = true; /* cs__db_verify tells, once the database answers */
@@ -200,6 +201,7 @@ int cs__db_verify(cs_db *db, const char *group,
 
 void cs__db_rollback(cs_db *db, int backoff_ms) {
     db->next_begin_ms = cs__now_ms() + backoff_ms;
+    db->release_pending = false;
     if (db->in_txn) db->impl->rollback(db);
     forget_written(db);
     db->in_txn = false;
@@ -365,7 +367,11 @@ static void *take_for_run(cs_delivery *d, const cs_db_ops *want, const char *fn)
      * full disk, or on INSERT OR ROLLBACK): a savepoint now would begin a new
      * one, and its release would commit the run's writes alone. */
     if (db->in_txn && !db->impl->txn_open(db)) poison_locked(db, "the database rolled the transaction back");
-    if (db->poisoned || cs__db_begin(db) != 0 || db->impl->exec(db, "SAVEPOINT cs_run") != 0) {
+    /* The last kept run's savepoint is released here, in the same round trip
+     * as this run's (run_end defers it): one trip per run saved. */
+    const char *savepoint = db->release_pending ? "RELEASE SAVEPOINT cs_run; SAVEPOINT cs_run" : "SAVEPOINT cs_run";
+    db->release_pending = false;
+    if (db->poisoned || cs__db_begin(db) != 0 || db->impl->exec(db, savepoint) != 0) {
         cs__fail(CS_ERR_UNAVAILABLE, "%s(%s/%d@%lld): %s database %s: %s", fn, d->topic, (int)d->partition,
                  (long long)d->offset, db->impl->kind, db->shown, db->err);
         /* A transaction that cannot take a savepoint is unusable. */
@@ -393,10 +399,12 @@ static bool run_end(void *arg, bool keep) {
     cs_db *db = arg;
     /* The transaction may be gone (the database rolled it back by itself):
      * a RELEASE would then commit whatever began since. */
+    /* Kept: the savepoint stays until the next run takes its own (the two
+     * go in one round trip) or the window commits (COMMIT releases it). */
     int rc = !db->impl->txn_open(db) ? cs__db_fail(db, "savepoint cs_run", "the transaction is no longer open")
-             : keep
-                 ? db->impl->exec(db, "RELEASE SAVEPOINT cs_run")
-                 : db->impl->exec(db, "ROLLBACK TO SAVEPOINT cs_run") || db->impl->exec(db, "RELEASE SAVEPOINT cs_run");
+             : keep                  ? 0
+                                     : db->impl->exec(db, "ROLLBACK TO SAVEPOINT cs_run; RELEASE SAVEPOINT cs_run");
+    db->release_pending = keep && rc == 0;
     if (rc != 0) {
         /* The run's writes cannot be told apart from the window's any more. */
         CS_LOG_ERR("database savepoint not %s, the window rolls back kind=%s database=%s error=\"%s\"",

@@ -80,6 +80,7 @@ struct cs_db {
     pthread_mutex_t lock;
     bool in_txn;           /* the window's transaction is open */
     bool poisoned;         /* it must roll back (see poison) */
+    bool release_pending;  /* the last kept run's savepoint, released with the next run's (run_end) */
     int64_t next_begin_ms; /* after a rollback: no run begins a transaction before this */
     char poison_why[512];
     pthread_mutex_t await_mx;
