@@ -54,6 +54,10 @@ typedef struct cs_db_ops {
     void *(*handle)(cs_db *db); /* sqlite3 *, PGconn * */
 } cs_db_ops;
 
+/* Creates the positions table if missing and checks its columns
+ * (positions_table.c); -1 with db->err naming the column. */
+int cs__db_positions_table(cs_db *db);
+
 extern const cs_db_ops cs__sqlite_ops;
 extern const cs_db_ops cs__postgres_ops;
 

@@ -15,16 +15,6 @@
 
 #include "database/database_internal.h"
 
-static const char CREATE_TABLE[] = "CREATE TABLE IF NOT EXISTS cstream_positions ("
-                                   " group_id TEXT NOT NULL,"
-                                   " topic TEXT NOT NULL,"
-                                   " partition INTEGER NOT NULL,"
-                                   " next_offset BIGINT NOT NULL,"
-                                   " settled TEXT NOT NULL,"
-                                   " epoch BIGINT NOT NULL,"
-                                   " PRIMARY KEY (group_id, topic, partition))";
-static const char CHECK_TABLE[] =
-    "SELECT group_id, topic, partition, next_offset, settled, epoch FROM cstream_positions LIMIT 0";
 static const char CLAIM[] =
     "INSERT INTO cstream_positions AS p (group_id, topic, partition, next_offset, settled, epoch)"
     " VALUES ($1, $2, $3::int, -1, '', 1)"
@@ -70,16 +60,7 @@ static int connect_db(cs_db *db) {
     }
     /* The creation's notice when the table exists goes nowhere. */
     exec_sql(db, "SET client_min_messages = warning");
-    if (exec_sql(db, CREATE_TABLE)) {
-        close_conn(db);
-        return -1;
-    }
-    if (exec_sql(db, CHECK_TABLE)) {
-        char why[sizeof db->err];
-        snprintf(why, sizeof why, "%s", db->err);
-        const char *msg = strstr(why, "ERROR:");
-        cs__db_fail(db, "the positions table cstream_positions does not match cstream's (docs/database.md)",
-                    msg ? msg : why);
+    if (cs__db_positions_table(db)) {
         close_conn(db);
         return -1;
     }

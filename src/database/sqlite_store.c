@@ -22,18 +22,6 @@ typedef struct sqlite_conn {
     sqlite3_stmt *claim, *write, *read;
 } sqlite_conn;
 
-static const char CREATE_TABLE[] = "CREATE TABLE IF NOT EXISTS cstream_positions ("
-                                   " group_id TEXT NOT NULL,"
-                                   " topic TEXT NOT NULL,"
-                                   " partition INTEGER NOT NULL,"
-                                   " next_offset BIGINT NOT NULL,"
-                                   " settled TEXT NOT NULL,"
-                                   " epoch BIGINT NOT NULL,"
-                                   " PRIMARY KEY (group_id, topic, partition))";
-/* Every column cstream reads or writes, so that a table of another shape
- * fails at start, naming the column, and not at the first commit. */
-static const char CHECK_TABLE[] =
-    "SELECT group_id, topic, partition, next_offset, settled, epoch FROM cstream_positions LIMIT 0";
 static const char CLAIM[] = "INSERT INTO cstream_positions (group_id, topic, partition, next_offset, settled, epoch)"
                             " VALUES (?1, ?2, ?3, -1, '', 1)"
                             " ON CONFLICT (group_id, topic, partition) DO UPDATE SET epoch = epoch + 1"
@@ -85,15 +73,7 @@ static int connect_db(cs_db *db) {
     /* WAL: readers (a lag query, the tests' counts) never block a window;
      * synchronous=FULL: a committed window survives a power cut too. */
     if (exec_sql(db, "PRAGMA journal_mode=WAL") || exec_sql(db, "PRAGMA synchronous=FULL") ||
-        exec_sql(db, CREATE_TABLE)) {
-        close_conn(db);
-        return -1;
-    }
-    if (exec_sql(db, CHECK_TABLE)) {
-        char why[sizeof db->err];
-        snprintf(why, sizeof why, "%s", db->err);
-        cs__db_fail(db, "the positions table cstream_positions does not match cstream's (docs/database.md)",
-                    strstr(why, ": ") ? strstr(why, ": ") + 2 : why);
+        cs__db_positions_table(db)) {
         close_conn(db);
         return -1;
     }
