@@ -73,8 +73,17 @@ static cs_outcome pausing_handler(cs_delivery *d, void *user) {
     return CS_ACK;
 }
 
+/* The batch subscription: its first batch waits until every record was
+ * taken, so that a later batch holds several (a loaded machine may hand the
+ * first one out alone). */
+static cs_sub *_Atomic batch_sub;
+
 static cs_outcome batch_handler(cs_delivery *const *batch, size_t n, cs_outcome *outcomes, void *user) {
     fixture *f = user;
+    cs_sub *s = atomic_load(&batch_sub);
+    for (int64_t until = cst_now_ms() + 10000;
+         f->runs == 0 && s && cs_test_sub_taken(s) < PER_PART && cst_now_ms() < until;)
+        usleep(1000);
     for (size_t i = 0; i < n; i++) {
         atomic_fetch_add(&f->runs, 1);
         outcomes[i] = insert_effect(batch[i]) ? CS_ACK : CS_RETRY;
@@ -150,6 +159,27 @@ static void count_reply(const void *value, size_t len, void *arg) {
     if (sscanf(v, "%d@%lld", &p, &o) == 2 && p >= 0 && p < PARTS && o >= 0 && o < PER_PART) reply_counts[p][o]++;
 }
 
+/* A Database-mode subscription on topic (SQLite at path), with record
+ * handler h or batch handler b, not started: the caller adds its settings.
+ * *db_out is freed by the caller after the app. */
+static cs_app *start_db(const char *topic, const char *group, const char *path, cs_handler_fn h, cs_batch_fn b,
+                        fixture *f, cs_start where, cs_sub **sub_out, cs_db **db_out) {
+    char url[600];
+    snprintf(url, sizeof url, "sqlite:%s", path);
+    CST_OK(cs_db_open(url, db_out));
+    cs_app *app = cs_app_new("database-outputs-test", "1.0");
+    cs_kafka *k = cs_test_kafka_new(cst_cluster);
+    cs_sub *s = b ? cs_kafka_subscribe_batch(k, topic, b, PER_PART, f) : cs_kafka_subscribe(k, topic, h, f);
+    assert_non_null(s);
+    CST_OK(cs_sub_group(s, group));
+    CST_OK(cs_sub_commit_database(s, *db_out));
+    CST_OK(cs_sub_start_at(s, where));
+    CST_OK(cs_sub_commit_interval_ms(s, 50));
+    CST_OK(cs_app_add_kafka(app, k));
+    *sub_out = s;
+    return app;
+}
+
 /* No reply gets out (cst_reply_topic_blocked: embedded, they wait in the
  * producer; real broker, each is refused and its record retried): records
  * ran and wrote, but the window holding their writes rolls back instead of
@@ -157,7 +187,7 @@ static void count_reply(const void *value, size_t len, void *arg) {
  * each record has its reply. */
 static void replies_gate_the_window(void **state) {
     (void)state;
-    char topic[128], group[160], replies[160], path[512], url[600];
+    char topic[128], group[160], replies[160], path[512];
     cst_fresh("db-replies", PARTS, topic, group, sizeof topic);
     snprintf(replies, sizeof replies, "%s.replies", topic);
     if (cs_test_cluster_is_embedded(cst_cluster)) /* a failed run before may have left its refusals */
@@ -168,19 +198,11 @@ static void replies_gate_the_window(void **state) {
     cst_reply_topic_blocked(replies, true);
 
     fixture f = {.retry_offset = -1};
-    snprintf(url, sizeof url, "sqlite:%s", path);
-    cs_db *db = NULL;
-    CST_OK(cs_db_open(url, &db));
-    cs_app *app = cs_app_new("database-outputs-test", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, reply_handler, &f);
-    assert_non_null(s);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit_database(s, db));
+    cs_sub *s;
+    cs_db *db;
+    cs_app *app = start_db(topic, group, path, reply_handler, NULL, &f, CS_START_EARLIEST, &s, &db);
     CST_OK(cs_sub_reply(s, replies, 0));
     CST_OK(cs_sub_workers(s, 2));
-    CST_OK(cs_sub_commit_interval_ms(s, 50));
-    CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
 
     /* A window holding writes whose replies do not get out rolls back:
@@ -214,22 +236,15 @@ static void replies_gate_the_window(void **state) {
  * every element comes back, and each record's writes commit once. */
 static void a_batch_rolls_back_as_one(void **state) {
     (void)state;
-    char topic[128], group[160], path[512], url[600];
+    char topic[128], group[160], path[512];
     cst_fresh("db-batch", 1, topic, group, sizeof topic);
     for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
     sqlite3 *check = checker(path, sizeof path, "batch");
     fixture f = {.retry_offset = -1};
-    snprintf(url, sizeof url, "sqlite:%s", path);
-    cs_db *db = NULL;
-    CST_OK(cs_db_open(url, &db));
-    cs_app *app = cs_app_new("database-outputs-test", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe_batch(k, topic, batch_handler, PER_PART, &f);
-    assert_non_null(s);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit_database(s, db));
-    CST_OK(cs_sub_commit_interval_ms(s, 50));
-    CST_OK(cs_app_add_kafka(app, k));
+    cs_sub *s;
+    cs_db *db;
+    cs_app *app = start_db(topic, group, path, NULL, batch_handler, &f, CS_START_EARLIEST, &s, &db);
+    atomic_store(&batch_sub, s);
     CST_OK(cs_app_start(app));
     rows_at want = {check, PER_PART};
     if (!cst_wait(rows_reached, &want, 60000)) fail_msg("the row did not reach the end");
@@ -262,26 +277,18 @@ static void count_dead_letter(const void *value, size_t len, void *arg) {
  * runs' writes commit, and the row passes it. */
 static void a_record_given_up_commits_its_position_without_its_writes(void **state) {
     (void)state;
-    char topic[128], group[160], dlq[160], path[512], url[600];
+    char topic[128], group[160], dlq[160], path[512];
     cst_fresh("db-dlq", 1, topic, group, sizeof topic);
     snprintf(dlq, sizeof dlq, "%s.dlq", topic);
     CST_OK(cs_test_topic_create(cst_cluster, dlq, 1));
     for (int i = 0; i < PER_PART; i++) CST_OK(cs_test_produce(cst_cluster, topic, 0, NULL, 0, "v", 1, NULL));
     sqlite3 *check = checker(path, sizeof path, "dlq");
     fixture f = {.retry_offset = -1};
-    snprintf(url, sizeof url, "sqlite:%s", path);
-    cs_db *db = NULL;
-    CST_OK(cs_db_open(url, &db));
-    cs_app *app = cs_app_new("database-outputs-test", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, failing_handler, &f);
-    assert_non_null(s);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit_database(s, db));
+    cs_sub *s;
+    cs_db *db;
+    cs_app *app = start_db(topic, group, path, failing_handler, NULL, &f, CS_START_EARLIEST, &s, &db);
     CST_OK(cs_sub_max_attempts(s, 3));
     CST_OK(cs_sub_dead_letter(s, dlq));
-    CST_OK(cs_sub_commit_interval_ms(s, 50));
-    CST_OK(cs_app_add_kafka(app, k));
     CST_OK(cs_app_start(app));
     rows_at want = {check, PER_PART};
     if (!cst_wait(rows_reached, &want, 60000)) fail_msg("the row did not pass the record given up");
@@ -300,26 +307,6 @@ static void a_record_given_up_commits_its_position_without_its_writes(void **sta
     remove_db(path);
 }
 
-/* Starts a Database-mode subscription on topic with handler h (SQLite at
- * path); *db_out is freed by the caller after the app. */
-static cs_app *start_db(const char *topic, const char *group, const char *path, cs_handler_fn h, fixture *f,
-                        cs_start where, cs_sub **sub_out, cs_db **db_out) {
-    char url[600];
-    snprintf(url, sizeof url, "sqlite:%s", path);
-    CST_OK(cs_db_open(url, db_out));
-    cs_app *app = cs_app_new("database-outputs-test", "1.0");
-    cs_kafka *k = cs_test_kafka_new(cst_cluster);
-    cs_sub *s = cs_kafka_subscribe(k, topic, h, f);
-    assert_non_null(s);
-    CST_OK(cs_sub_group(s, group));
-    CST_OK(cs_sub_commit_database(s, *db_out));
-    CST_OK(cs_sub_start_at(s, where));
-    CST_OK(cs_sub_commit_interval_ms(s, 50));
-    CST_OK(cs_app_add_kafka(app, k));
-    *sub_out = s;
-    return app;
-}
-
 /* The handler holds the database and calls cs_sub_pause, which waits for the
  * fetch thread, whose next window waits for the database: refused with
  * CS_ERR_STATE, and every record still commits. */
@@ -332,7 +319,7 @@ static void a_handler_holding_the_database_cannot_wait_for_the_fetch_thread(void
     fixture f = {.retry_offset = -1};
     cs_sub *s;
     cs_db *db;
-    cs_app *app = start_db(topic, group, path, pausing_handler, &f, CS_START_EARLIEST, &s, &db);
+    cs_app *app = start_db(topic, group, path, pausing_handler, NULL, &f, CS_START_EARLIEST, &s, &db);
     atomic_store(&pausing_sub, s);
     atomic_store(&pause_refused, 0);
     atomic_store(&pause_other, 0);
@@ -367,7 +354,7 @@ static void a_start_at_the_end_is_written_at_the_claim(void **state) {
     fixture f = {.retry_offset = -1};
     cs_sub *s;
     cs_db *db;
-    cs_app *app = start_db(topic, group, path, failing_handler, &f, CS_START_LATEST, &s, &db);
+    cs_app *app = start_db(topic, group, path, failing_handler, NULL, &f, CS_START_LATEST, &s, &db);
     CST_OK(cs_app_start(app));
     row_exists w = {check};
     if (!cst_wait(row_claimed, &w, 60000)) fail_msg("the partition was not claimed");
