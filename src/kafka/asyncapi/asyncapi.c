@@ -211,9 +211,14 @@ static cs_err build(cs_app *app, aa_doc *d, aa_node *root) {
                                     ? pattern_channel(d, channels, s.topics[t])
                                     : channel(d, channels, s.topics[t], declared_partitions(bops, impl, s.topics[t]));
                 channel_message(d, chan, msg);
-                char id[300], cid[256], summary[512];
+                char id[600], cid[256], summary[512];
                 channel_id(cid, sizeof cid, s.topics[t]);
                 snprintf(id, sizeof id, "receive.%s", cid);
+                if (cs__aa_member(ops, id)) { /* another subscription reads the topic too: its group tells them apart */
+                    char gid[256];
+                    channel_id(gid, sizeof gid, s.group ? s.group : s.name);
+                    snprintf(id, sizeof id, "receive.%s.%s", cid, gid);
+                }
                 snprintf(summary, sizeof summary, "%s handler, %s commits, %d worker%s%s", s.batch ? "Batch" : "Record",
                          s.transactional ? "transactional (exactly-once)"
                          : s.database    ? "database (exactly-once into its database)"
