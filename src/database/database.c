@@ -81,7 +81,7 @@ cs_err cs_db_open(const char *url, cs_db **out) {
     }
     pthread_mutex_init(&db->lock, NULL);
     pthread_mutex_init(&db->await_mx, NULL);
-    pthread_cond_init(&db->await_cv, NULL);
+    cs__cond_init_monotonic(&db->await_cv);
     if (ops->connect(db) != 0) {
         /* A positions table with other columns is the service's to fix;
          * anything else is the database not answering. */
@@ -227,13 +227,7 @@ bool cs__db_lock_window(cs_db *db, int wait_ms) {
     /* No run can start meanwhile (it needs db->lock), so the count only
      * falls: each reply's report brings it down. */
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += wait_ms / 1000;
-    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    cs__deadline_after(&until, wait_ms); /* await_cv is monotonic: a clock step does not end the wait */
     pthread_mutex_lock(&db->await_mx);
     while (db->awaiting > 0 && pthread_cond_timedwait(&db->await_cv, &db->await_mx, &until) == 0) {}
     bool done = db->awaiting == 0;

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cstest.h"
+#include "cstest_db.h"
 #include "cstream/database.h"
 
 enum { PARTS = 2, PER_PART = 10, N = PARTS * PER_PART };
@@ -116,15 +117,6 @@ static long long query(sqlite3 *db, const char *sql) {
     long long v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -999;
     sqlite3_finalize(st);
     return v;
-}
-
-static void remove_db(const char *path) {
-    char side[600];
-    unlink(path);
-    snprintf(side, sizeof side, "%s-wal", path);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path);
-    unlink(side);
 }
 
 typedef struct rows_at {
@@ -228,7 +220,7 @@ static void replies_gate_the_window(void **state) {
         for (int o = 0; o < PER_PART; o++)
             if (reply_counts[p][o] < 1) fail_msg("record %d@%d has no reply", p, o);
     sqlite3_close(check);
-    remove_db(path);
+    cstdb_unlink_sqlite(path);
 }
 
 /* The last element of the first batch of two or more retries: the batch's
@@ -264,7 +256,7 @@ static void a_batch_rolls_back_as_one(void **state) {
     cs_app_destroy(app);
     cs_db_free(db);
     sqlite3_close(check);
-    remove_db(path);
+    cstdb_unlink_sqlite(path);
 }
 
 static long dead_letters;
@@ -304,7 +296,7 @@ static void a_record_given_up_commits_its_position_without_its_writes(void **sta
     cst_read_uncommitted(dlq, 1, count_dead_letter, NULL, 30000);
     assert_int_equal(dead_letters, 1);
     sqlite3_close(check);
-    remove_db(path);
+    cstdb_unlink_sqlite(path);
 }
 
 /* The handler holds the database and calls cs_sub_pause, which waits for the
@@ -333,7 +325,7 @@ static void a_handler_holding_the_database_cannot_wait_for_the_fetch_thread(void
     cs_app_destroy(app);
     cs_db_free(db);
     sqlite3_close(check);
-    remove_db(path);
+    cstdb_unlink_sqlite(path);
 }
 
 typedef struct row_exists {
@@ -364,7 +356,7 @@ static void a_start_at_the_end_is_written_at_the_claim(void **state) {
     cs_app_destroy(app);
     cs_db_free(db);
     sqlite3_close(check);
-    remove_db(path);
+    cstdb_unlink_sqlite(path);
 }
 
 int main(void) {

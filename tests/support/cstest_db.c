@@ -39,8 +39,7 @@ static void sqlite_path(const char *name, char *path, size_t cap) {
     snprintf(path, cap, "/tmp/cstream-dbtest-%d-%s.sqlite", (int)getpid(), name);
 }
 
-/* The file and the two files SQLite's WAL mode keeps beside it. */
-static void unlink_sqlite(const char *path) {
+void cstdb_unlink_sqlite(const char *path) {
     char side[600];
     unlink(path);
     snprintf(side, sizeof side, "%s-wal", path);
@@ -56,7 +55,7 @@ void cstdb_url(const char *name, char *url, size_t cap) {
     }
     char path[512];
     sqlite_path(name, path, sizeof path);
-    unlink_sqlite(path);
+    cstdb_unlink_sqlite(path);
     snprintf(url, cap, "sqlite:%s", path);
 }
 
@@ -65,7 +64,7 @@ void cstdb_effects_name(const char *name, char *table, size_t cap) {
 }
 
 void cstdb_remove(const char *url) {
-    if (strncmp(url, "sqlite:", 7) == 0) unlink_sqlite(url + 7);
+    if (strncmp(url, "sqlite:", 7) == 0) cstdb_unlink_sqlite(url + 7);
 }
 
 cstdb *cstdb_open(const char *url) {

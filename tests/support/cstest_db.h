@@ -69,4 +69,7 @@ bool cstdb_write_effect(cs_delivery *d, const cs_db *db, const char *table);
  * exits with an error. */
 void cstdb_server(const char *verb);
 
+/* Removes a SQLite file and the two files its WAL mode keeps beside it. */
+void cstdb_unlink_sqlite(const char *path);
+
 #endif
