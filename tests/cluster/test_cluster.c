@@ -1029,9 +1029,10 @@ static void wait_settled(run *r, const char *what) {
  * scale-out must be judged: there the member giving partitions away keeps the
  * others, which an eager rebalance stops; in a scale-in the survivors' kept
  * partitions go on under any assignor until they hear of the rebalance.
- * A run whose scale-outs all took under JUDGE_MIN_MS has nothing to judge
- * and passes: no member stopped for longer (the consumer protocol's usual
- * case, and eager's on a quiet cluster); the figures still show them.
+ * A run whose scale-outs all took under JUDGE_MIN_MS (at least two of them;
+ * those that lost an assignment, below, aside) has nothing to judge and
+ * passes: no member stopped for longer (the consumer protocol's usual case,
+ * and eager's on a quiet cluster); the figures still show them.
  *
  * librdkafka 2.0.2 declares a member's whole assignment lost when an offset
  * commit sent during a rebalance comes back ILLEGAL_GENERATION (#4059, fixed
@@ -1048,7 +1049,8 @@ static void wait_settled(run *r, const char *what) {
  * right after it, is the next event's (a scale-in's SIGTERM follows the
  * scale-out's end at once, and the leaving member's last record can come
  * just before it). */
-enum { JUDGE_MIN_MS = 1500, EDGE_MS = 250, SLACK_MS = 3 * PARTS * 1000 / RATE };
+enum { JUDGE_MIN_MS = 1500, EDGE_MS = 250, SLACK_MS = 3 * PARTS * 1000 / RATE, SCALE_CYCLES = 2 };
+_Static_assert(SCALE_CYCLES * 4 <= MAX_EVENTS, "room for every scale event");
 _Static_assert((JUDGE_MIN_MS - 2 * EDGE_MS) * RATE / PARTS / 1000 >= 10,
                "a judged stretch holds at least 10 input records of each partition");
 
@@ -1065,23 +1067,31 @@ static void test_scale_out_in(void **state) {
     start_load(&r);
     char id[128];
     proc *inst[3];
+    int spawned = 1;
+    bool scale_out[MAX_EVENTS] = {false};
     snprintf(id, sizeof id, "%s-1", r.topic);
     inst[0] = spawn(&r, id, false);
     wait_progress(&r, 2 * RATE, 60000, "the first instance handles records");
-    for (int i = 1; i < 3; i++) {
-        event *e = event_begin(&r, "scale out to %d instances", i + 1);
-        snprintf(id, sizeof id, "%s-%d", r.topic, i + 1);
-        inst[i] = spawn(&r, id, false);
-        wait_for(&r, runs_started, inst[i], 60000, "the new instance gets partitions and handles records");
-        wait_settled(&r, "every partition is handled after the scale-out");
-        event_end(&r, e);
-    }
-    for (int i = 2; i >= 1; i--) {
-        event *e = event_begin(&r, "scale in to %d instances (SIGTERM)", i);
-        reap(&r);
-        stop_worker(&r, live_proc(&r, inst[i]->id));
-        wait_settled(&r, "every partition is handled after the scale-in");
-        event_end(&r, e);
+    /* Two cycles: a scale-out that loses an assignment (librdkafka #4059 on
+     * 2.0.2) cannot be judged, and one cycle's two scale-outs were both left
+     * unjudgeable that way often enough to fail CI. */
+    for (int cycle = 0; cycle < SCALE_CYCLES; cycle++) {
+        for (int i = 1; i < 3; i++) {
+            scale_out[r.n_ev] = true;
+            event *e = event_begin(&r, "scale out to %d instances", i + 1);
+            snprintf(id, sizeof id, "%s-%d", r.topic, ++spawned);
+            inst[i] = spawn(&r, id, false);
+            wait_for(&r, runs_started, inst[i], 60000, "the new instance gets partitions and handles records");
+            wait_settled(&r, "every partition is handled after the scale-out");
+            event_end(&r, e);
+        }
+        for (int i = 2; i >= 1; i--) {
+            event *e = event_begin(&r, "scale in to %d instances (SIGTERM)", i);
+            reap(&r);
+            stop_worker(&r, live_proc(&r, inst[i]->id));
+            wait_settled(&r, "every partition is handled after the scale-in");
+            event_end(&r, e);
+        }
     }
     finish(&r, &f);
     /* Per event: while the moved partitions go unhandled (the rebalance: the
@@ -1090,7 +1100,7 @@ static void test_scale_out_in(void **state) {
      * handled (see above for the judging rules). */
     const reply *v = f.rs.v;
     size_t n = f.rs.n;
-    int judged_out = 0, judged_in = 0, quick_out = 0;
+    int judged_out = 0, judged_in = 0, quick_out = 0, lost_out = 0, n_out = 0;
     for (int e = 0; e < r.n_ev; e++) {
         const event *ev = &r.ev[e];
         long long rebalance = 0, g0 = 0, g1 = 0, kept_gap = 0;
@@ -1150,11 +1160,15 @@ static void test_scale_out_in(void **state) {
         figure("%s: event %d \"%s\": %d partitions moved, unhandled for up to %lld ms (the rebalance); "
                "%d kept their owner, longest gap %lld ms; %s\n",
                r.name, e + 1, ev->what, moved, rebalance, kept, kept_gap, verdict);
-        if (ev->lost_assignments) continue;
+        n_out += scale_out[e];
+        if (ev->lost_assignments) {
+            lost_out += scale_out[e];
+            continue;
+        }
         if (moved == 0) fail_msg("event \"%s\": no partition moved", ev->what);
-        if (e < 2 && rebalance < JUDGE_MIN_MS) quick_out++;
+        if (scale_out[e] && rebalance < JUDGE_MIN_MS) quick_out++;
         if (!judged) continue;
-        if (e < 2) judged_out++;
+        if (scale_out[e]) judged_out++;
         else judged_in++;
         if (fewest == 0)
             fail_msg("event \"%s\": partition %d kept its owner but handled no record while the moved partitions "
@@ -1162,11 +1176,14 @@ static void test_scale_out_in(void **state) {
                      "stop-the-world rebalance",
                      ev->what, worst, rebalance, g0, g1, from, to);
     }
-    fprintf(stderr, "%s: judged %d scale-outs and %d scale-ins; %d scale-outs under %d ms\n", r.name, judged_out,
-            judged_in, quick_out, JUDGE_MIN_MS);
-    if (!judged_out && quick_out < 2)
-        fail_msg("no scale-out could be judged (one lost an assignment, librdkafka #4059, or had no kept partition "
-                 "to judge, and not both took under %d ms): the promise was not shown",
+    fprintf(stderr,
+            "%s: judged %d scale-outs and %d scale-ins; of %d scale-outs %d took under %d ms, %d lost an "
+            "assignment\n",
+            r.name, judged_out, judged_in, n_out, quick_out, JUDGE_MIN_MS, lost_out);
+    if (!judged_out && (quick_out < 2 || quick_out + lost_out < n_out))
+        fail_msg("no scale-out could be judged (each lost an assignment, librdkafka #4059, had no kept partition "
+                 "to judge, or took under %d ms, and not all the others, at least two, took under it): the promise "
+                 "was not shown",
                  JUDGE_MIN_MS);
     teardown(&r, &f);
 }
