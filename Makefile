@@ -349,7 +349,8 @@ bench-embedded: bench-tools
 
 # Records/s into PostgreSQL (docs/database.md, "Throughput"): Database mode's
 # window commits against Tracked with an idempotent upsert per record and
-# against a transaction per record, DB_BENCH_ROUNDS rounds interleaved on one
+# against a transaction per record, and the first two again with batch
+# handlers (a statement per batch), DB_BENCH_ROUNDS rounds interleaved on one
 # 6-partition topic of DB_BENCH_RECORDS records (the embedded cluster, in the
 # bench's process; CSTREAM_BROKERS for another), 6 workers with lanes by
 # partition; medians and the ratios. Its PostgreSQL is scripts/postgres's
