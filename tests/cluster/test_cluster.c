@@ -393,12 +393,19 @@ static void wait_progress_or_restart(run *r, int64_t more, int timeout_ms, const
     int64_t target = progress_target(r, more, what);
     waiting w = {r, handled_more_than, &target};
     if (cst_wait(check, &w, timeout_ms)) return;
-    /* From 2.10 a stall fails the test, but for a Transactional worker: on
-     * 2.14.2 its session can be lost at the broker SIGKILL (or the static
-     * member fenced) and then nothing more happens, in about 1 leader kill
-     * of 3, the same on the code before #34's last changes (2 of 6 runs
-     * each). Not understood yet: docs/real-kafka.md, "Known problems". */
-    if (rd_kafka_version() >= 0x020a0000 && !r->transactional) fail_msg("%s: not within %d ms", what, timeout_ms);
+    /* CS_STALL_BACKTRACE=1: every live worker's thread stacks first (how the
+     * Transactional stall of "Known problems" was understood). */
+    for (int i = 0; getenv("CS_STALL_BACKTRACE") && i < r->n_procs; i++) {
+        if (!r->procs[i].live) continue;
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "gdb -p %d -batch -ex 'thread apply all bt' >&2 2>/dev/null", (int)r->procs[i].pid);
+        if (system(cmd) != 0) fprintf(stderr, "stall: gdb could not show worker %d\n", (int)r->procs[i].pid);
+    }
+    /* From 2.10 a stall fails the test, a Transactional worker's too: its
+     * stall on 2.14.2 (a window's send_offsets_to_transaction waiting for a
+     * dead coordinator forever, docs/real-kafka.md, "Known problems") is
+     * what the transactional producer's connections.max.idle.ms ends. */
+    if (rd_kafka_version() >= 0x020a0000) fail_msg("%s: not within %d ms", what, timeout_ms);
     r->stall_restarts++;
     int n = r->n_procs;
     for (int i = 0; i < n; i++) {

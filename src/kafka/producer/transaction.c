@@ -126,6 +126,16 @@ cs_err cs__txn_start(cs_sub *s, cs_app *app, const char *transactional_id, cs_tx
      * (about 105-110 ms at 10 ms windows under the low-latency profile, 22
      * ms with 20: docs/benchmarks.md, "Latency"). */
     if (!err) err = cs__conf_set(conf, who, "retry.backoff.ms", "20");
+    /* connections.max.idle.ms 10 s (librdkafka: 0, never; config may
+     * override): librdkafka >= 2.10 stops reconnecting to a broker that left
+     * the metadata but keeps it as the group's coordinator (#5511), and a
+     * request waiting for that coordinator never times out (#5456). A
+     * window's send_offsets_to_transaction then never returns, and the fetch
+     * thread that called it never serves the consumer again: seen on 2.14.2
+     * after a broker SIGKILL (docs/real-kafka.md, "Known problems"). Any
+     * connection changing state makes librdkafka look the coordinator up
+     * again; an idle one closing is such a change. */
+    if (!err) err = cs__conf_set(conf, who, "connections.max.idle.ms", "10000");
     if (!err) err = cs__profile_apply(s->k, conf, NULL, who, true);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_config", &s->k->config);
     if (!err) err = cs__conf_apply(conf, "cs_kafka_producer_config", &s->k->producer_config);
