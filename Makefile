@@ -182,7 +182,7 @@ proof: build
 	@$(MAKE) --no-print-directory proof-rebalances
 
 # The rebalance table (docs/real-kafka.md, "Rebalances under each protocol"):
-# the 3-broker scale test (1 -> 2 -> 3 instances and back, under load) with
+# the 3-broker scale test (1 -> 2 -> 3 instances and back, twice, under load) with
 # eager (range) and cooperative-sticky assignment, and with the consumer
 # group protocol where the build's librdkafka has it (>= 2.12: make proof
 # LIBRDKAFKA=current). Its FIGURES lines: per event, the partitions moved and
